@@ -1,0 +1,111 @@
+//! An opened Zarr array: its location, parsed metadata, and the zarrs handle that fetches and
+//! decodes its chunks.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use object_store::local::LocalFileSystem;
+use zarrs::array::Array;
+use zarrs::storage::{AsyncReadableStorageTraits, StoreKey};
+use zarrs_object_store::AsyncObjectStore;
+
+use super::metadata::{parse_v3, ArrayMeta};
+use crate::error::{Error, Result};
+
+/// A Zarr array opened for reading as a table.
+pub struct ZarrArray {
+    /// The location as the user gave it, for messages.
+    pub location: String,
+    pub meta: ArrayMeta,
+    pub array: Array<dyn AsyncReadableStorageTraits>,
+}
+
+impl std::fmt::Debug for ZarrArray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZarrArray")
+            .field("location", &self.location)
+            .field("shape", &self.meta.shape)
+            .field("chunk_shape", &self.meta.chunk_shape)
+            .finish()
+    }
+}
+
+impl ZarrArray {
+    /// Opens the array at `location`: a local folder path or a `file://` URL naming the array
+    /// folder (the one holding `zarr.json`).
+    pub async fn open(location: &str) -> Result<Self> {
+        let dir = local_dir(location)?;
+        let store = LocalFileSystem::new_with_prefix(&dir).map_err(|e| Error::NotFound {
+            location: location.to_string(),
+            reason: e.to_string(),
+        })?;
+        let storage: Arc<dyn AsyncReadableStorageTraits> = Arc::new(AsyncObjectStore::new(store));
+
+        let meta_key = "zarr.json";
+        let meta_path = format!("{}/{meta_key}", location.trim_end_matches('/'));
+        let invalid = |reason: String| Error::InvalidMetadata {
+            path: meta_path.clone(),
+            reason,
+        };
+        let text = storage
+            .get(&StoreKey::new(meta_key).map_err(|e| Error::Internal(e.to_string()))?)
+            .await
+            .map_err(|e| invalid(e.to_string()))?;
+        let Some(text) = text else {
+            return Err(Error::NotFound {
+                location: location.to_string(),
+                reason: "no zarr.json here: LOCATION must name a Zarr array folder".into(),
+            });
+        };
+        let meta = parse_v3(&meta_path, &text)?;
+        let array =
+            Array::new_with_metadata(storage, "/", meta.zarrs_metadata.clone()).map_err(|e| {
+                let reason = e.to_string();
+                if reason.contains("codec") {
+                    Error::UnsupportedCodec {
+                        path: meta_path.clone(),
+                        reason,
+                    }
+                } else {
+                    invalid(reason)
+                }
+            })?;
+        Ok(ZarrArray {
+            location: location.to_string(),
+            meta,
+            array,
+        })
+    }
+}
+
+/// Resolves a LOCATION to a local folder; object-store URLs are not supported yet.
+fn local_dir(location: &str) -> Result<PathBuf> {
+    let path = if let Some(rest) = location.strip_prefix("file://") {
+        let url = url::Url::parse(location).map_err(|e| Error::InvalidOption {
+            option: "LOCATION".into(),
+            reason: format!("'{location}' is not a valid file:// URL: {e}"),
+        })?;
+        url.to_file_path().map_err(|_| Error::InvalidOption {
+            option: "LOCATION".into(),
+            reason: format!("'{location}' does not name a local path ({rest})"),
+        })?
+    } else if location.contains("://") {
+        return Err(Error::InvalidOption {
+            option: "LOCATION".into(),
+            reason: format!("'{location}': only local paths and file:// URLs are supported"),
+        });
+    } else {
+        PathBuf::from(location)
+    };
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_dir() => Ok(path),
+        Ok(_) => Err(Error::NotFound {
+            location: location.to_string(),
+            reason: "not a folder: LOCATION must name a Zarr array folder".into(),
+        }),
+        Err(e) => Err(Error::NotFound {
+            location: location.to_string(),
+            reason: e.to_string(),
+        }),
+    }
+}

@@ -1,0 +1,352 @@
+//! Array metadata: what ndfusion needs to know of one Zarr array, parsed from `zarr.json`.
+//!
+//! zarrs has no struct data type, so the metadata handed to zarrs has its data type replaced
+//! by raw bits of the element size (`r{8n}`) and an explicit byte fill value (the route of
+//! TensorStore's `open_as_void`). zarrs then runs the codec chain and returns packed element
+//! bytes in stored byte order; `decode.rs` turns those into Arrow columns using the
+//! [`ElementType`] parsed here.
+
+use serde_json::Value;
+use zarrs::array::{ArrayMetadata, ArrayMetadataV3};
+
+use super::data_type_v3::{is_struct_data_type, parse_data_type};
+use super::element::{ByteOrder, ElementType};
+use super::fill_value::encode_fill_value;
+use crate::error::Error;
+
+/// The name of the single value column of an array whose elements are not structs.
+pub const VALUE_COLUMN: &str = "value";
+
+/// Which metadata flavour an array was written with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZarrFormat {
+    /// Zarr v3 with the `struct` data type, or a plain (non-struct) v3 data type.
+    V3,
+    /// Zarr v3 with the legacy `structured` data type name (zarr-python 3.1.x).
+    V3Structured,
+}
+
+/// Everything ndfusion needs to read an array as a table.
+#[derive(Debug, Clone)]
+pub struct ArrayMeta {
+    pub format: ZarrFormat,
+    pub shape: Vec<u64>,
+    /// Shape of the (outer) chunks that are stored as single objects.
+    pub chunk_shape: Vec<u64>,
+    pub dimension_names: Vec<String>,
+    pub element: ElementType,
+    /// Whether the element is a struct (one column per field) or a scalar (one `value` column).
+    pub is_struct: bool,
+    /// One element in stored byte order: what missing chunks read as.
+    pub fill_value: Vec<u8>,
+    /// The metadata given to zarrs, with the data type replaced by raw bits.
+    pub zarrs_metadata: ArrayMetadata,
+}
+
+/// Parses a `zarr.json` document; `path` names it in errors.
+pub fn parse_v3(path: &str, text: &[u8]) -> Result<ArrayMeta, Error> {
+    let invalid = |reason: String| Error::InvalidMetadata {
+        path: path.to_string(),
+        reason,
+    };
+    let data_type_error = |reason: String| Error::UnsupportedDataType {
+        path: path.to_string(),
+        reason,
+    };
+    let codec_error = |reason: String| Error::UnsupportedCodec {
+        path: path.to_string(),
+        reason,
+    };
+    let doc: Value =
+        serde_json::from_slice(text).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
+    parse_v3_doc(doc).map_err(|e| match e {
+        MetaError::Invalid(r) => invalid(r),
+        MetaError::DataType(r) => data_type_error(r),
+        MetaError::Codec(r) => codec_error(r),
+    })
+}
+
+/// What is wrong with a metadata document, by kind.
+enum MetaError {
+    Invalid(String),
+    DataType(String),
+    Codec(String),
+}
+
+impl From<String> for MetaError {
+    fn from(s: String) -> Self {
+        MetaError::Invalid(s)
+    }
+}
+
+impl From<&str> for MetaError {
+    fn from(s: &str) -> Self {
+        MetaError::Invalid(s.to_string())
+    }
+}
+
+fn parse_v3_doc(doc: Value) -> Result<ArrayMeta, MetaError> {
+    let obj = doc.as_object().ok_or("the document is not a JSON object")?;
+    match obj.get("zarr_format").and_then(Value::as_u64) {
+        Some(3) => {}
+        other => return Err(format!("zarr_format must be 3, found {other:?}").into()),
+    }
+    match obj.get("node_type").and_then(Value::as_str) {
+        Some("array") => {}
+        Some("group") => {
+            return Err(
+                "this is a Zarr group, not an array: LOCATION must name an array folder".into(),
+            );
+        }
+        other => return Err(format!("node_type must be \"array\", found {other:?}").into()),
+    }
+    let shape = u64_list(obj.get("shape"), "shape")?;
+    let chunk_shape = regular_chunk_shape(obj.get("chunk_grid"), shape.len())?;
+
+    let data_type = obj.get("data_type").ok_or("data_type is missing")?;
+    let legacy = data_type.get("name").and_then(Value::as_str) == Some("structured");
+    let is_struct = is_struct_data_type(data_type);
+    let codecs = obj
+        .get("codecs")
+        .and_then(Value::as_array)
+        .ok_or("codecs is missing or not a list")?;
+    let endian = bytes_codec_endian(codecs).map_err(MetaError::Codec)?;
+    let order = endian.unwrap_or(ByteOrder::Little);
+    let element = parse_data_type(data_type, order).map_err(MetaError::DataType)?;
+    if endian.is_none() && !legacy {
+        // The spec requires an explicit endian for multi-byte values; only the legacy
+        // `structured` type defaults to little-endian.
+        let mut multi_byte = false;
+        element.for_each_scalar(&mut |k, _| multi_byte |= k.is_multi_byte());
+        if multi_byte {
+            return Err(
+                "the bytes codec has no \"endian\", but the data type has multi-byte values".into(),
+            );
+        }
+    }
+
+    let fill = obj.get("fill_value").ok_or("fill_value is missing")?;
+    let fill_value = match (legacy, fill) {
+        // Legacy `structured`: base64 of the packed element bytes.
+        (true, Value::String(b64)) => {
+            let bytes =
+                base64_decode(b64).map_err(|e| format!("fill_value is not valid base64: {e}"))?;
+            if bytes.len() != element.size() {
+                return Err(format!(
+                    "fill_value holds {} bytes, the element has {}",
+                    bytes.len(),
+                    element.size()
+                )
+                .into());
+            }
+            bytes
+        }
+        _ => encode_fill_value(&element, fill)?,
+    };
+
+    let dimension_names = dimension_names(obj.get("dimension_names"), shape.len())?;
+
+    let mut zarrs_doc = doc.clone();
+    zarrs_doc["data_type"] = Value::String(format!("r{}", element.size() * 8));
+    zarrs_doc["fill_value"] = Value::Array(fill_value.iter().map(|b| Value::from(*b)).collect());
+    let v3: ArrayMetadataV3 = serde_json::from_value(zarrs_doc)
+        .map_err(|e| format!("metadata not accepted by zarrs: {e}"))?;
+    Ok(ArrayMeta {
+        format: if legacy {
+            ZarrFormat::V3Structured
+        } else {
+            ZarrFormat::V3
+        },
+        shape,
+        chunk_shape,
+        dimension_names,
+        element,
+        is_struct,
+        fill_value,
+        zarrs_metadata: ArrayMetadata::V3(v3),
+    })
+}
+
+fn base64_decode(s: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(s)
+}
+
+fn u64_list(value: Option<&Value>, what: &str) -> Result<Vec<u64>, String> {
+    value
+        .and_then(Value::as_array)
+        .and_then(|a| a.iter().map(Value::as_u64).collect::<Option<Vec<_>>>())
+        .ok_or_else(|| format!("{what} must be a list of non-negative integers"))
+}
+
+fn regular_chunk_shape(grid: Option<&Value>, rank: usize) -> Result<Vec<u64>, String> {
+    let grid = grid.ok_or("chunk_grid is missing")?;
+    match grid.get("name").and_then(Value::as_str) {
+        Some("regular") => {}
+        other => {
+            return Err(format!(
+                "chunk grid {other:?} is not supported (only \"regular\")"
+            ))
+        }
+    }
+    let chunks = u64_list(
+        grid.get("configuration").and_then(|c| c.get("chunk_shape")),
+        "chunk_grid.configuration.chunk_shape",
+    )?;
+    if chunks.len() != rank || chunks.contains(&0) {
+        return Err(format!(
+            "chunk_shape {chunks:?} must have {rank} positive entries, one per dimension"
+        ));
+    }
+    Ok(chunks)
+}
+
+/// The `endian` of the array-to-bytes codec (inside `sharding_indexed`, that of its inner
+/// `codecs`). Array-to-array codecs before it (`transpose`) move whole elements and are fine.
+fn bytes_codec_endian(codecs: &[Value]) -> Result<Option<ByteOrder>, String> {
+    for codec in codecs {
+        let name = codec
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("codec without a name: {codec}"))?;
+        let config = codec.get("configuration");
+        match name {
+            "transpose" => continue,
+            "bytes" | "endian" => {
+                return match config.and_then(|c| c.get("endian")) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::String(e)) if e == "little" => Ok(Some(ByteOrder::Little)),
+                    Some(Value::String(e)) if e == "big" => Ok(Some(ByteOrder::Big)),
+                    Some(other) => Err(format!(
+                        "bytes codec endian must be \"little\" or \"big\", found {other}"
+                    )),
+                }
+            }
+            "sharding_indexed" => {
+                let inner = config
+                    .and_then(|c| c.get("codecs"))
+                    .and_then(Value::as_array)
+                    .ok_or("sharding_indexed codec needs configuration.codecs")?;
+                return bytes_codec_endian(inner);
+            }
+            other => {
+                return Err(format!(
+                    "codec '{other}' cannot serialize fixed-size elements for ndfusion; \
+                     the array-to-bytes codec must be 'bytes' or 'sharding_indexed'"
+                ))
+            }
+        }
+    }
+    Err("codecs has no array-to-bytes codec ('bytes' or 'sharding_indexed')".into())
+}
+
+fn dimension_names(value: Option<&Value>, rank: usize) -> Result<Vec<String>, String> {
+    let given: Vec<Option<String>> = match value {
+        None | Some(Value::Null) => vec![None; rank],
+        Some(Value::Array(names)) if names.len() == rank => names
+            .iter()
+            .map(|n| match n {
+                Value::Null => Ok(None),
+                Value::String(s) if !s.is_empty() => Ok(Some(s.clone())),
+                other => Err(format!(
+                    "dimension name {other} must be a non-empty string or null"
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => {
+            return Err(format!(
+                "dimension_names must be a list of {rank} names, found {other}"
+            ))
+        }
+    };
+    Ok(default_dimension_names(given))
+}
+
+/// Fills absent names with `dim_<i>`.
+pub fn default_dimension_names(given: Vec<Option<String>>) -> Vec<String> {
+    given
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| n.unwrap_or_else(|| format!("dim_{i}")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn meta(dt: Value, fill: Value, codecs: Value) -> Result<ArrayMeta, String> {
+        let doc = json!({
+            "zarr_format": 3, "node_type": "array", "shape": [10, 4],
+            "data_type": dt, "fill_value": fill, "codecs": codecs,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4, 4]}},
+            "chunk_key_encoding": {"name": "default"},
+            "dimension_names": ["time", null],
+        });
+        parse_v3("a/zarr.json", doc.to_string().as_bytes()).map_err(|e| e.to_string())
+    }
+
+    fn two_fields() -> Value {
+        json!({"name": "struct", "configuration": {"fields": [
+            {"name": "a", "data_type": "int16"}, {"name": "b", "data_type": "uint8"}]}})
+    }
+
+    #[test]
+    fn struct_array_becomes_raw_bits_for_zarrs() {
+        let m = meta(
+            two_fields(),
+            json!({"a": -1, "b": 2}),
+            json!([{"name": "bytes", "configuration": {"endian": "big"}}]),
+        )
+        .unwrap();
+        assert_eq!(m.dimension_names, vec!["time", "dim_1"]);
+        assert_eq!(m.fill_value, vec![0xff, 0xff, 2]);
+        let ArrayMetadata::V3(v3) = &m.zarrs_metadata else {
+            panic!()
+        };
+        assert_eq!(v3.data_type.name(), "r24");
+    }
+
+    #[test]
+    fn multi_byte_struct_without_endian_is_refused() {
+        let err = meta(
+            two_fields(),
+            json!({"a": 0, "b": 0}),
+            json!([{"name": "bytes"}]),
+        )
+        .unwrap_err();
+        assert!(err.contains("no \"endian\""), "{err}");
+    }
+
+    #[test]
+    fn sharding_endian_comes_from_inner_codecs() {
+        let codecs = json!([{"name": "sharding_indexed", "configuration": {
+            "chunk_shape": [2, 2],
+            "codecs": [{"name": "bytes", "configuration": {"endian": "big"}}],
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]}}]);
+        let m = meta(two_fields(), json!({"a": 1, "b": 0}), codecs).unwrap();
+        assert_eq!(m.fill_value, vec![0, 1, 0]);
+    }
+
+    #[test]
+    fn unsupported_array_to_bytes_codec_is_named() {
+        let err = meta(json!("float32"), json!(0.0), json!([{"name": "vlen-utf8"}])).unwrap_err();
+        assert!(err.contains("'vlen-utf8'"), "{err}");
+    }
+
+    #[test]
+    fn groups_and_bad_json_are_refused() {
+        let err = parse_v3(
+            "g/zarr.json",
+            br#"{"zarr_format": 3, "node_type": "group"}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("group"), "{err}");
+        let err = parse_v3("g/zarr.json", br#"{"zarr_format": 3, "node_ty"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not valid JSON"), "{err}");
+    }
+}

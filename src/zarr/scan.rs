@@ -1,0 +1,258 @@
+//! `ZarrScanExec`: the physical scan of one Zarr array.
+//!
+//! The chunks a selection touches are planned up front and split into contiguous runs, one per
+//! DataFusion partition. Each partition streams its chunks, fetching the next while the
+//! previous one decodes, and slices each chunk's rows into batches of the session batch size.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::stats::Precision;
+use datafusion::common::{internal_err, Result, Statistics};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    SendableRecordBatchStream,
+};
+use futures::{StreamExt, TryStreamExt};
+
+use super::array::ZarrArray;
+use super::chunk_reader::{ChunkMetrics, ChunkReader};
+use super::schema::ColumnSource;
+use super::selection::{chunk_count, plan_chunk_reads, ChunkRead, Selection};
+
+/// How many chunks a partition fetches ahead of the one it decodes.
+const CHUNK_PREFETCH: usize = 2;
+
+#[derive(Debug)]
+pub struct ZarrScanExec {
+    reader: Arc<ChunkReader>,
+    /// Projected column names, for EXPLAIN.
+    column_names: Vec<String>,
+    selection: Selection,
+    partitions: Vec<Vec<ChunkRead>>,
+    total_chunks: u64,
+    selected_chunks: usize,
+    limit: Option<usize>,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl ZarrScanExec {
+    pub fn new(
+        array: Arc<ZarrArray>,
+        schema: SchemaRef,
+        columns: Vec<ColumnSource>,
+        selection: Selection,
+        limit: Option<usize>,
+        target_partitions: usize,
+    ) -> Self {
+        let meta = &array.meta;
+        let reads = plan_chunk_reads(&meta.shape, &meta.chunk_shape, &selection);
+        let selected_chunks = reads.len();
+        let partitions = split_into_partitions(reads, target_partitions.max(1), limit);
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(Arc::clone(&schema)),
+            Partitioning::UnknownPartitioning(partitions.len()),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        ZarrScanExec {
+            column_names: schema.fields().iter().map(|f| f.name().clone()).collect(),
+            total_chunks: chunk_count(&meta.shape, &meta.chunk_shape),
+            reader: Arc::new(ChunkReader {
+                array,
+                columns,
+                schema,
+            }),
+            selection,
+            partitions,
+            selected_chunks,
+            limit,
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+
+    fn rows_in(reads: &[ChunkRead]) -> usize {
+        reads.iter().map(|r| r.rows).sum()
+    }
+}
+
+/// Contiguous runs of chunks, one per partition (at most `target` partitions, at least one).
+/// With a limit, each partition keeps only the chunks (and rows) needed to reach it.
+fn split_into_partitions(
+    reads: Vec<ChunkRead>,
+    target: usize,
+    limit: Option<usize>,
+) -> Vec<Vec<ChunkRead>> {
+    let n = reads.len();
+    let parts = target.min(n).max(1);
+    let mut out: Vec<Vec<ChunkRead>> = (0..parts).map(|_| Vec::new()).collect();
+    for (i, read) in reads.into_iter().enumerate() {
+        out[i * parts / n.max(1)].push(read);
+    }
+    if let Some(limit) = limit {
+        for part in &mut out {
+            let mut remaining = limit;
+            part.retain_mut(|read| {
+                if remaining == 0 {
+                    return false;
+                }
+                read.rows = read.rows.min(remaining);
+                remaining -= read.rows;
+                true
+            });
+        }
+    }
+    out
+}
+
+impl DisplayAs for ZarrScanExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let meta = &self.reader.array.meta;
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(
+                    f,
+                    "ZarrScanExec: array={}, projection=[{}], chunks={}/{}",
+                    self.reader.array.location,
+                    self.column_names.join(", "),
+                    self.selected_chunks,
+                    self.total_chunks,
+                )?;
+                if !self.selection.is_all(&meta.shape) {
+                    write!(f, ", selection={}", self.selection)?;
+                }
+                if let Some(limit) = self.limit {
+                    write!(f, ", limit={limit}")?;
+                }
+                Ok(())
+            }
+            DisplayFormatType::TreeRender => {
+                writeln!(f, "array={}", self.reader.array.location)?;
+                write!(f, "chunks={}/{}", self.selected_chunks, self.total_chunks)
+            }
+        }
+    }
+}
+
+impl ExecutionPlan for ZarrScanExec {
+    fn name(&self) -> &str {
+        "ZarrScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.is_empty() {
+            Ok(self)
+        } else {
+            internal_err!("ZarrScanExec has no children")
+        }
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let Some(reads) = self.partitions.get(partition) else {
+            return internal_err!("ZarrScanExec has no partition {partition}");
+        };
+        let batch_size = context.session_config().batch_size().max(1);
+        let metrics = ChunkMetrics::new(&self.metrics, partition);
+        let reader = Arc::clone(&self.reader);
+        let stream = futures::stream::iter(reads.clone())
+            .map(move |read| Arc::clone(&reader).read(read, metrics.clone()))
+            .buffered(CHUNK_PREFETCH)
+            .map_err(datafusion::error::DataFusionError::from)
+            .map_ok(move |batch| {
+                // Zero-copy slices of at most `batch_size` rows.
+                let rows = batch.num_rows();
+                let slices: Vec<_> = (0..rows.max(1))
+                    .step_by(batch_size)
+                    .map(|offset| Ok(batch.slice(offset, batch_size.min(rows - offset))))
+                    .collect();
+                futures::stream::iter(slices)
+            })
+            .try_flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.reader.schema),
+            stream,
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
+        let rows = match partition {
+            None => self.partitions.iter().map(|p| Self::rows_in(p)).sum(),
+            Some(i) => match self.partitions.get(i) {
+                Some(p) => Self::rows_in(p),
+                None => return internal_err!("ZarrScanExec has no partition {i}"),
+            },
+        };
+        let rows = match (partition, self.limit) {
+            (None, Some(limit)) => rows.min(limit),
+            _ => rows,
+        };
+        Ok(Arc::new(
+            Statistics::new_unknown(&self.reader.schema).with_num_rows(Precision::Exact(rows)),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reads(rows: &[usize]) -> Vec<ChunkRead> {
+        rows.iter()
+            .enumerate()
+            .map(|(i, &rows)| ChunkRead {
+                indices: vec![i as u64],
+                origin: vec![0],
+                shape: vec![rows as u64],
+                local: vec![vec![0..rows as u64]],
+                rows,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn chunks_are_split_into_contiguous_runs() {
+        let parts = split_into_partitions(reads(&[1, 1, 1, 1, 1]), 2, None);
+        let idx: Vec<Vec<u64>> = parts
+            .iter()
+            .map(|p| p.iter().map(|r| r.indices[0]).collect())
+            .collect();
+        assert_eq!(idx, vec![vec![0, 1, 2], vec![3, 4]]);
+        assert_eq!(split_into_partitions(vec![], 4, None).len(), 1);
+    }
+
+    #[test]
+    fn a_limit_keeps_only_the_rows_each_partition_needs() {
+        let parts = split_into_partitions(reads(&[4, 4, 4, 4]), 1, Some(6));
+        assert_eq!(
+            parts[0].iter().map(|r| r.rows).collect::<Vec<_>>(),
+            vec![4, 2]
+        );
+    }
+}

@@ -1,0 +1,113 @@
+//! `ZarrTable`: a Zarr array as a DataFusion table.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::Session;
+use datafusion::common::stats::Precision;
+use datafusion::common::{Result, Statistics};
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+
+use super::array::ZarrArray;
+use super::scan::ZarrScanExec;
+use super::schema::{table_columns, ColumnSource};
+use super::selection::Selection;
+use crate::error::Error;
+
+/// A Zarr array as a table: one row per element, an Int64 index column per dimension, then one
+/// column per top-level struct field (or one `value` column).
+///
+/// ```no_run
+/// # async fn demo() -> datafusion::error::Result<()> {
+/// let ctx = ndfusion::new_session_context();
+/// let table = ndfusion::ZarrTable::open("tests/data/zarr_v3/struct_1d.zarr").await?;
+/// ctx.register_table("points", std::sync::Arc::new(table))?;
+/// ctx.sql("SELECT count(*) FROM points").await?.show().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct ZarrTable {
+    array: Arc<ZarrArray>,
+    schema: SchemaRef,
+    columns: Vec<ColumnSource>,
+}
+
+impl ZarrTable {
+    /// Opens the array at `location` (a local folder path or a `file://` URL).
+    pub async fn open(location: &str) -> Result<Self> {
+        let array = ZarrArray::open(location).await?;
+        let (schema, columns) =
+            table_columns(&array.meta).map_err(|reason| Error::InvalidMetadata {
+                path: location.to_string(),
+                reason,
+            })?;
+        Ok(ZarrTable {
+            array: Arc::new(array),
+            schema,
+            columns,
+        })
+    }
+
+    /// The array's shape.
+    pub fn shape(&self) -> &[u64] {
+        &self.array.meta.shape
+    }
+
+    fn row_count(&self) -> usize {
+        Selection::all(&self.array.meta.shape).len() as usize
+    }
+}
+
+#[async_trait]
+impl TableProvider for ZarrTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let indices: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.columns.len()).collect(),
+        };
+        let schema = Arc::new(self.schema.project(&indices)?);
+        let columns = indices.iter().map(|&i| self.columns[i]).collect();
+        let selection = Selection::all(&self.array.meta.shape);
+        Ok(Arc::new(ZarrScanExec::new(
+            Arc::clone(&self.array),
+            schema,
+            columns,
+            selection,
+            limit,
+            state.config().target_partitions(),
+        )))
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(vec![
+            TableProviderFilterPushDown::Unsupported;
+            filters.len()
+        ])
+    }
+
+    fn statistics(&self) -> Option<Statistics> {
+        Some(
+            Statistics::new_unknown(&self.schema).with_num_rows(Precision::Exact(self.row_count())),
+        )
+    }
+}

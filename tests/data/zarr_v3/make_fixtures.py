@@ -1,0 +1,252 @@
+"""Writes the Zarr v3 fixtures of ndfusion's tests with zarr-python 3.4.2 (the `struct` data type).
+
+Run from the repository root:
+
+    PYENV_VERSION=3.12.1 python3.12 -m pip install zarr==3.4.2 numpy
+    PYENV_VERSION=3.12.1 python3.12 tests/data/zarr_v3/make_fixtures.py
+
+Besides the arrays it writes `expected.json`: for every fixture, every leaf column in C order
+as numpy reads the array back (struct fields flattened to dotted paths, complex numbers to
+`.re` / `.im`). Floats are written as Python `repr` strings so they compare bit for bit;
+datetimes as integers in the Arrow unit the reader uses (or null for NaT); bytes as hex.
+It also writes broken copies under `bad/` for the error tests.
+"""
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import zarr
+from zarr.codecs import (
+    BloscCodec,
+    BytesCodec,
+    Crc32cCodec,
+    GzipCodec,
+    ShardingCodec,
+    TransposeCodec,
+    ZstdCodec,
+)
+
+assert zarr.__version__ == "3.4.2", zarr.__version__
+warnings.filterwarnings("ignore")  # raw/bytes data types "have no v3 spec" warnings
+
+HERE = Path(__file__).resolve().parent
+expected = {}
+
+POINT = np.dtype([("id", "<i4"), ("flags", "u1"), ("point", [("x", "<f4"), ("y", "<f4")]), ("value", "<f8")])
+GRID = np.dtype([("temp", "<f4"), ("pressure", "<f8"), ("ok", "?")])
+ALL = np.dtype([
+    ("b", "?"), ("i1", "i1"), ("i2", "<i2"), ("i4", "<i4"), ("i8", "<i8"),
+    ("u1", "u1"), ("u2", "<u2"), ("u4", "<u4"), ("u8", "<u8"),
+    ("f2", "<f2"), ("f4", "<f4"), ("f8", "<f8"), ("c8", "<c8"), ("c16", "<c16"),
+    ("raw", "V3"), ("ts", "<M8[s]"), ("tns", "<M8[ns]"), ("day", "<M8[D]"), ("td", "<m8[ms]"),
+    ("u", "<U4"), ("s", "S5"),
+])
+
+# Arrow unit multipliers for datetime64/timedelta64 units ndfusion maps (D -> seconds).
+TIME_MULTIPLIER = {"s": 1, "ms": 1, "us": 1, "ns": 1, "D": 86400, "h": 3600, "m": 60, "W": 604800}
+
+
+def leaf_values(arr, prefix=""):
+    """Flattens a numpy array (C order) into {leaf path: [json values]}."""
+    dt = arr.dtype
+    out = {}
+    if dt.names:
+        for name in dt.names:
+            path = f"{prefix}.{name}" if prefix else name
+            out.update(leaf_values(arr[name], path))
+        return out
+    flat = arr.reshape(-1)
+    kind = dt.kind
+    if kind == "c":
+        out[f"{prefix}.re"] = [repr(float(v)) for v in flat.real]
+        out[f"{prefix}.im"] = [repr(float(v)) for v in flat.imag]
+    elif kind == "f":
+        out[prefix] = [repr(float(v)) for v in flat]
+    elif kind in "iu":
+        out[prefix] = [int(v) for v in flat]
+    elif kind == "b":
+        out[prefix] = [bool(v) for v in flat]
+    elif kind in "Mm":
+        unit, _ = np.datetime_data(dt)
+        ints = flat.view("<i8")
+        out[prefix] = [None if np.isnat(v) else int(i) * TIME_MULTIPLIER[unit] for v, i in zip(flat, ints)]
+    elif kind == "U":
+        out[prefix] = [str(v) for v in flat]
+    elif kind == "S":
+        out[prefix] = [bytes(v).hex() for v in flat]
+    elif kind == "V":
+        out[prefix] = [bytes(v).hex() for v in flat]
+    else:
+        raise TypeError(dt)
+    return out
+
+
+def record(name, store, dims):
+    """Reads the array back with zarr-python and stores what numpy sees."""
+    data = zarr.open_array(store, mode="r")[...]
+    data = np.asarray(data)
+    columns = {}
+    for d, n in enumerate(dims):
+        idx = np.indices(data.shape)[d].reshape(-1) if data.ndim else np.array([], dtype=np.int64)
+        columns[n] = [int(v) for v in idx]
+    leaves = leaf_values(data)
+    if data.dtype.names is None:
+        leaves = {"value" + k: v for k, v in leaves.items()}
+    columns.update(leaves)
+    expected[name] = {"shape": list(data.shape), "dims": dims, "columns": columns}
+
+
+def fresh(name):
+    path = HERE / name
+    if path.exists():
+        shutil.rmtree(path)
+    return str(path)
+
+
+def point_data(n):
+    x = np.zeros(n, dtype=POINT)
+    x["id"] = np.arange(n) * 10 - 3
+    x["flags"] = (np.arange(n) * 37) % 256
+    x["point"]["x"] = np.linspace(-1.5, 2.25, n, dtype=np.float32)
+    x["point"]["y"] = np.float32(1) / (np.arange(n, dtype=np.float32) + 3)
+    x["value"] = np.sqrt(np.arange(n)) * 1e3
+    if n > 2:
+        x["value"][2] = np.nan
+    return x
+
+
+def grid_data(shape):
+    x = np.zeros(shape, dtype=GRID)
+    t, s = np.indices(shape)
+    x["temp"] = (t * 1.25 - s * 0.5).astype(np.float32)
+    x["pressure"] = 1013.25 + t * 100 + s
+    x["ok"] = (t + s) % 3 == 0
+    return x
+
+
+# 1-D struct with a nested struct, a non-zero fill value and a missing last chunk.
+store = fresh("struct_1d.zarr")
+fill = np.array((-1, 255, (np.nan, 0.5), -9.5), dtype=POINT)[()]
+a = zarr.create_array(store, shape=(10,), chunks=(4,), dtype=POINT, fill_value=fill)
+a[0:8] = point_data(8)
+record("struct_1d", store, ["dim_0"])
+
+# 2-D struct with dimension names and an edge chunk on both axes.
+GRID_SHAPE = (5, 7)
+store = fresh("grid_2d.zarr")
+a = zarr.create_array(store, shape=GRID_SHAPE, chunks=(2, 3), dtype=GRID,
+                      fill_value=np.zeros((), dtype=GRID)[()], dimension_names=["time", "station"])
+a[...] = grid_data(GRID_SHAPE)
+record("grid_2d", store, ["time", "station"])
+
+# The same 2-D array through each codec chain.
+CODEC_VARIANTS = {
+    "codec_big_endian": dict(serializer=BytesCodec(endian="big"), compressors=[GzipCodec(level=5)]),
+    "codec_transpose": dict(filters=[TransposeCodec(order=(1, 0))], compressors=[ZstdCodec(level=3)]),
+    "codec_blosc": dict(compressors=[BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")]),
+    "codec_crc32c": dict(compressors=[Crc32cCodec()]),
+    "codec_uncompressed": dict(compressors=None),
+    "codec_sharded": dict(shards=(4, 6), compressors=[ZstdCodec(level=1)]),
+}
+for name, kwargs in CODEC_VARIANTS.items():
+    store = fresh(f"{name}.zarr")
+    a = zarr.create_array(store, shape=GRID_SHAPE, chunks=(2, 3), dtype=GRID,
+                          fill_value=np.zeros((), dtype=GRID)[()],
+                          dimension_names=["time", "station"], **kwargs)
+    a[...] = grid_data(GRID_SHAPE)
+    record(name, store, ["time", "station"])
+
+# Sharding with the big-endian bytes codec inside the shard (index stays little-endian).
+store = fresh("codec_sharded_big_endian.zarr")
+a = zarr.create_array(store, shape=GRID_SHAPE, chunks=(2, 3), shards=(4, 6), dtype=GRID,
+                      fill_value=np.zeros((), dtype=GRID)[()], dimension_names=["time", "station"],
+                      serializer=BytesCodec(endian="big"), compressors=None)
+a[...] = grid_data(GRID_SHAPE)
+record("codec_sharded_big_endian", store, ["time", "station"])
+
+# Every field type ndfusion maps, including NaN, NaT, empty and full-width strings.
+store = fresh("all_types.zarr")
+x = np.zeros(6, dtype=ALL)
+x["b"] = [True, False, True, True, False, False]
+x["i1"] = [-128, -1, 0, 1, 127, 5]
+x["i2"] = [-32768, -2, 0, 2, 32767, 6]
+x["i4"] = [-2**31, -3, 0, 3, 2**31 - 1, 7]
+x["i8"] = [-2**63, -4, 0, 4, 2**63 - 1, 8]
+x["u1"] = [0, 1, 2, 128, 255, 9]
+x["u2"] = [0, 1, 2, 2**15, 2**16 - 1, 10]
+x["u4"] = [0, 1, 2, 2**31, 2**32 - 1, 11]
+x["u8"] = [0, 1, 2, 2**63, 2**64 - 1, 12]
+x["f2"] = [0.5, -2.0, np.inf, np.nan, 65504.0, 1e-3]
+x["f4"] = [0.1, -2.5, np.inf, np.nan, 3.4e38, -0.0]
+x["f8"] = [0.1, -2.5, -np.inf, np.nan, 1.7e308, 5e-324]
+x["c8"] = [1 + 2j, -0.5j, 3, np.nan, 0, 1j]
+x["c16"] = [1 + 2j, -0.5j, 3, complex(np.inf, -np.inf), 0, 1e300j]
+x["raw"] = [b"\x00\x01\x02", b"abc", b"\xff\xff\xff", b"\x00\x00\x00", b"x\x00y", b"zzz"]
+x["ts"] = np.array(["2024-01-01T00:00:00", "NaT", "1970-01-01T00:00:01", "1900-06-15T12:30:00",
+                    "2262-01-01T00:00:00", "2000-02-29T23:59:59"], dtype="M8[s]")
+x["tns"] = np.array(["2024-01-01T00:00:00.123456789", "1970-01-01", "NaT", "1677-09-22",
+                     "2262-04-11", "2001-09-09T01:46:40"], dtype="M8[ns]")
+x["day"] = np.array(["2024-01-01", "1970-01-01", "1969-12-31", "NaT", "2100-03-01", "1000-01-01"], dtype="M8[D]")
+x["td"] = np.array([0, -1500, 86_400_000, np.timedelta64("NaT"), 1, 123456789], dtype="m8[ms]")
+x["u"] = ["", "ab", "héllo"[:4], "日本語字", "a", "\U0001F600"]
+x["s"] = [b"", b"a", b"abcde", b"ab\x00", b"\x01\x02", b"zz"]
+a = zarr.create_array(store, shape=(6,), chunks=(4,), dtype=ALL, compressors=None,
+                      fill_value=np.zeros((), dtype=ALL)[()])
+a[...] = x
+record("all_types", store, ["dim_0"])
+
+# A plain (non-struct) float64 array: one `value` column.
+store = fresh("plain_f8.zarr")
+a = zarr.create_array(store, shape=(3, 4), chunks=(2, 2), dtype="<f8", fill_value=np.nan,
+                      dimension_names=["y", "x"])
+a[0:2, :] = np.arange(8, dtype="<f8").reshape(2, 4) / 4
+record("plain_f8", store, ["y", "x"])
+
+# A 0-d struct array: one row, no dimension columns.
+store = fresh("scalar_0d.zarr")
+a = zarr.create_array(store, shape=(), dtype=POINT, fill_value=np.zeros((), dtype=POINT)[()])
+a[...] = point_data(1)[0]
+record("scalar_0d", store, [])
+
+(HERE / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
+
+# Broken copies for the error tests: each is struct_1d.zarr with one thing wrong.
+BAD = HERE / "bad"
+if BAD.exists():
+    shutil.rmtree(BAD)
+BAD.mkdir()
+good = HERE / "struct_1d.zarr"
+good_meta = json.loads((good / "zarr.json").read_text())
+
+
+def broken(name, edit=None, text=None):
+    path = BAD / f"{name}.zarr"
+    shutil.copytree(good, path)
+    if text is not None:
+        (path / "zarr.json").write_text(text)
+    elif edit is not None:
+        meta = json.loads(json.dumps(good_meta))
+        edit(meta)
+        (path / "zarr.json").write_text(json.dumps(meta, indent=2))
+    return path
+
+
+fields = lambda m: m["data_type"]["configuration"]["fields"]
+broken("truncated_json", text=(good / "zarr.json").read_text()[:150])
+broken("not_json", text="this is not json\n")
+broken("duplicate_fields", lambda m: fields(m).append({"name": "id", "data_type": "int8"}))
+broken("zero_fields", lambda m: fields(m).clear())
+broken("string_field", lambda m: fields(m).append({"name": "label", "data_type": "string"}))
+broken("bytes_field", lambda m: fields(m).append({"name": "blob", "data_type": "bytes"}))
+broken("fill_missing_field", lambda m: m["fill_value"].pop("value"))
+broken("fill_wrong_type", lambda m: m["fill_value"].update(flags="many"))
+broken("no_endian", lambda m: m["codecs"][0].pop("configuration"))
+broken("unsupported_codec", lambda m: m["codecs"].append({"name": "made_up_codec", "configuration": {}}))
+broken("unsupported_serializer", lambda m: m["codecs"].__setitem__(0, {"name": "vlen-utf8"}))
+p = broken("corrupt_chunk")
+(p / "c" / "1").write_bytes(b"\x28\xb5\x2f\xfd this is not a zstd frame")
+zarr.open_group(str(BAD / "group.zarr"), mode="w").create_array("child", shape=(2,), dtype="i4")
+print("wrote", ", ".join(sorted(expected)))

@@ -1,0 +1,3 @@
+//! The one integration test binary (each binary links all of DataFusion and Lance).
+
+mod zarr_fixtures;

@@ -1,0 +1,176 @@
+//! Every fixture written by zarr-python reads back as numpy read it (tests/data/zarr_v3/expected.json).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StructArray};
+use arrow::compute::concat_batches;
+use arrow::datatypes::{DataType, TimeUnit};
+use serde_json::Value;
+
+use ndfusion::{new_session_context, ZarrTable};
+
+const V3: &str = "tests/data/zarr_v3";
+
+fn expected() -> BTreeMap<String, Value> {
+    let text = std::fs::read_to_string(format!("{V3}/expected.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Flattens struct columns into dotted leaf paths.
+fn leaves(name: &str, array: &ArrayRef, out: &mut BTreeMap<String, ArrayRef>) {
+    if let DataType::Struct(fields) = array.data_type() {
+        let s: &StructArray = array.as_struct();
+        for (f, child) in fields.iter().zip(s.columns()) {
+            leaves(&format!("{name}.{}", f.name()), child, out);
+        }
+    } else {
+        out.insert(name.to_string(), Arc::clone(array));
+    }
+}
+
+fn float_eq(actual: f64, expected: &Value) -> bool {
+    let e: f64 = expected
+        .as_str()
+        .expect("floats are repr strings")
+        .parse()
+        .unwrap();
+    (actual.is_nan() && e.is_nan()) || actual.to_bits() == e.to_bits()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Compares one Arrow value with numpy's JSON rendering of it.
+fn value_matches(array: &ArrayRef, i: usize, expected: &Value) -> bool {
+    use arrow::datatypes::*;
+    if array.is_null(i) {
+        return expected.is_null();
+    }
+    match array.data_type() {
+        DataType::Boolean => Value::Bool(array.as_boolean().value(i)) == *expected,
+        DataType::Int8 => {
+            expected.as_i64() == Some(array.as_primitive::<Int8Type>().value(i) as i64)
+        }
+        DataType::Int16 => {
+            expected.as_i64() == Some(array.as_primitive::<Int16Type>().value(i) as i64)
+        }
+        DataType::Int32 => {
+            expected.as_i64() == Some(array.as_primitive::<Int32Type>().value(i) as i64)
+        }
+        DataType::Int64 => expected.as_i64() == Some(array.as_primitive::<Int64Type>().value(i)),
+        DataType::UInt8 => {
+            expected.as_u64() == Some(array.as_primitive::<UInt8Type>().value(i) as u64)
+        }
+        DataType::UInt16 => {
+            expected.as_u64() == Some(array.as_primitive::<UInt16Type>().value(i) as u64)
+        }
+        DataType::UInt32 => {
+            expected.as_u64() == Some(array.as_primitive::<UInt32Type>().value(i) as u64)
+        }
+        DataType::UInt64 => expected.as_u64() == Some(array.as_primitive::<UInt64Type>().value(i)),
+        DataType::Float16 => float_eq(
+            array.as_primitive::<Float16Type>().value(i).to_f64(),
+            expected,
+        ),
+        DataType::Float32 => float_eq(
+            array.as_primitive::<Float32Type>().value(i) as f64,
+            expected,
+        ),
+        DataType::Float64 => float_eq(array.as_primitive::<Float64Type>().value(i), expected),
+        DataType::Timestamp(TimeUnit::Second, None) => {
+            expected.as_i64() == Some(array.as_primitive::<TimestampSecondType>().value(i))
+        }
+        DataType::Timestamp(TimeUnit::Nanosecond, None) => {
+            expected.as_i64() == Some(array.as_primitive::<TimestampNanosecondType>().value(i))
+        }
+        DataType::Duration(TimeUnit::Millisecond) => {
+            expected.as_i64() == Some(array.as_primitive::<DurationMillisecondType>().value(i))
+        }
+        DataType::Utf8 => expected.as_str() == Some(array.as_string::<i32>().value(i)),
+        DataType::Binary => {
+            expected.as_str() == Some(hex(array.as_binary::<i32>().value(i)).as_str())
+        }
+        DataType::FixedSizeBinary(_) => {
+            expected.as_str() == Some(hex(array.as_fixed_size_binary().value(i)).as_str())
+        }
+        other => panic!("no comparison for {other}"),
+    }
+}
+
+async fn read_all(location: &str, order_by: &[String]) -> RecordBatch {
+    let ctx = new_session_context();
+    ctx.register_table("t", Arc::new(ZarrTable::open(location).await.unwrap()))
+        .unwrap();
+    let order = if order_by.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " ORDER BY {}",
+            order_by
+                .iter()
+                .map(|d| format!("\"{d}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let df = ctx.sql(&format!("SELECT * FROM t{order}")).await.unwrap();
+    let schema = Arc::new(df.schema().as_arrow().clone());
+    let batches = df.collect().await.unwrap();
+    concat_batches(&schema, &batches).unwrap()
+}
+
+#[tokio::test]
+async fn every_fixture_reads_as_numpy_reads_it() {
+    let expected = expected();
+    assert!(expected.len() >= 12, "fixtures missing from expected.json");
+    for (name, fixture) in &expected {
+        let dims: Vec<String> = serde_json::from_value(fixture["dims"].clone()).unwrap();
+        let batch = read_all(&format!("{V3}/{name}.zarr"), &dims).await;
+        let mut columns = BTreeMap::new();
+        for (field, array) in batch.schema().fields().iter().zip(batch.columns()) {
+            leaves(field.name(), array, &mut columns);
+        }
+        let want = fixture["columns"].as_object().unwrap();
+        assert_eq!(
+            columns.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>(),
+            "{name}: columns"
+        );
+        for (column, values) in want {
+            let values = values.as_array().unwrap();
+            let array = &columns[column];
+            assert_eq!(array.len(), values.len(), "{name}.{column}: row count");
+            for (i, v) in values.iter().enumerate() {
+                assert!(
+                    value_matches(array, i, v),
+                    "{name}.{column}[{i}]: got {:?}, numpy has {v}",
+                    arrow::util::display::array_value_to_string(array, i)
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn column_types_follow_the_zarr_types() {
+    let table = ZarrTable::open(&format!("{V3}/all_types.zarr"))
+        .await
+        .unwrap();
+    let schema = datafusion::datasource::TableProvider::schema(&table);
+    let ty = |n: &str| schema.field_with_name(n).unwrap().data_type().clone();
+    assert_eq!(ty("dim_0"), DataType::Int64);
+    assert_eq!(ty("f2"), DataType::Float16);
+    assert_eq!(ty("u8"), DataType::UInt64);
+    assert_eq!(ty("raw"), DataType::FixedSizeBinary(3));
+    assert_eq!(ty("ts"), DataType::Timestamp(TimeUnit::Second, None));
+    assert_eq!(ty("tns"), DataType::Timestamp(TimeUnit::Nanosecond, None));
+    assert_eq!(ty("day"), DataType::Timestamp(TimeUnit::Second, None));
+    assert_eq!(ty("td"), DataType::Duration(TimeUnit::Millisecond));
+    assert_eq!(ty("u"), DataType::Utf8);
+    assert_eq!(ty("s"), DataType::Binary);
+    assert!(matches!(ty("c16"), DataType::Struct(f) if f.len() == 2 && f[0].name() == "re"));
+    assert!(schema.field_with_name("ts").unwrap().is_nullable());
+    assert!(!schema.field_with_name("f8").unwrap().is_nullable());
+}
