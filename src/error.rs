@@ -22,7 +22,7 @@ pub enum Error {
     InvalidMetadata { path: String, reason: String },
 
     /// A data type (or struct field type) that ndfusion cannot represent.
-    #[error("unsupported data type in {path}: {reason}")]
+    #[error("invalid or unsupported data type in {path}: {reason}")]
     UnsupportedDataType { path: String, reason: String },
 
     /// A codec the pinned zarrs cannot decode, or that cannot carry a struct element.

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
+pub mod cli;
 pub mod error;
 pub mod zarr;
 
@@ -33,7 +34,7 @@ pub fn register_table_factories(ctx: &SessionContext) {
 /// A context with DataFusion's default features (struct field access included) and ndfusion's
 /// table factories.
 pub fn new_session_context() -> SessionContext {
-    new_session_context_with_config(SessionConfig::new())
+    new_session_context_with_config(SessionConfig::new().with_information_schema(true))
 }
 
 /// Like [`new_session_context`], with a given configuration.

@@ -75,7 +75,7 @@ fn parse_at(value: &Value, order: ByteOrder, field_path: &str) -> Result<Element
         )?)),
         "fixed_length_utf32" => {
             let bytes = length_bytes(config, name, &at())?;
-            if bytes % 4 != 0 {
+            if !bytes.is_multiple_of(4) {
                 return Err(format!(
                     "fixed_length_utf32{}: length_bytes {bytes} is not a multiple of 4",
                     at()
@@ -92,7 +92,7 @@ fn parse_at(value: &Value, order: ByteOrder, field_path: &str) -> Result<Element
         )),
         raw if raw.starts_with('r') && raw[1..].parse::<usize>().is_ok() => {
             let bits: usize = raw[1..].parse().unwrap_or(0);
-            if bits == 0 || bits % 8 != 0 {
+            if bits == 0 || !bits.is_multiple_of(8) {
                 return Err(format!("raw data type '{raw}'{}: bits must be a positive multiple of 8", at()));
             }
             scalar(ScalarKind::Raw(bits / 8))

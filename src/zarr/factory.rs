@@ -22,6 +22,7 @@ impl TableProviderFactory for ZarrTableFactory {
         cmd: &CreateExternalTable,
     ) -> Result<Arc<dyn TableProvider>> {
         if let Some((key, _)) = cmd.options.iter().next() {
+            let key = key.strip_prefix("format.").unwrap_or(key);
             return plan_err!("STORED AS ZARR takes no OPTIONS, found '{key}'");
         }
         if !cmd.schema.fields().is_empty() {

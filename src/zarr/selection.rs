@@ -25,7 +25,7 @@ impl Selection {
         Selection {
             ranges: shape
                 .iter()
-                .map(|&n| if n == 0 { vec![] } else { vec![0..n] })
+                .map(|&n| std::iter::once(0..n).filter(|r| !r.is_empty()).collect())
                 .collect(),
         }
     }

@@ -1,3 +1,6 @@
 //! The one integration test binary (each binary links all of DataFusion and Lance).
 
 mod zarr_fixtures;
+
+mod cli;
+mod slt;

@@ -211,6 +211,27 @@ a = zarr.create_array(store, shape=(), dtype=POINT, fill_value=np.zeros((), dtyp
 a[...] = point_data(1)[0]
 record("scalar_0d", store, [])
 
+# The REPL's demo table: daily ocean profiles, time x depth, chunked by month.
+OCEAN = np.dtype([("temperature", "<f4"), ("salinity", "<f4"), ("qc", "u1")])
+store = fresh("../demo/ocean.zarr")
+days, depths = 365, 40
+t, z = np.indices((days, depths))
+ocean = np.zeros((days, depths), dtype=OCEAN)
+rng = np.random.default_rng(42)
+ocean["temperature"] = (18 + 6 * np.sin(2 * np.pi * t / 365) * np.exp(-z / 12) - 0.25 * z
+                        + rng.normal(0, 0.2, (days, depths))).astype(np.float32)
+ocean["salinity"] = (35 + 0.02 * z + rng.normal(0, 0.05, (days, depths))).astype(np.float32)
+ocean["qc"] = np.where(rng.random((days, depths)) < 0.03, 4, 1)
+a = zarr.create_array(store, shape=(days, depths), chunks=(31, depths), dtype=OCEAN,
+                      fill_value=np.zeros((), dtype=OCEAN)[()], dimension_names=["day", "depth"],
+                      attributes={"title": "ndfusion demo: synthetic daily ocean profiles"})
+a[...] = ocean
+(HERE / "../demo/expected.json").write_text(json.dumps({
+    "rows": days * depths,
+    "mean_temperature_depth0": repr(float(ocean["temperature"][:, 0].astype(np.float64).mean())),
+    "bad_qc": int((ocean["qc"] == 4).sum()),
+}, indent=1) + "\n")
+
 (HERE / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
 
 # Broken copies for the error tests: each is struct_1d.zarr with one thing wrong.

@@ -1,0 +1,180 @@
+//! The `ndfusion` command line: run SQL from arguments, files or standard input, or start an
+//! interactive REPL with demo tables.
+
+pub mod demo;
+pub mod output;
+pub mod repl;
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use datafusion::error::{DataFusionError, Result};
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::DFParser;
+use datafusion::sql::sqlparser::dialect::dialect_from_str;
+
+pub use output::OutputFormat;
+
+/// Query N-dimensional data (Zarr, lance-nd) with SQL.
+#[derive(Debug, clap::Parser)]
+#[command(name = "ndfusion", version)]
+pub struct Args {
+    /// SQL to run (repeatable; one string may hold several statements separated by `;`).
+    #[arg(short = 'c', long = "command", value_name = "SQL")]
+    pub commands: Vec<String>,
+
+    /// File of SQL statements to run (repeatable).
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+
+    /// Print only results: no timing or row-count lines.
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Register the demo tables also when running -c / -f / standard input.
+    #[arg(long)]
+    pub demo: bool,
+
+    /// Start the REPL without the demo tables.
+    #[arg(long)]
+    pub no_demo: bool,
+}
+
+/// One source of statements, in command-line order.
+enum Source {
+    Command(String),
+    File(PathBuf),
+}
+
+/// Runs the CLI; returns the process exit code.
+pub async fn run(args: Args, matches: &clap::ArgMatches) -> i32 {
+    let ctx = crate::new_session_context();
+    let sources = ordered_sources(&args, matches);
+    let interactive = sources.is_empty() && std::io::stdin().is_terminal();
+
+    if (interactive && !args.no_demo) || args.demo {
+        if let Err(e) = demo::register(&ctx).await {
+            eprintln!("warning: demo tables not registered: {e}");
+        }
+    }
+    if interactive {
+        return repl::run(&ctx, &args).await;
+    }
+
+    let mut printer = Printer::new(&args);
+    if sources.is_empty() {
+        let mut sql = String::new();
+        if let Err(e) = std::io::stdin().read_to_string(&mut sql) {
+            eprintln!("Error: cannot read standard input: {e}");
+            return 1;
+        }
+        return exit_code(run_sql(&ctx, &sql, &mut printer).await);
+    }
+    for source in sources {
+        let sql = match source {
+            Source::Command(sql) => sql,
+            Source::File(path) => match std::fs::read_to_string(&path) {
+                Ok(sql) => sql,
+                Err(e) => {
+                    eprintln!("Error: cannot read {}: {e}", path.display());
+                    return 1;
+                }
+            },
+        };
+        if let code @ 1.. = exit_code(run_sql(&ctx, &sql, &mut printer).await) {
+            return code;
+        }
+    }
+    0
+}
+
+fn exit_code(result: Result<()>) -> i32 {
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("Error: {}", error_message(&e));
+            1
+        }
+    }
+}
+
+/// The user-facing message of an error: external errors (ndfusion's own) without DataFusion's
+/// "External error: " prefix.
+pub fn error_message(e: &DataFusionError) -> String {
+    match e.find_root() {
+        DataFusionError::External(inner) => inner.to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// `-c` and `-f` values in the order they were given.
+fn ordered_sources(args: &Args, matches: &clap::ArgMatches) -> Vec<Source> {
+    let mut indexed: Vec<(usize, Source)> = Vec::new();
+    if let Some(idx) = matches.indices_of("commands") {
+        indexed.extend(
+            idx.zip(&args.commands)
+                .map(|(i, c)| (i, Source::Command(c.clone()))),
+        );
+    }
+    if let Some(idx) = matches.indices_of("files") {
+        indexed.extend(
+            idx.zip(&args.files)
+                .map(|(i, f)| (i, Source::File(f.clone()))),
+        );
+    }
+    indexed.sort_by_key(|(i, _)| *i);
+    indexed.into_iter().map(|(_, s)| s).collect()
+}
+
+/// Prints results and, unless quiet, a row-count and timing line.
+pub struct Printer {
+    format: OutputFormat,
+    quiet: bool,
+}
+
+impl Printer {
+    pub fn new(args: &Args) -> Self {
+        Printer {
+            format: args.format,
+            quiet: args.quiet,
+        }
+    }
+}
+
+/// Runs every statement in `sql`, printing each result; stops at the first error.
+pub async fn run_sql(ctx: &SessionContext, sql: &str, printer: &mut Printer) -> Result<()> {
+    let dialect_name = ctx
+        .state()
+        .config()
+        .options()
+        .sql_parser
+        .dialect
+        .to_string();
+    let dialect = dialect_from_str(&dialect_name)
+        .ok_or_else(|| DataFusionError::Plan(format!("unknown SQL dialect '{dialect_name}'")))?;
+    let statements = DFParser::parse_sql_with_dialect(sql, dialect.as_ref())?;
+    for statement in statements {
+        let start = Instant::now();
+        let plan = ctx.state().statement_to_plan(statement).await?;
+        let df = ctx.execute_logical_plan(plan).await?;
+        let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
+        let batches = df.collect().await?;
+        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+        let mut out = std::io::stdout().lock();
+        output::write_batches(&mut out, printer.format, &schema, &batches)?;
+        if !printer.quiet {
+            writeln!(
+                out,
+                "{rows} row(s) fetched. Elapsed {:.3} seconds.\n",
+                start.elapsed().as_secs_f64()
+            )?;
+        }
+        out.flush()?;
+    }
+    Ok(())
+}

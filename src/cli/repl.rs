@@ -1,0 +1,136 @@
+//! The interactive SQL shell.
+
+use std::path::PathBuf;
+
+use datafusion::prelude::SessionContext;
+use rustyline::error::ReadlineError;
+use rustyline::DefaultEditor;
+
+use super::{demo, error_message, run_sql, Args, Printer};
+
+const HELP: &str = "\
+Statements end with ';' and may span lines.
+  \\d          list tables
+  \\d NAME     describe a table
+  \\?          this help
+  \\q          quit (or Ctrl-D)
+Register your own data:
+  CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '/path/to/array.zarr';";
+
+/// Runs the REPL until `\q` or end of input; returns the exit code.
+pub async fn run(ctx: &SessionContext, args: &Args) -> i32 {
+    let mut editor = match DefaultEditor::new() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("Error: cannot start the line editor: {e}");
+            return 1;
+        }
+    };
+    let history = history_path();
+    if let Some(path) = &history {
+        let _ = editor.load_history(path);
+    }
+    print_banner(ctx);
+
+    let mut printer = Printer::new(args);
+    let mut buffer = String::new();
+    loop {
+        let prompt = if buffer.is_empty() {
+            "ndfusion> "
+        } else {
+            "      ..> "
+        };
+        let line = match editor.readline(prompt) {
+            Ok(line) => line,
+            Err(ReadlineError::Interrupted) => {
+                buffer.clear();
+                continue;
+            }
+            Err(ReadlineError::Eof) => break,
+            Err(e) => {
+                eprintln!("Error: {e}");
+                break;
+            }
+        };
+        let trimmed = line.trim();
+        if buffer.is_empty() && trimmed.starts_with('\\') {
+            let _ = editor.add_history_entry(trimmed);
+            match meta_command(ctx, trimmed, &mut printer).await {
+                MetaOutcome::Quit => break,
+                MetaOutcome::Continue => continue,
+            }
+        }
+        if trimmed.is_empty() && buffer.is_empty() {
+            continue;
+        }
+        buffer.push_str(&line);
+        buffer.push('\n');
+        if !trimmed.ends_with(';') {
+            continue;
+        }
+        let sql = std::mem::take(&mut buffer);
+        let _ = editor.add_history_entry(sql.trim_end());
+        if let Err(e) = run_sql(ctx, &sql, &mut printer).await {
+            eprintln!("Error: {}", error_message(&e));
+        }
+    }
+    if let Some(path) = &history {
+        let _ = editor.save_history(path);
+    }
+    0
+}
+
+enum MetaOutcome {
+    Quit,
+    Continue,
+}
+
+async fn meta_command(ctx: &SessionContext, command: &str, printer: &mut Printer) -> MetaOutcome {
+    let mut words = command.split_whitespace();
+    let sql = match (words.next(), words.next()) {
+        (Some("\\q"), _) => return MetaOutcome::Quit,
+        (Some("\\?" | "\\h" | "\\help"), _) => {
+            println!("{HELP}");
+            return MetaOutcome::Continue;
+        }
+        (Some("\\d"), None) => "SELECT table_name, table_type FROM information_schema.tables \
+             WHERE table_schema = 'public' ORDER BY table_name"
+            .to_string(),
+        (Some("\\d"), Some(name)) => format!("DESCRIBE {name}"),
+        _ => {
+            eprintln!("Unknown command {command}; \\? lists the commands.");
+            return MetaOutcome::Continue;
+        }
+    };
+    if let Err(e) = run_sql(ctx, &sql, printer).await {
+        eprintln!("Error: {}", error_message(&e));
+    }
+    MetaOutcome::Continue
+}
+
+fn print_banner(ctx: &SessionContext) {
+    println!(
+        "ndfusion {} — SQL over N-dimensional data. \\? for help, \\q to quit.",
+        env!("CARGO_PKG_VERSION")
+    );
+    let registered: Vec<_> = demo::DEMO_TABLES
+        .iter()
+        .filter(|(name, _, _)| ctx.table_exist(*name).unwrap_or(false))
+        .collect();
+    if registered.is_empty() {
+        return;
+    }
+    println!("\nDemo tables:");
+    for (name, _, about) in &registered {
+        println!("  {name:<8} {about}");
+    }
+    println!(
+        "\nTry:\n  SELECT day, avg(temperature) FROM ocean WHERE depth < 5 GROUP BY day ORDER BY day LIMIT 5;\n  \
+         SELECT id, point.x, point['y'] FROM points WHERE value > 1500;\n  \
+         SELECT station, max(temp) FROM weather GROUP BY station ORDER BY station;\n"
+    );
+}
+
+fn history_path() -> Option<PathBuf> {
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".ndfusion_history"))
+}
