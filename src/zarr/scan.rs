@@ -12,7 +12,8 @@ use datafusion::common::stats::Precision;
 use datafusion::common::{internal_err, Result, Statistics};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::EquivalenceProperties;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::coop::make_cooperative;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
@@ -39,6 +40,7 @@ pub struct ZarrScanExec {
     total_chunks: u64,
     selected_chunks: usize,
     limit: Option<usize>,
+    target_partitions: usize,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -61,7 +63,8 @@ impl ZarrScanExec {
             Partitioning::UnknownPartitioning(partitions.len()),
             EmissionType::Incremental,
             Boundedness::Bounded,
-        );
+        )
+        .with_scheduling_type(SchedulingType::Cooperative);
         ZarrScanExec {
             column_names: schema.fields().iter().map(|f| f.name().clone()).collect(),
             total_chunks: chunk_count(&meta.shape, &meta.chunk_shape),
@@ -74,6 +77,7 @@ impl ZarrScanExec {
             partitions,
             selected_chunks,
             limit,
+            target_partitions,
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
         }
@@ -120,9 +124,10 @@ impl DisplayAs for ZarrScanExec {
             DisplayFormatType::Default | DisplayFormatType::Verbose => {
                 write!(
                     f,
-                    "ZarrScanExec: array={}, projection=[{}], chunks={}/{}",
+                    "ZarrScanExec: array={}, projection=[{}], partitions={}, chunks={}/{}",
                     self.reader.array.location,
                     self.column_names.join(", "),
+                    self.partitions.len(),
                     self.selected_chunks,
                     self.total_chunks,
                 )?;
@@ -191,9 +196,28 @@ impl ExecutionPlan for ZarrScanExec {
                 futures::stream::iter(slices)
             })
             .try_flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
+        Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.reader.schema),
             stream,
+        ))))
+    }
+
+    fn supports_limit_pushdown(&self) -> bool {
+        true
+    }
+
+    fn fetch(&self) -> Option<usize> {
+        self.limit
+    }
+
+    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        Some(Arc::new(ZarrScanExec::new(
+            Arc::clone(&self.reader.array),
+            Arc::clone(&self.reader.schema),
+            self.reader.columns.clone(),
+            self.selection.clone(),
+            limit,
+            self.target_partitions,
         )))
     }
 
