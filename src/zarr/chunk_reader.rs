@@ -5,7 +5,8 @@ use std::borrow::Cow;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
+use arrow::compute::prep_null_mask_filter;
 use arrow::datatypes::SchemaRef;
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
 use zarrs::array::{ArrayToBytesCodecTraits, CodecOptions};
@@ -14,6 +15,7 @@ use zarrs::storage::Bytes;
 use super::array::ZarrArray;
 use super::decode::{check_bounds, decode_field, Gather};
 use super::element::{field_offsets, ElementType};
+use super::row_filter::RowFilter;
 use super::schema::ColumnSource;
 use super::selection::ChunkRead;
 use crate::error::{Error, Result};
@@ -23,6 +25,7 @@ use crate::error::{Error, Result};
 pub struct ChunkMetrics {
     pub chunks_fetched: Count,
     pub chunks_missing: Count,
+    pub chunks_skipped: Count,
     pub bytes_read: Count,
     pub decode_time: Time,
 }
@@ -32,6 +35,7 @@ impl ChunkMetrics {
         ChunkMetrics {
             chunks_fetched: MetricBuilder::new(metrics).counter("chunks_fetched", partition),
             chunks_missing: MetricBuilder::new(metrics).counter("chunks_missing", partition),
+            chunks_skipped: MetricBuilder::new(metrics).counter("chunks_skipped", partition),
             bytes_read: MetricBuilder::new(metrics).counter("bytes_read", partition),
             decode_time: MetricBuilder::new(metrics).subset_time("decode_time", partition),
         }
@@ -44,6 +48,8 @@ pub struct ChunkReader {
     pub array: Arc<ZarrArray>,
     pub columns: Vec<ColumnSource>,
     pub schema: SchemaRef,
+    /// Evaluated per chunk before the other columns are decoded.
+    pub filter: Option<Arc<RowFilter>>,
 }
 
 impl ChunkReader {
@@ -140,46 +146,131 @@ impl ChunkReader {
         if needs_values {
             check_bounds(&bytes, &gather, element_size).map_err(|e| self.chunk_error(read, e))?;
         }
-
-        let dims = if self
+        let mut columns = ChunkColumns {
+            reader: self,
+            read,
+            bytes: &bytes,
+            gather,
+            rows: read.rows,
+            dims: None,
+            decoded: Vec::new(),
+        };
+        if let Some(filter) = &self.filter {
+            columns.apply(filter)?;
+        }
+        let arrays = self
             .columns
             .iter()
-            .any(|c| matches!(c, ColumnSource::Dimension(_)))
-        {
-            read.dimension_columns()
-        } else {
-            vec![]
-        };
-        let struct_fields = match &meta.element {
-            ElementType::Struct(fields) if meta.is_struct => Some((fields, field_offsets(fields))),
-            _ => None,
-        };
-        let columns = self
-            .columns
-            .iter()
-            .map(|source| -> Result<ArrayRef> {
-                match source {
-                    ColumnSource::Dimension(d) => Ok(Arc::clone(&dims[*d])),
-                    ColumnSource::Field(i) => {
-                        let (fields, offsets) = struct_fields.as_ref().ok_or_else(|| {
-                            Error::Internal("field column of a non-struct array".into())
-                        })?;
-                        let field = &fields[*i];
-                        decode_field(&field.ty, &bytes, &gather, offsets[*i], &field.name)
-                            .map_err(|e| self.chunk_error(read, e))
-                    }
-                    ColumnSource::Element => {
-                        decode_field(&meta.element, &bytes, &gather, 0, "value")
-                            .map_err(|e| self.chunk_error(read, e))
-                    }
-                }
-            })
+            .map(|source| columns.get(*source))
             .collect::<Result<Vec<_>>>()?;
-        let options = RecordBatchOptions::new().with_row_count(Some(read.rows));
+        let rows = columns.rows;
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
         Ok(RecordBatch::try_new_with_options(
             Arc::clone(&self.schema),
-            columns,
+            arrays,
             &options,
         )?)
+    }
+}
+
+/// The columns of one chunk's selected rows, decoded on demand and kept for reuse.
+struct ChunkColumns<'a> {
+    reader: &'a ChunkReader,
+    read: &'a ChunkRead,
+    bytes: &'a [u8],
+    gather: Gather,
+    rows: usize,
+    /// Dimension index columns, computed once when first needed.
+    dims: Option<Vec<ArrayRef>>,
+    /// Columns already decoded (for the row filter), reused when also projected.
+    decoded: Vec<(ColumnSource, ArrayRef)>,
+}
+
+impl ChunkColumns<'_> {
+    fn get(&mut self, source: ColumnSource) -> Result<ArrayRef> {
+        if let Some((_, array)) = self.decoded.iter().find(|(s, _)| *s == source) {
+            return Ok(Arc::clone(array));
+        }
+        let meta = &self.reader.array.meta;
+        let error = |e| self.reader.chunk_error(self.read, e);
+        match source {
+            ColumnSource::Dimension(d) => {
+                let dims = self
+                    .dims
+                    .get_or_insert_with(|| self.read.dimension_columns());
+                Ok(Arc::clone(&dims[d]))
+            }
+            ColumnSource::Field(i) => {
+                let ElementType::Struct(fields) = &meta.element else {
+                    return Err(Error::Internal("field column of a non-struct array".into()));
+                };
+                let offset = field_offsets(fields)[i];
+                decode_field(
+                    &fields[i].ty,
+                    self.bytes,
+                    &self.gather,
+                    offset,
+                    &fields[i].name,
+                )
+                .map_err(error)
+            }
+            ColumnSource::Element => {
+                decode_field(&meta.element, self.bytes, &self.gather, 0, "value").map_err(error)
+            }
+        }
+    }
+
+    /// Decodes the filter's columns, evaluates it, and narrows the rows to the matches.
+    fn apply(&mut self, filter: &RowFilter) -> Result<()> {
+        // Dimension columns are computed for all rows, so they must exist before the rows
+        // are narrowed.
+        let wants_dims = self
+            .reader
+            .columns
+            .iter()
+            .any(|c| matches!(c, ColumnSource::Dimension(_)));
+        if wants_dims && self.dims.is_none() {
+            self.dims = Some(self.read.dimension_columns());
+        }
+        let inputs = filter
+            .columns
+            .iter()
+            .map(|source| self.get(*source))
+            .collect::<Result<Vec<_>>>()?;
+        let options = RecordBatchOptions::new().with_row_count(Some(self.rows));
+        let batch = RecordBatch::try_new_with_options(
+            Arc::clone(&filter.schema),
+            inputs.clone(),
+            &options,
+        )?;
+        let mask = filter
+            .predicate
+            .evaluate(&batch)
+            .and_then(|v| v.into_array(self.rows))
+            .map_err(|e| Error::Internal(format!("row filter {}: {e}", filter.display)))?;
+        let mask = mask.as_boolean_opt().ok_or_else(|| {
+            Error::Internal(format!("row filter {} is not boolean", filter.display))
+        })?;
+        // NULL keeps no row.
+        let mask = if mask.null_count() > 0 {
+            prep_null_mask_filter(mask)
+        } else {
+            mask.clone()
+        };
+        self.gather = self.gather.filter(&mask);
+        self.rows = self.gather.len();
+        if let Some(dims) = &mut self.dims {
+            for d in dims.iter_mut() {
+                *d = arrow::compute::filter(d, &mask)?;
+            }
+        }
+        self.decoded = filter
+            .columns
+            .iter()
+            .zip(inputs)
+            .filter(|(source, _)| !matches!(source, ColumnSource::Dimension(_)))
+            .map(|(source, array)| Ok((*source, arrow::compute::filter(&array, &mask)?)))
+            .collect::<Result<_>>()?;
+        Ok(())
     }
 }

@@ -67,6 +67,19 @@ impl Gather {
         }
     }
 
+    /// Keeps the elements whose `mask` entry is true (NULL counts as false).
+    pub fn filter(&self, mask: &BooleanArray) -> Gather {
+        let mut kept = Vec::with_capacity(mask.true_count());
+        let mut i = 0;
+        self.for_each(|p| {
+            if mask.is_valid(i) && mask.value(i) {
+                kept.push(p);
+            }
+            i += 1;
+        });
+        Gather::Positions(kept)
+    }
+
     /// Maps every position; matched once so the loop inside is monomorphic.
     #[inline]
     fn map<T>(&self, mut f: impl FnMut(usize) -> T) -> Vec<T> {

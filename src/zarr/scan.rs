@@ -24,6 +24,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::array::ZarrArray;
 use super::chunk_reader::{ChunkMetrics, ChunkReader};
+use super::row_filter::RowFilter;
 use super::schema::ColumnSource;
 use super::selection::{chunk_count, plan_chunk_reads, ChunkRead, Selection};
 
@@ -50,6 +51,7 @@ impl ZarrScanExec {
         array: Arc<ZarrArray>,
         schema: SchemaRef,
         columns: Vec<ColumnSource>,
+        filter: Option<Arc<RowFilter>>,
         selection: Selection,
         limit: Option<usize>,
         target_partitions: usize,
@@ -57,7 +59,10 @@ impl ZarrScanExec {
         let meta = &array.meta;
         let reads = plan_chunk_reads(&meta.shape, &meta.chunk_shape, &selection);
         let selected_chunks = reads.len();
-        let partitions = split_into_partitions(reads, target_partitions.max(1), limit);
+        // Row counts are known up front unless a row filter drops rows: then the limit is
+        // applied to the filtered stream instead.
+        let trim_to = if filter.is_none() { limit } else { None };
+        let partitions = split_into_partitions(reads, target_partitions.max(1), trim_to);
         let properties = PlanProperties::new(
             EquivalenceProperties::new(Arc::clone(&schema)),
             Partitioning::UnknownPartitioning(partitions.len()),
@@ -72,6 +77,7 @@ impl ZarrScanExec {
                 array,
                 columns,
                 schema,
+                filter,
             }),
             selection,
             partitions,
@@ -132,7 +138,11 @@ impl DisplayAs for ZarrScanExec {
                     self.total_chunks,
                 )?;
                 if !self.selection.is_all(&meta.shape) {
-                    write!(f, ", selection={}", self.selection)?;
+                    let described = self.selection.describe(&meta.dimension_names, &meta.shape);
+                    write!(f, ", selection={described}")?;
+                }
+                if let Some(filter) = &self.reader.filter {
+                    write!(f, ", row_filter={}", filter.display)?;
                 }
                 if let Some(limit) = self.limit {
                     write!(f, ", limit={limit}")?;
@@ -181,7 +191,17 @@ impl ExecutionPlan for ZarrScanExec {
         };
         let batch_size = context.session_config().batch_size().max(1);
         let metrics = ChunkMetrics::new(&self.metrics, partition);
+        if partition == 0 {
+            metrics
+                .chunks_skipped
+                .add((self.total_chunks as usize).saturating_sub(self.selected_chunks));
+        }
         let reader = Arc::clone(&self.reader);
+        let limit = if self.reader.filter.is_some() {
+            self.limit
+        } else {
+            None
+        };
         let stream = futures::stream::iter(reads.clone())
             .map(move |read| Arc::clone(&reader).read(read, metrics.clone()))
             .buffered(CHUNK_PREFETCH)
@@ -195,7 +215,19 @@ impl ExecutionPlan for ZarrScanExec {
                     .collect();
                 futures::stream::iter(slices)
             })
-            .try_flatten();
+            .try_flatten()
+            .scan(limit.unwrap_or(usize::MAX), |remaining, batch| {
+                let batch = match batch {
+                    Ok(_) if *remaining == 0 => return futures::future::ready(None),
+                    Ok(b) => {
+                        let keep = b.num_rows().min(*remaining);
+                        *remaining -= keep;
+                        Ok(b.slice(0, keep))
+                    }
+                    Err(e) => Err(e),
+                };
+                futures::future::ready(Some(batch))
+            });
         Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.reader.schema),
             stream,
@@ -215,6 +247,7 @@ impl ExecutionPlan for ZarrScanExec {
             Arc::clone(&self.reader.array),
             Arc::clone(&self.reader.schema),
             self.reader.columns.clone(),
+            self.reader.filter.clone(),
             self.selection.clone(),
             limit,
             self.target_partitions,
@@ -237,8 +270,14 @@ impl ExecutionPlan for ZarrScanExec {
             (None, Some(limit)) => rows.min(limit),
             _ => rows,
         };
+        // A row filter drops an unknown number of rows.
+        let rows = if self.reader.filter.is_some() {
+            Precision::Inexact(rows)
+        } else {
+            Precision::Exact(rows)
+        };
         Ok(Arc::new(
-            Statistics::new_unknown(&self.reader.schema).with_num_rows(Precision::Exact(rows)),
+            Statistics::new_unknown(&self.reader.schema).with_num_rows(rows),
         ))
     }
 }
@@ -254,7 +293,7 @@ mod tests {
                 indices: vec![i as u64],
                 origin: vec![0],
                 shape: vec![rows as u64],
-                local: vec![vec![0..rows as u64]],
+                local: vec![vec![crate::zarr::index_set::IndexSet::full(rows as u64)]],
                 rows,
             })
             .collect()

@@ -1,78 +1,167 @@
-//! Which elements a scan reads: index ranges per dimension, and the chunks they touch.
+//! Which elements a scan reads, and the chunks they touch.
 //!
-//! A selection is a set of sorted, disjoint index ranges per dimension; the selected elements
-//! are their cartesian product. Each chunk that intersects it becomes a [`ChunkRead`] holding
-//! the chunk-local ranges, from which the byte positions and dimension index columns of its
-//! rows follow, in C order within the chunk.
+//! A [`Selection`] is a union of disjoint boxes; a box holds one [`IndexSet`] per dimension and
+//! selects their cartesian product. Each chunk that a box intersects becomes part of a
+//! [`ChunkRead`], from which the byte positions and dimension index columns of the chunk's
+//! selected rows follow, in C order within the chunk.
 
-use std::fmt;
-use std::ops::Range;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array};
 
 use super::decode::Gather;
+use super::index_set::IndexSet;
 
-/// Selected index ranges per dimension (sorted, disjoint, non-empty ranges).
+/// One index set per dimension; selects their cartesian product.
+pub type IndexBox = Vec<IndexSet>;
+
+/// Unions of boxes larger than this are not pushed down (the filter is applied row by row).
+pub const MAX_BOXES: usize = 256;
+
+/// Selected elements: disjoint boxes, none empty.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Selection {
-    ranges: Vec<Vec<Range<u64>>>,
+    boxes: Vec<IndexBox>,
+}
+
+fn box_len(b: &IndexBox) -> u64 {
+    b.iter().map(IndexSet::len).product()
+}
+
+fn box_is_empty(b: &IndexBox) -> bool {
+    b.iter().any(IndexSet::is_empty)
+}
+
+/// `b \ a` as at most one disjoint box per dimension.
+fn box_difference(b: &IndexBox, a: &IndexBox) -> Vec<IndexBox> {
+    let mut out = Vec::new();
+    let mut rest = b.clone();
+    for d in 0..b.len() {
+        let outside = rest[d].difference(&a[d]);
+        if !outside.is_empty() {
+            let mut piece = rest.clone();
+            piece[d] = outside;
+            out.push(piece);
+        }
+        rest[d] = rest[d].intersect(&a[d]);
+        if rest[d].is_empty() {
+            break;
+        }
+    }
+    out
+}
+
+/// Merges disjoint boxes that differ in one dimension only (`t = 0 OR t = 4` is one box
+/// `t in {0, 4}`), so fewer, larger boxes are planned.
+fn merge_boxes(mut boxes: Vec<IndexBox>) -> Vec<IndexBox> {
+    let mut merged = true;
+    while merged {
+        merged = false;
+        'search: for i in 0..boxes.len() {
+            for j in i + 1..boxes.len() {
+                let differing: Vec<usize> = (0..boxes[i].len())
+                    .filter(|&d| boxes[i][d] != boxes[j][d])
+                    .collect();
+                if let [d] = differing[..] {
+                    let other = boxes.remove(j);
+                    let mine = &mut boxes[i][d];
+                    let n = mine
+                        .ranges()
+                        .last()
+                        .map_or(0, |r| r.end)
+                        .max(other[d].ranges().last().map_or(0, |r| r.end));
+                    *mine = IndexSet::from_ranges(
+                        n,
+                        mine.ranges()
+                            .iter()
+                            .chain(other[d].ranges())
+                            .cloned()
+                            .collect(),
+                    );
+                    merged = true;
+                    break 'search;
+                }
+            }
+        }
+    }
+    boxes
 }
 
 impl Selection {
     /// Every element of an array of `shape`.
     pub fn all(shape: &[u64]) -> Self {
-        Selection {
-            ranges: shape
-                .iter()
-                .map(|&n| std::iter::once(0..n).filter(|r| !r.is_empty()).collect())
-                .collect(),
-        }
+        Selection::from_boxes(vec![shape.iter().map(|&n| IndexSet::full(n)).collect()])
+            .expect("one box")
     }
 
-    /// Builds a selection from ranges per dimension, normalising them: clipped to the
-    /// shape, empty ranges dropped, overlapping and adjacent ranges merged.
-    pub fn from_ranges(shape: &[u64], ranges: Vec<Vec<Range<u64>>>) -> Self {
-        let ranges = ranges
-            .into_iter()
-            .zip(shape)
-            .map(|(mut rs, &n)| {
-                rs.iter_mut()
-                    .for_each(|r| *r = r.start.min(n)..r.end.min(n));
-                rs.retain(|r| r.start < r.end);
-                rs.sort_by_key(|r| r.start);
-                let mut merged: Vec<Range<u64>> = Vec::with_capacity(rs.len());
-                for r in rs {
-                    match merged.last_mut() {
-                        Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
-                        _ => merged.push(r),
-                    }
+    /// The union of possibly overlapping boxes, made disjoint; `None` when that takes more
+    /// than [`MAX_BOXES`] boxes.
+    pub fn from_boxes(boxes: Vec<IndexBox>) -> Option<Self> {
+        let mut disjoint: Vec<IndexBox> = Vec::new();
+        for b in boxes.into_iter().filter(|b| !box_is_empty(b)) {
+            let mut pieces = vec![b];
+            for a in &disjoint {
+                pieces = pieces.iter().flat_map(|p| box_difference(p, a)).collect();
+                if pieces.is_empty() {
+                    break;
                 }
-                merged
-            })
-            .collect();
-        Selection { ranges }
+            }
+            disjoint.extend(pieces);
+            if disjoint.len() > MAX_BOXES {
+                return None;
+            }
+        }
+        Some(Selection {
+            boxes: merge_boxes(disjoint),
+        })
     }
 
-    pub fn ranges(&self) -> &[Vec<Range<u64>>] {
-        &self.ranges
+    pub fn boxes(&self) -> &[IndexBox] {
+        &self.boxes
     }
 
     /// Number of selected elements.
     pub fn len(&self) -> u64 {
-        self.ranges
-            .iter()
-            .map(|rs| rs.iter().map(|r| r.end - r.start).sum::<u64>())
-            .product()
+        self.boxes.iter().map(box_len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.boxes.is_empty()
     }
 
     /// Whether every element of an array of `shape` is selected.
     pub fn is_all(&self, shape: &[u64]) -> bool {
-        *self == Selection::all(shape)
+        self.len() == shape.iter().product::<u64>()
+    }
+}
+
+impl Selection {
+    /// `time=[0..2] x station=[3..4]`, boxes joined by ` | `; `none` when empty. Dimensions
+    /// that a box does not constrain are left out.
+    pub fn describe(&self, names: &[String], shape: &[u64]) -> String {
+        if self.boxes.is_empty() {
+            return "none".into();
+        }
+        let boxes: Vec<String> = self
+            .boxes
+            .iter()
+            .map(|b| {
+                let parts: Vec<String> = b
+                    .iter()
+                    .zip(names)
+                    .zip(shape)
+                    .filter(|((set, _), &n)| set.len() != n)
+                    .map(|((set, name), _)| format!("{name}={set}"))
+                    .collect();
+                if parts.is_empty() {
+                    "all".to_string()
+                } else {
+                    parts.join(" x ")
+                }
+            })
+            .collect();
+        boxes.join(" | ")
     }
 }
 
@@ -85,25 +174,37 @@ pub struct ChunkRead {
     pub origin: Vec<u64>,
     /// Full shape of the decoded chunk (edge chunks are stored whole).
     pub shape: Vec<u64>,
-    /// Selected chunk-local ranges per dimension, inside the array's bounds.
-    pub local: Vec<Vec<Range<u64>>>,
+    /// Selected chunk-local boxes (disjoint), inside the array's bounds.
+    pub local: Vec<IndexBox>,
     /// How many of the selected rows to produce (a pushed-down limit may cut the last chunk).
     pub rows: usize,
 }
 
 impl ChunkRead {
-    fn selected_rows(local: &[Vec<Range<u64>>]) -> u64 {
-        local
-            .iter()
-            .map(|rs| rs.iter().map(|r| r.end - r.start).sum::<u64>())
-            .product()
+    fn covers_whole_chunk(&self) -> bool {
+        self.local.len() == 1
+            && self.local[0]
+                .iter()
+                .zip(&self.shape)
+                .all(|(set, &n)| set.ranges() == [0..n])
     }
 
-    fn covers_whole_chunk(&self) -> bool {
-        self.local
-            .iter()
-            .zip(&self.shape)
-            .all(|(rs, &n)| rs.len() == 1 && rs[0] == (0..n))
+    /// Chunk-local element indices of the selected rows, in C order, cut at `rows`.
+    fn elements(&self) -> Vec<u64> {
+        let strides = c_strides(&self.shape);
+        let mut elements = Vec::with_capacity(self.local.iter().map(box_len).sum::<u64>() as usize);
+        for b in &self.local {
+            let lists: Vec<Vec<u64>> = b.iter().map(|s| s.indices().collect()).collect();
+            for_each_index(&lists, |index| {
+                elements.push(index.iter().zip(&strides).map(|(i, s)| i * s).sum());
+            });
+        }
+        if self.local.len() > 1 {
+            // Disjoint boxes interleave in C order.
+            elements.sort_unstable();
+        }
+        elements.truncate(self.rows);
+        elements
     }
 
     /// Byte positions of the selected elements inside the decoded chunk, in C order.
@@ -115,44 +216,59 @@ impl ChunkRead {
                 count: self.rows,
             };
         }
-        let strides = c_strides(&self.shape);
-        let mut positions = Vec::with_capacity(self.rows);
-        let lists: Vec<Vec<u64>> = self.local.iter().map(|rs| expand(rs)).collect();
-        for_each_index(&lists, |index| {
-            let element: u64 = index.iter().zip(&strides).map(|(i, s)| i * s).sum();
-            positions.push(element as usize * element_size);
-            positions.len() < self.rows
-        });
-        Gather::Positions(positions)
+        Gather::Positions(
+            self.elements()
+                .into_iter()
+                .map(|e| e as usize * element_size)
+                .collect(),
+        )
     }
 
     /// The Int64 index column of each dimension for the selected rows.
     pub fn dimension_columns(&self) -> Vec<ArrayRef> {
-        let lists: Vec<Vec<u64>> = self.local.iter().map(|rs| expand(rs)).collect();
-        let total: usize = lists.iter().map(Vec::len).product();
-        (0..lists.len())
+        let rank = self.shape.len();
+        if self.local.len() == 1 {
+            return self.single_box_dimension_columns();
+        }
+        let strides = c_strides(&self.shape);
+        let elements = self.elements();
+        (0..rank)
             .map(|d| {
-                // Each value repeats `inner` times; the whole pattern repeats until `total`.
-                let inner: usize = lists[d + 1..].iter().map(Vec::len).product();
-                let mut values = Vec::with_capacity(self.rows);
-                'fill: while values.len() < total {
-                    for &i in &lists[d] {
-                        let v = (self.origin[d] + i) as i64;
-                        values.extend(std::iter::repeat_n(v, inner));
-                        if values.len() >= self.rows {
-                            break 'fill;
-                        }
-                    }
-                }
-                values.truncate(self.rows);
+                let values: Vec<i64> = elements
+                    .iter()
+                    .map(|e| (self.origin[d] + (e / strides[d]) % self.shape[d]) as i64)
+                    .collect();
                 Arc::new(Int64Array::from(values)) as ArrayRef
             })
             .collect()
     }
-}
 
-fn expand(ranges: &[Range<u64>]) -> Vec<u64> {
-    ranges.iter().flat_map(|r| r.clone()).collect()
+    /// One box: each value repeats `inner` times and the pattern repeats, no division needed.
+    fn single_box_dimension_columns(&self) -> Vec<ArrayRef> {
+        let lists: Vec<Vec<u64>> = self.local[0]
+            .iter()
+            .map(|s| s.indices().collect())
+            .collect();
+        let total: usize = lists.iter().map(Vec::len).product();
+        let rows = self.rows.min(total);
+        (0..lists.len())
+            .map(|d| {
+                let inner: usize = lists[d + 1..].iter().map(Vec::len).product();
+                let mut values = Vec::with_capacity(rows);
+                'fill: while values.len() < rows {
+                    for &i in &lists[d] {
+                        let v = (self.origin[d] + i) as i64;
+                        values.extend(std::iter::repeat_n(v, inner));
+                        if values.len() >= rows {
+                            break 'fill;
+                        }
+                    }
+                }
+                values.truncate(rows);
+                Arc::new(Int64Array::from(values)) as ArrayRef
+            })
+            .collect()
+    }
 }
 
 fn c_strides(shape: &[u64]) -> Vec<u64> {
@@ -163,17 +279,15 @@ fn c_strides(shape: &[u64]) -> Vec<u64> {
     strides
 }
 
-/// Visits the cartesian product of `lists` in C order until `f` returns false.
-fn for_each_index(lists: &[Vec<u64>], mut f: impl FnMut(&[u64]) -> bool) {
+/// Visits the cartesian product of `lists` in C order.
+fn for_each_index(lists: &[Vec<u64>], mut f: impl FnMut(&[u64])) {
     if lists.iter().any(Vec::is_empty) {
         return;
     }
     let mut at = vec![0usize; lists.len()];
     let mut index: Vec<u64> = lists.iter().map(|l| l[0]).collect();
     loop {
-        if !f(&index) {
-            return;
-        }
+        f(&index);
         // Odometer step, last dimension fastest.
         let mut d = lists.len();
         loop {
@@ -192,73 +306,61 @@ fn for_each_index(lists: &[Vec<u64>], mut f: impl FnMut(&[u64]) -> bool) {
     }
 }
 
-/// The chunks a selection touches, in C order of the chunk grid, with their local ranges.
+/// The chunks a selection touches, in C order of the chunk grid, with their local boxes.
 pub fn plan_chunk_reads(
     shape: &[u64],
     chunk_shape: &[u64],
     selection: &Selection,
 ) -> Vec<ChunkRead> {
-    // Per dimension: the chunk indices the ranges touch, each with its local ranges.
-    let per_dim: Vec<Vec<(u64, Vec<Range<u64>>)>> = selection
-        .ranges()
-        .iter()
-        .zip(chunk_shape)
-        .map(|(ranges, &c)| {
-            let mut chunks: Vec<(u64, Vec<Range<u64>>)> = Vec::new();
-            for r in ranges {
-                let (mut start, end) = (r.start, r.end);
-                while start < end {
-                    let k = start / c;
-                    let chunk_end = ((k + 1) * c).min(end);
-                    let local = (start - k * c)..(chunk_end - k * c);
-                    match chunks.last_mut() {
-                        Some((last, locals)) if *last == k => locals.push(local),
-                        _ => chunks.push((k, vec![local])),
-                    }
-                    start = chunk_end;
-                }
-            }
-            chunks
-        })
-        .collect();
-    let lists: Vec<Vec<u64>> = per_dim
-        .iter()
-        .map(|c| (0..c.len() as u64).collect())
-        .collect();
-    let mut reads = Vec::new();
     if shape.is_empty() {
         // A 0-d array is one chunk of one element.
-        reads.push(ChunkRead {
+        return vec![ChunkRead {
             indices: vec![],
             origin: vec![],
             shape: vec![],
-            local: vec![],
+            local: vec![vec![]],
             rows: 1,
-        });
-        return reads;
+        }];
     }
-    for_each_index(&lists, |at| {
-        let picked: Vec<&(u64, Vec<Range<u64>>)> = at
+    let mut reads: BTreeMap<Vec<u64>, ChunkRead> = BTreeMap::new();
+    for b in selection.boxes() {
+        // Per dimension: the chunks the set touches.
+        let per_dim: Vec<Vec<u64>> = b
             .iter()
-            .enumerate()
-            .map(|(d, &i)| &per_dim[d][i as usize])
+            .zip(chunk_shape)
+            .map(|(set, &c)| {
+                let mut ks: Vec<u64> = set
+                    .ranges()
+                    .iter()
+                    .flat_map(|r| r.start / c..r.end.div_ceil(c))
+                    .collect();
+                ks.dedup();
+                ks
+            })
             .collect();
-        let local: Vec<Vec<Range<u64>>> = picked.iter().map(|(_, l)| l.clone()).collect();
-        let rows = ChunkRead::selected_rows(&local) as usize;
-        reads.push(ChunkRead {
-            indices: picked.iter().map(|(k, _)| *k).collect(),
-            origin: picked
+        for_each_index(&per_dim, |ks| {
+            let origin: Vec<u64> = ks.iter().zip(chunk_shape).map(|(k, c)| k * c).collect();
+            let local: IndexBox = b
                 .iter()
+                .zip(&origin)
                 .zip(chunk_shape)
-                .map(|((k, _), c)| k * c)
-                .collect(),
-            shape: chunk_shape.to_vec(),
-            local,
-            rows,
+                .map(|((set, &o), &c)| set.local(o, c))
+                .collect();
+            if box_is_empty(&local) {
+                return;
+            }
+            let read = reads.entry(ks.to_vec()).or_insert_with(|| ChunkRead {
+                indices: ks.to_vec(),
+                origin: origin.clone(),
+                shape: chunk_shape.to_vec(),
+                local: vec![],
+                rows: 0,
+            });
+            read.rows += box_len(&local) as usize;
+            read.local.push(local);
         });
-        true
-    });
-    reads
+    }
+    reads.into_values().collect()
 }
 
 /// Number of chunks in the grid of an array.
@@ -268,24 +370,6 @@ pub fn chunk_count(shape: &[u64], chunk_shape: &[u64]) -> u64 {
         .zip(chunk_shape)
         .map(|(&n, &c)| n.div_ceil(c))
         .product()
-}
-
-impl fmt::Display for Selection {
-    /// `[0..10, 20..30] x [5..6]`
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let dims: Vec<String> = self
-            .ranges
-            .iter()
-            .map(|rs| {
-                let parts: Vec<String> = rs
-                    .iter()
-                    .map(|r| format!("{}..{}", r.start, r.end))
-                    .collect();
-                format!("[{}]", parts.join(", "))
-            })
-            .collect();
-        write!(f, "{}", dims.join(" x "))
-    }
 }
 
 #[cfg(test)]
@@ -298,6 +382,10 @@ mod tests {
         a.as_primitive::<Int64Type>().values().to_vec()
     }
 
+    fn set(n: u64, r: Vec<std::ops::Range<u64>>) -> IndexSet {
+        IndexSet::from_ranges(n, r)
+    }
+
     #[test]
     fn whole_array_reads_every_chunk_with_edge_chunks_bounded() {
         let shape = [5, 3];
@@ -306,7 +394,10 @@ mod tests {
         assert_eq!(reads.iter().map(|r| r.rows).sum::<usize>(), 15);
         let edge = &reads[5];
         assert_eq!(edge.indices, vec![2, 1]);
-        assert_eq!(edge.local, vec![vec![0..1], vec![0..1]]);
+        assert_eq!(
+            edge.local,
+            vec![vec![set(2, vec![0..1]), set(2, vec![0..1])]]
+        );
         // Edge chunk: positions index the full 2x2 decoded chunk.
         assert_eq!(edge.gather(1), Gather::Positions(vec![0]));
         assert_eq!(
@@ -321,14 +412,12 @@ mod tests {
 
     #[test]
     fn selection_inside_chunks_gives_c_order_positions_and_indices() {
-        let shape = [4, 6];
-        let sel = Selection::from_ranges(&shape, vec![vec![1..3], vec![2..3, 4..9]]);
-        assert_eq!(sel.ranges()[1], vec![2..3, 4..6]);
+        let sel = Selection::from_boxes(vec![vec![set(4, vec![1..3]), set(6, vec![2..3, 4..9])]])
+            .unwrap();
         assert_eq!(sel.len(), 6);
-        let reads = plan_chunk_reads(&shape, &[4, 3], &sel);
+        let reads = plan_chunk_reads(&[4, 6], &[4, 3], &sel);
         assert_eq!(reads.len(), 2);
         let first = &reads[0];
-        assert_eq!(first.local, vec![vec![1..3], vec![2..3]]);
         assert_eq!(first.gather(1), Gather::Positions(vec![5, 8]));
         let dims = first.dimension_columns();
         assert_eq!(ints(&dims[0]), vec![1, 2]);
@@ -339,6 +428,33 @@ mod tests {
         let dims = second.dimension_columns();
         assert_eq!(ints(&dims[0]), vec![1, 1, 2, 2]);
         assert_eq!(ints(&dims[1]), vec![4, 5, 4, 5]);
+    }
+
+    #[test]
+    fn overlapping_boxes_become_disjoint_and_rows_stay_in_c_order() {
+        // time = 1 OR station = 2 on a 3 x 3 array, one chunk.
+        let row = vec![set(3, vec![1..2]), set(3, vec![0..3])];
+        let col = vec![set(3, vec![0..3]), set(3, vec![2..3])];
+        let sel = Selection::from_boxes(vec![row, col]).unwrap();
+        assert_eq!(sel.len(), 5);
+        assert_eq!(sel.boxes().len(), 2);
+        let reads = plan_chunk_reads(&[3, 3], &[3, 3], &sel);
+        assert_eq!(reads.len(), 1);
+        assert_eq!(reads[0].gather(1), Gather::Positions(vec![2, 3, 4, 5, 8]));
+        let dims = reads[0].dimension_columns();
+        assert_eq!(ints(&dims[0]), vec![0, 1, 1, 1, 2]);
+        assert_eq!(ints(&dims[1]), vec![2, 0, 1, 2, 2]);
+    }
+
+    #[test]
+    fn boxes_differing_in_one_dimension_merge() {
+        let a = vec![set(9, vec![0..1]), set(3, vec![0..3])];
+        let b = vec![set(9, vec![4..5]), set(3, vec![0..3])];
+        let sel = Selection::from_boxes(vec![a, b]).unwrap();
+        assert_eq!(
+            sel.boxes(),
+            &[vec![set(9, vec![0..1, 4..5]), set(3, vec![0..3])]]
+        );
     }
 
     #[test]
@@ -359,5 +475,8 @@ mod tests {
         assert_eq!(reads[0].rows, 1);
         assert!(plan_chunk_reads(&[0, 4], &[2, 2], &Selection::all(&[0, 4])).is_empty());
         assert_eq!(chunk_count(&[5, 3], &[2, 2]), 6);
+        assert!(Selection::from_boxes(vec![vec![IndexSet::empty()]])
+            .unwrap()
+            .is_empty());
     }
 }

@@ -11,7 +11,11 @@ use datafusion::datasource::{TableProvider, TableType};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
+use datafusion::logical_expr::utils::conjunction;
+
 use super::array::ZarrArray;
+use super::pruning::{filter_region, intersect_all, Dimensions};
+use super::row_filter::RowFilter;
 use super::scan::ZarrScanExec;
 use super::schema::{table_columns, ColumnSource};
 use super::selection::Selection;
@@ -56,6 +60,13 @@ impl ZarrTable {
         &self.array.meta.shape
     }
 
+    fn dimensions(&self) -> Dimensions<'_> {
+        Dimensions {
+            names: &self.array.meta.dimension_names,
+            shape: &self.array.meta.shape,
+        }
+    }
+
     fn row_count(&self) -> usize {
         Selection::all(&self.array.meta.shape).len() as usize
     }
@@ -75,34 +86,67 @@ impl TableProvider for ZarrTable {
         &self,
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
+        filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        let meta = &self.array.meta;
+        let dims = self.dimensions();
+        // Dimension filters become the selection; the rest run per chunk as a row filter.
+        let mut regions = Vec::new();
+        let mut dimension_filters = Vec::new();
+        let mut row_filters = Vec::new();
+        for filter in filters {
+            match filter_region(filter, &dims) {
+                Some(region) => {
+                    regions.push(region);
+                    dimension_filters.push(filter.clone());
+                }
+                None => row_filters.push(filter.clone()),
+            }
+        }
+        let selection = match intersect_all(regions, &dims).and_then(Selection::from_boxes) {
+            Some(selection) => selection,
+            None => {
+                // Too many boxes to plan: still exact, evaluated row by row.
+                row_filters.extend(dimension_filters);
+                Selection::all(&meta.shape)
+            }
+        };
+        let filter = conjunction(row_filters)
+            .map(|expr| RowFilter::try_new(expr, &self.schema, &self.columns, state))
+            .transpose()?
+            .map(Arc::new);
         let indices: Vec<usize> = match projection {
             Some(p) => p.clone(),
             None => (0..self.columns.len()).collect(),
         };
         let schema = Arc::new(self.schema.project(&indices)?);
         let columns = indices.iter().map(|&i| self.columns[i]).collect();
-        let selection = Selection::all(&self.array.meta.shape);
         Ok(Arc::new(ZarrScanExec::new(
             Arc::clone(&self.array),
             schema,
             columns,
+            filter,
             selection,
             limit,
             state.config().target_partitions(),
         )))
     }
 
+    /// Dimension filters are exact (they select chunks and rows); any other filter is
+    /// inexact: evaluated per chunk to decode less, and again by DataFusion.
     fn supports_filters_pushdown(
         &self,
         filters: &[&Expr],
     ) -> Result<Vec<TableProviderFilterPushDown>> {
-        Ok(vec![
-            TableProviderFilterPushDown::Unsupported;
-            filters.len()
-        ])
+        let dims = self.dimensions();
+        Ok(filters
+            .iter()
+            .map(|f| match filter_region(f, &dims) {
+                Some(_) => TableProviderFilterPushDown::Exact,
+                None => TableProviderFilterPushDown::Inexact,
+            })
+            .collect())
     }
 
     fn statistics(&self) -> Option<Statistics> {

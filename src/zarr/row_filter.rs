@@ -1,0 +1,57 @@
+//! Filters evaluated inside the scan, chunk by chunk, before the other columns are decoded.
+//!
+//! Field filters (`temp > 3`) are reported Inexact, so DataFusion still applies them; evaluating
+//! them here first only saves decoding: the columns the filter needs are decoded, the filter
+//! runs, and the remaining projected columns are decoded only at the matching rows. Dimension
+//! filters whose boxes grow too large also run here, and then exactly.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{Schema, SchemaRef};
+use datafusion::catalog::Session;
+use datafusion::common::{DFSchema, Result};
+use datafusion::logical_expr::expr_rewriter::unnormalize_col;
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::PhysicalExpr;
+
+use super::schema::ColumnSource;
+
+#[derive(Debug)]
+pub struct RowFilter {
+    /// The predicate, over `schema`.
+    pub predicate: Arc<dyn PhysicalExpr>,
+    /// The columns the predicate reads, in `schema` order.
+    pub columns: Vec<ColumnSource>,
+    pub schema: SchemaRef,
+    /// The logical predicate, for EXPLAIN.
+    pub display: String,
+}
+
+impl RowFilter {
+    /// Builds the filter for `expr` over a table with `table_schema` whose columns come from
+    /// `sources`.
+    pub fn try_new(
+        expr: Expr,
+        table_schema: &Schema,
+        sources: &[ColumnSource],
+        state: &dyn Session,
+    ) -> Result<Self> {
+        let expr = unnormalize_col(expr);
+        let referenced: Vec<usize> = {
+            let names: Vec<String> = expr.column_refs().iter().map(|c| c.name.clone()).collect();
+            (0..table_schema.fields().len())
+                .filter(|&i| names.contains(table_schema.field(i).name()))
+                .collect()
+        };
+        let schema = Arc::new(table_schema.project(&referenced)?);
+        let df_schema = DFSchema::try_from(Arc::clone(&schema))?;
+        let display = expr.to_string();
+        let predicate = state.create_physical_expr(expr, &df_schema)?;
+        Ok(RowFilter {
+            predicate,
+            columns: referenced.iter().map(|&i| sources[i]).collect(),
+            schema,
+            display,
+        })
+    }
+}
