@@ -9,7 +9,17 @@ pub struct IndexSet(Vec<Range<u64>>);
 impl IndexSet {
     /// `0..n`.
     pub fn full(n: u64) -> Self {
-        IndexSet::from_ranges(n, vec![0..n])
+        IndexSet::interval(n, 0, n)
+    }
+
+    /// `start..end`, clipped to `0..n`.
+    pub fn interval(n: u64, start: u64, end: u64) -> Self {
+        let (start, end) = (start.min(n), end.min(n));
+        IndexSet(
+            std::iter::once(start..end)
+                .filter(|r| r.start < r.end)
+                .collect(),
+        )
     }
 
     pub fn empty() -> Self {
@@ -116,6 +126,7 @@ impl fmt::Display for IndexSet {
 }
 
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
 

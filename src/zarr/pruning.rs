@@ -153,7 +153,7 @@ fn negate_if(set: IndexSet, n: u64, negate: bool) -> IndexSet {
 /// `start..end` clipped to `0..n`.
 fn interval(n: u64, start: i128, end: i128) -> IndexSet {
     let clip = |v: i128| v.clamp(0, n as i128) as u64;
-    IndexSet::from_ranges(n, vec![clip(start)..clip(end)])
+    IndexSet::interval(n, clip(start), clip(end))
 }
 
 /// An integer literal: `Some(Some(v))`, a NULL literal: `Some(None)`, anything else: `None`.

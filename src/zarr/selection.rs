@@ -186,7 +186,7 @@ impl ChunkRead {
             && self.local[0]
                 .iter()
                 .zip(&self.shape)
-                .all(|(set, &n)| set.ranges() == [0..n])
+                .all(|(set, &n)| set.len() == n)
     }
 
     /// Chunk-local element indices of the selected rows, in C order, cut at `rows`.
@@ -373,6 +373,7 @@ pub fn chunk_count(shape: &[u64], chunk_shape: &[u64]) -> u64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
     use arrow::array::AsArray;
