@@ -10,6 +10,7 @@ use zarrs::storage::{AsyncReadableStorageTraits, StoreKey};
 use zarrs_object_store::AsyncObjectStore;
 
 use super::metadata::{parse_v3, ArrayMeta};
+use super::metadata_v2::parse_v2;
 use crate::error::{Error, Result};
 
 /// A Zarr array opened for reading as a table.
@@ -32,7 +33,7 @@ impl std::fmt::Debug for ZarrArray {
 
 impl ZarrArray {
     /// Opens the array at `location`: a local folder path or a `file://` URL naming the array
-    /// folder (the one holding `zarr.json`).
+    /// folder (the one holding `zarr.json` or `.zarray`).
     pub async fn open(location: &str) -> Result<Self> {
         let dir = local_dir(location)?;
         let store = LocalFileSystem::new_with_prefix(&dir).map_err(|e| Error::NotFound {
@@ -41,23 +42,39 @@ impl ZarrArray {
         })?;
         let storage: Arc<dyn AsyncReadableStorageTraits> = Arc::new(AsyncObjectStore::new(store));
 
-        let meta_key = "zarr.json";
-        let meta_path = format!("{}/{meta_key}", location.trim_end_matches('/'));
+        let base = location.trim_end_matches('/');
+        let get = |key: &'static str| {
+            let storage = Arc::clone(&storage);
+            async move {
+                let store_key = StoreKey::new(key).map_err(|e| Error::Internal(e.to_string()))?;
+                storage.get(&store_key).await.map_err(|e| Error::NotFound {
+                    location: format!("{base}/{key}"),
+                    reason: e.to_string(),
+                })
+            }
+        };
+        // The format is detected from the files present: zarr.json (v3) or .zarray (v2).
+        let (meta_path, meta) = if let Some(text) = get("zarr.json").await? {
+            let path = format!("{base}/zarr.json");
+            let meta = parse_v3(&path, &text)?;
+            (path, meta)
+        } else if let Some(text) = get(".zarray").await? {
+            let path = format!("{base}/.zarray");
+            let attrs = get(".zattrs").await?;
+            let meta = parse_v2(&path, &text, attrs.as_deref())?;
+            (path, meta)
+        } else {
+            return Err(Error::NotFound {
+                location: location.to_string(),
+                reason:
+                    "neither zarr.json nor .zarray here: LOCATION must name a Zarr array folder"
+                        .into(),
+            });
+        };
         let invalid = |reason: String| Error::InvalidMetadata {
             path: meta_path.clone(),
             reason,
         };
-        let text = storage
-            .get(&StoreKey::new(meta_key).map_err(|e| Error::Internal(e.to_string()))?)
-            .await
-            .map_err(|e| invalid(e.to_string()))?;
-        let Some(text) = text else {
-            return Err(Error::NotFound {
-                location: location.to_string(),
-                reason: "no zarr.json here: LOCATION must name a Zarr array folder".into(),
-            });
-        };
-        let meta = parse_v3(&meta_path, &text)?;
         let array =
             Array::new_with_metadata(storage, "/", meta.zarrs_metadata.clone()).map_err(|e| {
                 let reason = e.to_string();

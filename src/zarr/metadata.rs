@@ -24,6 +24,8 @@ pub enum ZarrFormat {
     V3,
     /// Zarr v3 with the legacy `structured` data type name (zarr-python 3.1.x).
     V3Structured,
+    /// Zarr v2 (`.zarray`), NumPy dtypes.
+    V2,
 }
 
 /// Everything ndfusion needs to read an array as a table.

@@ -15,6 +15,7 @@ pub mod factory;
 pub mod fill_value;
 pub mod index_set;
 pub mod metadata;
+pub mod metadata_v2;
 pub mod pruning;
 pub mod row_filter;
 pub mod scan;

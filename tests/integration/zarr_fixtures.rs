@@ -12,20 +12,49 @@ use ndfusion::{new_session_context, ZarrTable};
 
 const V3: &str = "tests/data/zarr_v3";
 
-fn expected() -> BTreeMap<String, Value> {
-    let text = std::fs::read_to_string(format!("{V3}/expected.json")).unwrap();
+/// One folder per writer: zarr-python 3.4.2 (`struct`), 3.1.6 (`structured`), 2.18.7 (v2),
+/// and 3.4.2 writing v2.
+const FIXTURE_DIRS: &[&str] = &[
+    "tests/data/zarr_v3",
+    "tests/data/zarr_v3_structured",
+    "tests/data/zarr_v2",
+    "tests/data/zarr_v2_by_zarr3",
+];
+
+fn expected(dir: &str) -> BTreeMap<String, Value> {
+    let text = std::fs::read_to_string(format!("{dir}/expected.json")).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
-/// Flattens struct columns into dotted leaf paths.
+/// Flattens struct columns into dotted leaf paths and fixed-size lists into `name[i]`
+/// (nested lists by their flat C-order index, as numpy flattens a subarray).
 fn leaves(name: &str, array: &ArrayRef, out: &mut BTreeMap<String, ArrayRef>) {
-    if let DataType::Struct(fields) = array.data_type() {
-        let s: &StructArray = array.as_struct();
-        for (f, child) in fields.iter().zip(s.columns()) {
-            leaves(&format!("{name}.{}", f.name()), child, out);
+    match array.data_type() {
+        DataType::Struct(fields) => {
+            let s: &StructArray = array.as_struct();
+            for (f, child) in fields.iter().zip(s.columns()) {
+                leaves(&format!("{name}.{}", f.name()), child, out);
+            }
         }
-    } else {
-        out.insert(name.to_string(), Arc::clone(array));
+        DataType::FixedSizeList(_, _) => {
+            let mut values = Arc::clone(array);
+            let mut per_row = 1;
+            while let DataType::FixedSizeList(_, n) = values.data_type() {
+                per_row *= *n as usize;
+                values = Arc::clone(values.as_fixed_size_list().values());
+            }
+            let rows = array.len();
+            for k in 0..per_row {
+                let indices = arrow::array::UInt64Array::from_iter_values(
+                    (0..rows).map(|r| (r * per_row + k) as u64),
+                );
+                let item = arrow::compute::take(values.as_ref(), &indices, None).unwrap();
+                leaves(&format!("{name}[{k}]"), &item, out);
+            }
+        }
+        _ => {
+            out.insert(name.to_string(), Arc::clone(array));
+        }
     }
 }
 
@@ -123,11 +152,21 @@ async fn read_all(location: &str, order_by: &[String]) -> RecordBatch {
 
 #[tokio::test]
 async fn every_fixture_reads_as_numpy_reads_it() {
-    let expected = expected();
-    assert!(expected.len() >= 12, "fixtures missing from expected.json");
-    for (name, fixture) in &expected {
+    let mut count = 0;
+    for dir in FIXTURE_DIRS {
+        for (name, fixture) in &expected(dir) {
+            check_fixture(&format!("{dir}/{name}.zarr"), fixture).await;
+            count += 1;
+        }
+    }
+    assert!(count >= 30, "fixtures missing from expected.json: {count}");
+}
+
+async fn check_fixture(location: &str, fixture: &Value) {
+    let name = location;
+    {
         let dims: Vec<String> = serde_json::from_value(fixture["dims"].clone()).unwrap();
-        let batch = read_all(&format!("{V3}/{name}.zarr"), &dims).await;
+        let batch = read_all(location, &dims).await;
         let mut columns = BTreeMap::new();
         for (field, array) in batch.schema().fields().iter().zip(batch.columns()) {
             leaves(field.name(), array, &mut columns);

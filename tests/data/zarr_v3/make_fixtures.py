@@ -14,6 +14,7 @@ It also writes broken copies under `bad/` for the error tests.
 
 import json
 import shutil
+import sys
 import warnings
 from pathlib import Path
 
@@ -24,19 +25,20 @@ from zarr.codecs import (
     BytesCodec,
     Crc32cCodec,
     GzipCodec,
-    ShardingCodec,
     TransposeCodec,
     ZstdCodec,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from fixture_common import GRID, GRID_CHUNKS, GRID_SHAPE, POINT, POINT_FILL, Recorder, grid_data, point_data  # noqa: E402
 
 assert zarr.__version__ == "3.4.2", zarr.__version__
 warnings.filterwarnings("ignore")  # raw/bytes data types "have no v3 spec" warnings
 
 HERE = Path(__file__).resolve().parent
-expected = {}
+rec = Recorder(__file__)
+fresh, record = rec.fresh, rec.record
 
-POINT = np.dtype([("id", "<i4"), ("flags", "u1"), ("point", [("x", "<f4"), ("y", "<f4")]), ("value", "<f8")])
-GRID = np.dtype([("temp", "<f4"), ("pressure", "<f8"), ("ok", "?")])
 ALL = np.dtype([
     ("b", "?"), ("i1", "i1"), ("i2", "<i2"), ("i4", "<i4"), ("i8", "<i8"),
     ("u1", "u1"), ("u2", "<u2"), ("u4", "<u4"), ("u8", "<u8"),
@@ -45,99 +47,15 @@ ALL = np.dtype([
     ("u", "<U4"), ("s", "S5"),
 ])
 
-# Arrow unit multipliers for datetime64/timedelta64 units ndfusion maps (D -> seconds).
-TIME_MULTIPLIER = {"s": 1, "ms": 1, "us": 1, "ns": 1, "D": 86400, "h": 3600, "m": 60, "W": 604800}
-
-
-def leaf_values(arr, prefix=""):
-    """Flattens a numpy array (C order) into {leaf path: [json values]}."""
-    dt = arr.dtype
-    out = {}
-    if dt.names:
-        for name in dt.names:
-            path = f"{prefix}.{name}" if prefix else name
-            out.update(leaf_values(arr[name], path))
-        return out
-    flat = arr.reshape(-1)
-    kind = dt.kind
-    if kind == "c":
-        out[f"{prefix}.re"] = [repr(float(v)) for v in flat.real]
-        out[f"{prefix}.im"] = [repr(float(v)) for v in flat.imag]
-    elif kind == "f":
-        out[prefix] = [repr(float(v)) for v in flat]
-    elif kind in "iu":
-        out[prefix] = [int(v) for v in flat]
-    elif kind == "b":
-        out[prefix] = [bool(v) for v in flat]
-    elif kind in "Mm":
-        unit, _ = np.datetime_data(dt)
-        ints = flat.view("<i8")
-        out[prefix] = [None if np.isnat(v) else int(i) * TIME_MULTIPLIER[unit] for v, i in zip(flat, ints)]
-    elif kind == "U":
-        out[prefix] = [str(v) for v in flat]
-    elif kind == "S":
-        out[prefix] = [bytes(v).hex() for v in flat]
-    elif kind == "V":
-        out[prefix] = [bytes(v).hex() for v in flat]
-    else:
-        raise TypeError(dt)
-    return out
-
-
-def record(name, store, dims):
-    """Reads the array back with zarr-python and stores what numpy sees."""
-    data = zarr.open_array(store, mode="r")[...]
-    data = np.asarray(data)
-    columns = {}
-    for d, n in enumerate(dims):
-        idx = np.indices(data.shape)[d].reshape(-1) if data.ndim else np.array([], dtype=np.int64)
-        columns[n] = [int(v) for v in idx]
-    leaves = leaf_values(data)
-    if data.dtype.names is None:
-        leaves = {"value" + k: v for k, v in leaves.items()}
-    columns.update(leaves)
-    expected[name] = {"shape": list(data.shape), "dims": dims, "columns": columns}
-
-
-def fresh(name):
-    path = HERE / name
-    if path.exists():
-        shutil.rmtree(path)
-    return str(path)
-
-
-def point_data(n):
-    x = np.zeros(n, dtype=POINT)
-    x["id"] = np.arange(n) * 10 - 3
-    x["flags"] = (np.arange(n) * 37) % 256
-    x["point"]["x"] = np.linspace(-1.5, 2.25, n, dtype=np.float32)
-    x["point"]["y"] = np.float32(1) / (np.arange(n, dtype=np.float32) + 3)
-    x["value"] = np.sqrt(np.arange(n)) * 1e3
-    if n > 2:
-        x["value"][2] = np.nan
-    return x
-
-
-def grid_data(shape):
-    x = np.zeros(shape, dtype=GRID)
-    t, s = np.indices(shape)
-    x["temp"] = (t * 1.25 - s * 0.5).astype(np.float32)
-    x["pressure"] = 1013.25 + t * 100 + s
-    x["ok"] = (t + s) % 3 == 0
-    return x
-
-
 # 1-D struct with a nested struct, a non-zero fill value and a missing last chunk.
 store = fresh("struct_1d.zarr")
-fill = np.array((-1, 255, (np.nan, 0.5), -9.5), dtype=POINT)[()]
-a = zarr.create_array(store, shape=(10,), chunks=(4,), dtype=POINT, fill_value=fill)
+a = zarr.create_array(store, shape=(10,), chunks=(4,), dtype=POINT, fill_value=POINT_FILL)
 a[0:8] = point_data(8)
 record("struct_1d", store, ["dim_0"])
 
 # 2-D struct with dimension names and an edge chunk on both axes.
-GRID_SHAPE = (5, 7)
 store = fresh("grid_2d.zarr")
-a = zarr.create_array(store, shape=GRID_SHAPE, chunks=(2, 3), dtype=GRID,
+a = zarr.create_array(store, shape=GRID_SHAPE, chunks=GRID_CHUNKS, dtype=GRID,
                       fill_value=np.zeros((), dtype=GRID)[()], dimension_names=["time", "station"])
 a[...] = grid_data(GRID_SHAPE)
 record("grid_2d", store, ["time", "station"])
@@ -153,7 +71,7 @@ CODEC_VARIANTS = {
 }
 for name, kwargs in CODEC_VARIANTS.items():
     store = fresh(f"{name}.zarr")
-    a = zarr.create_array(store, shape=GRID_SHAPE, chunks=(2, 3), dtype=GRID,
+    a = zarr.create_array(store, shape=GRID_SHAPE, chunks=GRID_CHUNKS, dtype=GRID,
                           fill_value=np.zeros((), dtype=GRID)[()],
                           dimension_names=["time", "station"], **kwargs)
     a[...] = grid_data(GRID_SHAPE)
@@ -161,7 +79,7 @@ for name, kwargs in CODEC_VARIANTS.items():
 
 # Sharding with the big-endian bytes codec inside the shard (index stays little-endian).
 store = fresh("codec_sharded_big_endian.zarr")
-a = zarr.create_array(store, shape=GRID_SHAPE, chunks=(2, 3), shards=(4, 6), dtype=GRID,
+a = zarr.create_array(store, shape=GRID_SHAPE, chunks=GRID_CHUNKS, shards=(4, 6), dtype=GRID,
                       fill_value=np.zeros((), dtype=GRID)[()], dimension_names=["time", "station"],
                       serializer=BytesCodec(endian="big"), compressors=None)
 a[...] = grid_data(GRID_SHAPE)
@@ -232,7 +150,7 @@ a[...] = ocean
     "bad_qc": int((ocean["qc"] == 4).sum()),
 }, indent=1) + "\n")
 
-(HERE / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
+rec.write()
 
 # Broken copies for the error tests: each is struct_1d.zarr with one thing wrong.
 BAD = HERE / "bad"
@@ -270,4 +188,3 @@ broken("unsupported_serializer", lambda m: m["codecs"].__setitem__(0, {"name": "
 p = broken("corrupt_chunk")
 (p / "c" / "1").write_bytes(b"\x28\xb5\x2f\xfd this is not a zstd frame")
 zarr.open_group(str(BAD / "group.zarr"), mode="w").create_array("child", shape=(2,), dtype="i4")
-print("wrote", ", ".join(sorted(expected)))
