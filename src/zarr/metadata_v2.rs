@@ -24,7 +24,7 @@ pub fn parse_v2(path: &str, zarray: &[u8], zattrs: Option<&[u8]>) -> Result<Arra
     let doc: Value =
         serde_json::from_slice(zarray).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
     let attrs: Option<Value> = zattrs
-        .map(|t| serde_json::from_slice(t))
+        .map(serde_json::from_slice)
         .transpose()
         .map_err(|e| invalid(format!(".zattrs is not valid JSON: {e}")))?;
     if doc.get("zarr_format").and_then(Value::as_u64) != Some(2) {
