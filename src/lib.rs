@@ -14,6 +14,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 
 pub mod cli;
 pub mod error;
+pub mod nd;
 pub mod zarr;
 
 pub use error::{Error, Result};
