@@ -14,6 +14,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 
 pub mod cli;
 pub mod error;
+pub mod lance_nd;
 pub mod nd;
 pub mod zarr;
 

@@ -36,12 +36,17 @@ pub fn same_values(a: &ArrayRef, b: &ArrayRef) -> bool {
 
 /// Compares named one-value arrays (attributes) by key and value.
 pub fn same_attrs(a: &[(String, ArrayRef)], b: &[(String, ArrayRef)]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|((ka, va), (kb, vb))| ka == kb && same_values(va, vb))
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|((ka, va), (kb, vb))| ka == kb && same_values(va, vb))
 }
 
 impl PartialEq for NdArrowArray {
     fn eq(&self, other: &Self) -> bool {
-        self.dims == other.dims && same_values(&self.values, &other.values) && same_attrs(&self.attrs, &other.attrs)
+        self.dims == other.dims
+            && same_values(&self.values, &other.values)
+            && same_attrs(&self.attrs, &other.attrs)
     }
 }
 

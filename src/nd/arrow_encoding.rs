@@ -316,6 +316,45 @@ fn list_value<O: arrow::array::OffsetSizeTrait>(l: &GenericListArray<O>, row: us
     l.value(row)
 }
 
+/// Relabels `array` with `to`, a type equal but for field nullability and metadata (what a
+/// table's schema says, e.g. a child that schema evolution added as nullable). Struct children
+/// are matched by name.
+pub fn conform(array: ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
+    conform_data(array.to_data(), to).map(arrow::array::make_array)
+}
+
+fn conform_data(
+    data: arrow::array::ArrayData,
+    to: &DataType,
+) -> Result<arrow::array::ArrayData, String> {
+    let children = match (data.data_type(), to) {
+        (DataType::Struct(have), DataType::Struct(want)) => want
+            .iter()
+            .map(|w| {
+                let i = have
+                    .iter()
+                    .position(|h| h.name() == w.name())
+                    .ok_or_else(|| format!("no child '{}' to write", w.name()))?;
+                conform_data(data.child_data()[i].clone(), w.data_type())
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        (DataType::List(_), DataType::List(item))
+        | (DataType::LargeList(_), DataType::LargeList(item)) => {
+            vec![conform_data(
+                data.child_data()[0].clone(),
+                item.data_type(),
+            )?]
+        }
+        (have, want) if have == want => return Ok(data),
+        (have, want) => return Err(format!("{have} cannot be written as {want}")),
+    };
+    data.into_builder()
+        .data_type(to.clone())
+        .child_data(children)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
 /// The fields of a struct type, or none.
 pub fn struct_fields(data_type: &DataType) -> Fields {
     match data_type {

@@ -19,7 +19,9 @@ pub struct NdRecordBatch {
 
 impl PartialEq for NdRecordBatch {
     fn eq(&self, other: &Self) -> bool {
-        self.arrays == other.arrays && self.grid == other.grid && same_attrs(&self.global_attrs, &other.global_attrs)
+        self.arrays == other.arrays
+            && self.grid == other.grid
+            && same_attrs(&self.global_attrs, &other.global_attrs)
     }
 }
 
@@ -235,7 +237,10 @@ mod tests {
         let y1 = nd(vec![0.0; 3], &[("y", 1), ("x", 3)]);
         let g = infer_grid([y1.dims(), z.dims(), t.dims()].into_iter()).unwrap();
         // y1 comes first among the rank-2 arrays: it sets the order; its y=1 takes t's 2.
-        assert_eq!(g, vec![Dim::new("y", 2), Dim::new("x", 3), Dim::new("z", 4)]);
+        assert_eq!(
+            g,
+            vec![Dim::new("y", 2), Dim::new("x", 3), Dim::new("z", 4)]
+        );
         let bad = nd(vec![0.0; 5], &[("x", 5)]);
         let err = infer_grid([t.dims(), bad.dims()].into_iter()).unwrap_err();
         assert!(err

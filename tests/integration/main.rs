@@ -3,4 +3,5 @@
 mod zarr_fixtures;
 
 mod cli;
+mod lance_nd;
 mod slt;

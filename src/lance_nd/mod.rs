@@ -1,0 +1,13 @@
+//! lance-nd tables: Lance tables whose rows are nd record batches (see
+//! ../shared/seeds/001_*.txt and ../shared/notes/formats.md §3).
+//!
+//! [`writer`] appends batches with schema evolution; [`reader`] scans them back as
+//! [`NdRecordBatch`](crate::nd::NdRecordBatch)es.
+
+pub mod reader;
+pub mod table;
+pub mod writer;
+
+pub use reader::{read_nd_batches, NdScan};
+pub use table::{open_lance_nd, LanceNdError};
+pub use writer::{write_nd_batches, Casting, WriteOptions};

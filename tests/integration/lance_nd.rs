@@ -1,0 +1,505 @@
+//! lance-nd: tables written by pylance 14.0.2 read back exactly; ndfusion's writes round-trip,
+//! evolve the schema, and have the schema pylance's tables have.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, Float32Array, Float64Array, Int32Array, Int64Array, StringArray,
+};
+use arrow::datatypes::{DataType, Float64Type, Schema};
+use serde_json::Value;
+
+use ndfusion::lance_nd::{
+    read_nd_batches, write_nd_batches, Casting, LanceNdError, NdScan, WriteOptions,
+};
+use ndfusion::nd::{Dim, NdArrowArray, NdRecordBatch};
+
+const DATA: &str = "tests/data/lance_nd";
+
+fn expected() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(format!("{DATA}/expected.json")).unwrap())
+        .unwrap()
+}
+
+/// A JSON rendering of one Arrow value, as pyarrow's to_pylist gives it.
+fn json_value(a: &ArrayRef, i: usize) -> Value {
+    if a.is_null(i) {
+        return Value::Null;
+    }
+    match a.data_type() {
+        DataType::Float64 => Value::from(a.as_primitive::<Float64Type>().value(i)),
+        DataType::Float32 => {
+            Value::from(a.as_primitive::<arrow::datatypes::Float32Type>().value(i) as f64)
+        }
+        DataType::Utf8 => Value::from(a.as_string::<i32>().value(i)),
+        other => panic!("no JSON rendering for {other}"),
+    }
+}
+
+fn nd_json(a: &NdArrowArray, attr_keys: Option<&[String]>) -> Value {
+    let mut o = serde_json::Map::new();
+    o.insert(
+        "values".into(),
+        Value::Array(
+            (0..a.values().len())
+                .map(|i| json_value(a.values(), i))
+                .collect(),
+        ),
+    );
+    o.insert(
+        "dim_names".into(),
+        Value::Array(
+            a.dims()
+                .iter()
+                .map(|d| Value::from(d.name.clone()))
+                .collect(),
+        ),
+    );
+    o.insert(
+        "dim_sizes".into(),
+        Value::Array(a.dims().iter().map(|d| Value::from(d.size)).collect()),
+    );
+    if let Some(keys) = attr_keys {
+        let attrs: serde_json::Map<String, Value> = keys
+            .iter()
+            .map(|k| {
+                let v = a
+                    .attrs()
+                    .iter()
+                    .find(|(n, _)| n == k)
+                    .map_or(Value::Null, |(_, v)| json_value(v, 0));
+                (k.clone(), v)
+            })
+            .collect();
+        o.insert("attrs".into(), Value::Object(attrs));
+    }
+    Value::Object(o)
+}
+
+/// Compares read batches with pyarrow's rows (absent arrays are null; present ones compared
+/// field by field, attributes by key).
+fn assert_rows_match(batches: &[NdRecordBatch], rows: &Value) {
+    let rows = rows.as_array().unwrap();
+    assert_eq!(batches.len(), rows.len());
+    for (i, (batch, row)) in batches.iter().zip(rows).enumerate() {
+        for (column, want) in row.as_object().unwrap() {
+            if column == "__global_attrs__" {
+                for (k, v) in want.as_object().unwrap() {
+                    let got = batch
+                        .global_attrs()
+                        .iter()
+                        .find(|(n, _)| n == k)
+                        .map_or(Value::Null, |(_, a)| json_value(a, 0));
+                    assert_eq!(&got, v, "row {i}: global attribute {k}");
+                }
+                continue;
+            }
+            match (batch.array(column), want) {
+                (None, Value::Null) => {}
+                (Some(a), Value::Object(o)) => {
+                    let keys: Option<Vec<String>> = match o.get("attrs") {
+                        Some(Value::Object(attrs)) => Some(attrs.keys().cloned().collect()),
+                        _ => None,
+                    };
+                    let mut want = want.clone();
+                    if o.get("attrs") == Some(&Value::Null) {
+                        want.as_object_mut().unwrap().remove("attrs");
+                        assert!(a.attrs().is_empty(), "row {i}: {column} has attributes");
+                    }
+                    assert_eq!(nd_json(a, keys.as_deref()), want, "row {i}: array {column}");
+                }
+                (got, want) => panic!("row {i}: array {column}: got {got:?}, pyarrow has {want}"),
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn pylance_tables_read_back_exactly() {
+    let expected = expected();
+    for name in ["doc_example", "evolved"] {
+        let batches = read_nd_batches(&format!("{DATA}/{name}.lance"), &NdScan::default())
+            .await
+            .unwrap();
+        assert_rows_match(&batches, &expected[name]["rows"]);
+    }
+    let doc = read_nd_batches(&format!("{DATA}/doc_example.lance"), &NdScan::default())
+        .await
+        .unwrap();
+    // Row 0's grid comes from its arrays: temperature (x=3, y=4).
+    assert_eq!(doc[0].grid(), &[Dim::new("x", 3), Dim::new("y", 4)]);
+    assert_eq!(doc[1].grid(), &[Dim::new("station", 3)]);
+    // A filter and a projection.
+    let scan = NdScan {
+        arrays: Some(vec!["temperature".into()]),
+        filter: Some("__global_attrs__.id = 'c'".into()),
+    };
+    let c = read_nd_batches(&format!("{DATA}/doc_example.lance"), &scan)
+        .await
+        .unwrap();
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].arrays().len(), 1);
+    assert_eq!(c[0].grid(), &[Dim::new("x", 2), Dim::new("y", 4)]);
+}
+
+fn f64s(v: &[f64], dims: &[(&str, usize)], attrs: Vec<(&str, ArrayRef)>) -> NdArrowArray {
+    NdArrowArray::try_new(
+        Arc::new(Float64Array::from(v.to_vec())),
+        dims.iter().map(|(n, s)| Dim::new(*n, *s)).collect(),
+        attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+    )
+    .unwrap()
+}
+
+fn text(s: &str) -> ArrayRef {
+    Arc::new(StringArray::from(vec![s]))
+}
+
+/// The documentation's example, built in Rust as pylance built it in make_fixtures.py.
+fn doc_example_batches() -> Vec<NdRecordBatch> {
+    let temp_a: Vec<f32> = (0..12).map(|i| i as f32 / 2.0 + 10.0).collect();
+    let temp_c: Vec<f32> = (0..8).map(|i| i as f32 * -1.5).collect();
+    let temp = |v: Vec<f32>, x: usize, attrs: Vec<(String, ArrayRef)>| {
+        NdArrowArray::try_new(
+            Arc::new(Float32Array::from(v)),
+            vec![Dim::new("x", x), Dim::new("y", 4)],
+            attrs,
+        )
+        .unwrap()
+    };
+    vec![
+        NdRecordBatch::try_new(
+            vec![
+                ("x".into(), f64s(&[0.0, 0.5, 1.0], &[("x", 3)], vec![])),
+                (
+                    "y".into(),
+                    f64s(&[10.0, 20.0, 30.0, 40.0], &[("y", 4)], vec![]),
+                ),
+                (
+                    "temperature".into(),
+                    temp(temp_a, 3, vec![("units".into(), text("K"))]),
+                ),
+            ],
+            vec![("id".into(), text("a"))],
+        )
+        .unwrap(),
+        NdRecordBatch::try_new(
+            vec![(
+                "pressure".into(),
+                f64s(&[1000.0, 1001.5, 999.0], &[("station", 3)], vec![]),
+            )],
+            vec![("id".into(), text("b"))],
+        )
+        .unwrap(),
+        NdRecordBatch::try_new(
+            vec![
+                ("x".into(), f64s(&[5.0, 6.0], &[("x", 2)], vec![])),
+                ("y".into(), f64s(&[1.0, 2.0, 3.0, 4.0], &[("y", 4)], vec![])),
+                ("temperature".into(), temp(temp_c, 2, vec![])),
+            ],
+            vec![("id".into(), text("c"))],
+        )
+        .unwrap(),
+    ]
+}
+
+async fn arrow_schema(uri: &str) -> Schema {
+    Schema::from(
+        ndfusion::lance_nd::open_lance_nd(uri)
+            .await
+            .unwrap()
+            .schema(),
+    )
+}
+
+#[tokio::test]
+async fn ndfusion_writes_what_pylance_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("doc.lance").to_string_lossy().to_string();
+    let batches = doc_example_batches();
+    write_nd_batches(&uri, &batches, &WriteOptions::default())
+        .await
+        .unwrap();
+    // Same schema as pylance's table: field order, types, nullability, extension metadata,
+    // format marker.
+    let ours = arrow_schema(&uri).await;
+    let theirs = arrow_schema(&format!("{DATA}/doc_example.lance")).await;
+    assert_eq!(ours.fields(), theirs.fields());
+    assert_eq!(
+        ours.metadata().get("lance_nd:format"),
+        Some(&"1".to_string())
+    );
+    // Same rows.
+    let back = read_nd_batches(&uri, &NdScan::default()).await.unwrap();
+    assert_eq!(back, batches);
+    assert_rows_match(&back, &expected()["doc_example"]["rows"]);
+}
+
+#[tokio::test]
+async fn schema_grows_over_three_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir
+        .path()
+        .join("evolved.lance")
+        .to_string_lossy()
+        .to_string();
+    let opts = WriteOptions::default();
+    let first = NdRecordBatch::try_new(
+        vec![(
+            "temperature".into(),
+            f64s(
+                &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+                &[("x", 2), ("y", 3)],
+                vec![],
+            ),
+        )],
+        vec![("id".into(), text("a"))],
+    )
+    .unwrap();
+    write_nd_batches(&uri, std::slice::from_ref(&first), &opts)
+        .await
+        .unwrap();
+    // A new array and a new attribute key.
+    let salinity = NdArrowArray::try_new(
+        Arc::new(Float32Array::from(vec![35.0, 35.5])),
+        vec![Dim::new("x", 2)],
+        vec![],
+    )
+    .unwrap();
+    let second = NdRecordBatch::try_new(
+        vec![
+            (
+                "temperature".into(),
+                f64s(&[7.0, 8.0], &[("x", 2)], vec![("units", text("C"))]),
+            ),
+            ("salinity".into(), salinity),
+        ],
+        vec![("id".into(), text("b"))],
+    )
+    .unwrap();
+    write_nd_batches(&uri, std::slice::from_ref(&second), &opts)
+        .await
+        .unwrap();
+    // A new global attribute key.
+    let third = NdRecordBatch::try_new(
+        vec![("temperature".into(), f64s(&[9.0], &[], vec![]))],
+        vec![("id".into(), text("c")), ("group".into(), text("g1"))],
+    )
+    .unwrap();
+    write_nd_batches(&uri, std::slice::from_ref(&third), &opts)
+        .await
+        .unwrap();
+
+    let back = read_nd_batches(&uri, &NdScan::default()).await.unwrap();
+    assert_eq!(back, vec![first, second, third]);
+    // The same rows pylance's evolved table holds.
+    assert_rows_match(&back, &expected()["evolved"]["rows"]);
+    let ours = arrow_schema(&uri).await;
+    let theirs = arrow_schema(&format!("{DATA}/evolved.lance")).await;
+    assert_eq!(ours.fields(), theirs.fields());
+}
+
+fn int_batch(name: &str, values: ArrayRef, id: &str) -> NdRecordBatch {
+    let n = values.len();
+    NdRecordBatch::try_new(
+        vec![(
+            name.into(),
+            NdArrowArray::try_new(values, vec![Dim::new("t", n)], vec![]).unwrap(),
+        )],
+        vec![("id".into(), text(id))],
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn type_changes_fail_unless_a_cast_is_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t.lance").to_string_lossy().to_string();
+    let opts = WriteOptions::default();
+    write_nd_batches(
+        &uri,
+        &[int_batch("a", Arc::new(Int64Array::from(vec![1, 2])), "1")],
+        &opts,
+    )
+    .await
+    .unwrap();
+
+    let narrower = int_batch("a", Arc::new(Int32Array::from(vec![3])), "2");
+    let err = write_nd_batches(&uri, std::slice::from_ref(&narrower), &opts)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LanceNdError::TypeMismatch { .. }));
+    let message = err.to_string();
+    assert!(
+        message.contains("array 'a'") && message.contains("Int64") && message.contains("Int32"),
+        "{message}"
+    );
+    // The failed write left the table as it was.
+    assert_eq!(
+        read_nd_batches(&uri, &NdScan::default())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let safe = WriteOptions {
+        casting: Casting::Safe,
+        ..Default::default()
+    };
+    write_nd_batches(&uri, std::slice::from_ref(&narrower), &safe)
+        .await
+        .unwrap();
+    let floats = int_batch("a", Arc::new(Float64Array::from(vec![4.0])), "3");
+    assert!(write_nd_batches(&uri, std::slice::from_ref(&floats), &safe)
+        .await
+        .is_err());
+    let unsafe_ = WriteOptions {
+        casting: Casting::Unsafe,
+        ..Default::default()
+    };
+    write_nd_batches(&uri, std::slice::from_ref(&floats), &unsafe_)
+        .await
+        .unwrap();
+
+    let back = read_nd_batches(&uri, &NdScan::default()).await.unwrap();
+    let values: Vec<i64> = back
+        .iter()
+        .flat_map(|b| {
+            b.array("a")
+                .unwrap()
+                .values()
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    assert_eq!(values, vec![1, 2, 3, 4]);
+}
+
+#[tokio::test]
+async fn a_write_with_conflicting_types_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t.lance").to_string_lossy().to_string();
+    let batches = [
+        int_batch("a", Arc::new(Int64Array::from(vec![1])), "1"),
+        int_batch("a", Arc::new(Float64Array::from(vec![1.5])), "2"),
+    ];
+    let err = write_nd_batches(&uri, &batches, &WriteOptions::default())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("array 'a'"), "{err}");
+    assert!(matches!(
+        read_nd_batches(&uri, &NdScan::default()).await,
+        Err(LanceNdError::NotFound { .. })
+    ));
+}
+
+#[tokio::test]
+async fn lance_tables_without_the_marker_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("plain.lance").to_string_lossy().to_string();
+    let batch = arrow::array::RecordBatch::try_from_iter(vec![(
+        "a",
+        Arc::new(Int32Array::from(vec![1])) as ArrayRef,
+    )])
+    .unwrap();
+    let schema = batch.schema();
+    lance::Dataset::write(
+        arrow::array::RecordBatchIterator::new(vec![Ok(batch)], schema),
+        uri.as_str(),
+        None,
+    )
+    .await
+    .unwrap();
+    let err = write_nd_batches(
+        &uri,
+        &[int_batch("a", Arc::new(Int64Array::from(vec![1])), "1")],
+        &WriteOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, LanceNdError::NotLanceNd { .. }), "{err}");
+    assert!(err.to_string().contains("without the lance-nd marker"));
+    let err = read_nd_batches(&uri, &NdScan::default()).await.unwrap_err();
+    assert!(matches!(err, LanceNdError::NotLanceNd { .. }));
+}
+
+#[tokio::test]
+async fn concurrent_appends_both_land_or_fail_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("c.lance").to_string_lossy().to_string();
+    let opts = WriteOptions::default();
+    write_nd_batches(
+        &uri,
+        &[int_batch("a", Arc::new(Int64Array::from(vec![0])), "0")],
+        &opts,
+    )
+    .await
+    .unwrap();
+    let writers: Vec<_> = (1..=4)
+        .map(|i| {
+            let uri = uri.clone();
+            tokio::spawn(async move {
+                let batch = int_batch("a", Arc::new(Int64Array::from(vec![i])), &i.to_string());
+                write_nd_batches(&uri, &[batch], &WriteOptions::default()).await
+            })
+        })
+        .collect();
+    let mut landed = 1;
+    for w in writers {
+        match w.await.unwrap() {
+            Ok(()) => landed += 1,
+            Err(e) => assert!(matches!(e, LanceNdError::Conflict { .. }), "{e}"),
+        }
+    }
+    let back = read_nd_batches(&uri, &NdScan::default()).await.unwrap();
+    assert_eq!(back.len(), landed);
+    assert!(landed >= 2);
+}
+
+#[tokio::test]
+async fn statistics_columns_hold_min_and_max() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("s.lance").to_string_lossy().to_string();
+    let opts = WriteOptions {
+        statistics: true,
+        ..Default::default()
+    };
+    let batches = [
+        NdRecordBatch::try_new(
+            vec![(
+                "v".into(),
+                f64s(&[3.0, f64::NAN, -1.0], &[("t", 3)], vec![]),
+            )],
+            vec![],
+        )
+        .unwrap(),
+        NdRecordBatch::try_new(
+            vec![("v".into(), f64s(&[7.5], &[("t", 1)], vec![]))],
+            vec![],
+        )
+        .unwrap(),
+    ];
+    write_nd_batches(&uri, &batches, &opts).await.unwrap();
+    let dataset = ndfusion::lance_nd::open_lance_nd(&uri).await.unwrap();
+    let mut scanner = dataset.scan();
+    scanner.project(&["__stats__:v"]).unwrap();
+    let batch = scanner.try_into_batch().await.unwrap();
+    let stats = batch.column(0).as_struct();
+    let min = stats
+        .column_by_name("min")
+        .unwrap()
+        .as_primitive::<Float64Type>();
+    let max = stats
+        .column_by_name("max")
+        .unwrap()
+        .as_primitive::<Float64Type>();
+    assert_eq!((min.value(0), max.value(0)), (-1.0, 3.0));
+    assert_eq!((min.value(1), max.value(1)), (7.5, 7.5));
+    // Reads at the nd level ignore the statistics columns.
+    assert_eq!(
+        read_nd_batches(&uri, &NdScan::default()).await.unwrap(),
+        batches.to_vec()
+    );
+}
