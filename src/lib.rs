@@ -4,8 +4,11 @@
 //!
 //! - [`ZarrTable`]: a Zarr array (v3 `struct`, or any fixed-size data type) as a table, one row
 //!   per element: an Int64 index column per dimension, then one column per struct field.
-//! - [`register_table_factories`] makes `CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '...'`
-//!   work on a [`SessionContext`]; [`new_session_context`] builds a context with it done.
+//! - [`LanceNdTable`]: a lance-nd table (rows are nd record batches) as a table, each row
+//!   materialized onto its grid; [`lance_nd`] also writes such tables, [`nd`] is the model.
+//! - [`register_table_factories`] makes `CREATE EXTERNAL TABLE t STORED AS ZARR | LANCE_ND
+//!   LOCATION '...'` work on a [`SessionContext`]; [`new_session_context`] builds a context with
+//!   it done.
 
 use std::sync::Arc;
 
@@ -19,18 +22,22 @@ pub mod nd;
 pub mod zarr;
 
 pub use error::{Error, Result};
+pub use lance_nd::{LanceNdTable, LanceNdTableFactory};
 pub use zarr::{ZarrTable, ZarrTableFactory};
 
 /// The `STORED AS` name of Zarr tables.
 pub const ZARR_FORMAT: &str = "ZARR";
+/// The `STORED AS` name of lance-nd tables.
+pub const LANCE_ND_FORMAT: &str = "LANCE_ND";
 
-/// Registers ndfusion's table factories (`STORED AS ZARR`) on an existing context.
+/// Registers ndfusion's table factories (`STORED AS ZARR`, `STORED AS LANCE_ND`) on an
+/// existing context.
 pub fn register_table_factories(ctx: &SessionContext) {
     let state = ctx.state_ref();
     let mut state = state.write();
-    state
-        .table_factories_mut()
-        .insert(ZARR_FORMAT.to_string(), Arc::new(ZarrTableFactory));
+    let factories = state.table_factories_mut();
+    factories.insert(ZARR_FORMAT.to_string(), Arc::new(ZarrTableFactory));
+    factories.insert(LANCE_ND_FORMAT.to_string(), Arc::new(LanceNdTableFactory));
 }
 
 /// A context with DataFusion's default features (struct field access included) and ndfusion's

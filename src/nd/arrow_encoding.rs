@@ -235,7 +235,7 @@ pub fn encode_attrs(
 }
 
 /// Decodes row `row` of an nd array column; `None` when the row does not have the array.
-/// `name` names the array in errors.
+/// `name` names the array in errors (the caller names the row, which it numbers).
 pub fn decode_nd_array(
     column: &StructArray,
     row: usize,
@@ -244,7 +244,7 @@ pub fn decode_nd_array(
     if column.is_null(row) {
         return Ok(None);
     }
-    let at = |e: NdError| e.in_array(name).at_row(row);
+    let at = |e: NdError| e.in_array(name);
     let child = |n: &str| {
         column
             .column_by_name(n)
@@ -283,6 +283,42 @@ pub fn decode_nd_array(
     NdArrowArray::try_new(values, dims, attrs)
         .map(Some)
         .map_err(at)
+}
+
+/// The dimensions of row `row` from `dim_names` and `dim_sizes` lists alone (no values).
+/// An absent array and a scalar both have none.
+pub fn decode_dims(names: &ArrayRef, sizes: &ArrayRef, row: usize) -> Result<Vec<Dim>, NdError> {
+    if names.is_null(row) || sizes.is_null(row) {
+        return Ok(vec![]);
+    }
+    let names = list_item(names, row)?;
+    let names = names
+        .as_string_opt::<i32>()
+        .ok_or_else(|| NdError::new("dim_names are not strings".into()))?;
+    let sizes = arrow::compute::cast(&list_item(sizes, row)?, &DataType::UInt32)
+        .map_err(|e| NdError::new(format!("dim_sizes: {e}")))?;
+    let sizes = sizes.as_primitive::<UInt32Type>();
+    if names.len() != sizes.len() || names.null_count() > 0 || sizes.null_count() > 0 {
+        return Err(NdError::new(format!(
+            "{} dimension names but {} sizes (or nulls among them)",
+            names.len(),
+            sizes.len()
+        )));
+    }
+    let dims: Vec<Dim> = names
+        .iter()
+        .zip(sizes.values())
+        .map(|(n, s)| Dim::new(n.unwrap_or_default(), *s as usize))
+        .collect();
+    for (i, d) in dims.iter().enumerate() {
+        if d.name.is_empty() || dims[..i].iter().any(|e| e.name == d.name) {
+            return Err(NdError::new(format!(
+                "dimension name '{}' is empty or repeated",
+                d.name
+            )));
+        }
+    }
+    Ok(dims)
 }
 
 /// The present attributes of row `row` of an attribute struct (global or per array).
@@ -409,7 +445,7 @@ mod tests {
     }
 
     #[test]
-    fn broken_rows_name_the_array_and_row() {
+    fn broken_rows_name_the_array() {
         let values: ArrayRef = Arc::new(Int64Array::from(vec![1, 2, 3]));
         let bad = StructArray::from(vec![
             (
@@ -451,9 +487,7 @@ mod tests {
         ]);
         let err = decode_nd_array(&bad, 0, "temp").unwrap_err().to_string();
         assert!(
-            err.contains("array 'temp'")
-                && err.contains("row 0")
-                && err.contains("3 values do not fill"),
+            err.contains("array 'temp'") && err.contains("3 values do not fill"),
             "{err}"
         );
     }

@@ -150,5 +150,14 @@ expected["many"] = {"sql": {
     "cells_g3": sum(n for i, (n, _) in enumerate(lens) if i % 10 == 3),
 }, "indices": [i["name"] for i in ds.list_indices()]}
 
+# 4. Bad input: a Lance table without the lance-nd marker, and a row that breaks the rules
+# (5 values for dimensions x=2, y=3).
+write(fresh("bad_no_marker.lance"), pa.table({"a": [1, 2]}))
+schema = pa.schema([nd_field("temperature", pa.float64()), globals_field([("id", pa.utf8())])], metadata=META)
+write(fresh("bad_row.lance"), pa.table({
+    "temperature": [nd([1.0, 2.0], [("x", 2)]), {"values": [1.0, 2.0, 3.0, 4.0, 5.0], "dim_names": ["x", "y"], "dim_sizes": [2, 3]}],
+    "__global_attrs__": [{"id": "ok"}, {"id": "broken"}],
+}, schema=schema))
+
 (HERE / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
 print("wrote", ", ".join(sorted(expected)))
