@@ -1,5 +1,5 @@
-//! The demo tables the REPL starts with: Zarr arrays written by zarr-python that ship with the
-//! repository under `tests/data/`.
+//! The demo tables the REPL starts with: Zarr arrays written by zarr-python and a lance-nd
+//! table written by pylance, shipped with the repository under `tests/data/`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -7,7 +7,9 @@ use std::sync::Arc;
 use datafusion::error::Result;
 use datafusion::prelude::SessionContext;
 
-use crate::ZarrTable;
+use datafusion::datasource::TableProvider;
+
+use crate::{LanceNdTable, ZarrTable};
 
 /// Name, path below the data folder, and a one-line description of each demo table.
 pub const DEMO_TABLES: &[(&str, &str, &str)] = &[
@@ -26,6 +28,11 @@ pub const DEMO_TABLES: &[(&str, &str, &str)] = &[
         "zarr_v3/struct_1d.zarr",
         "10 records with a nested struct: {id, flags, point {x, y}, value}",
     ),
+    (
+        "profiles",
+        "lance_nd/doc_example.lance",
+        "lance-nd: 3 nd record batches (x, y, temperature | pressure) with __global_attrs__.id",
+    ),
 ];
 
 /// The folder holding the demo data: `$NDFUSION_DEMO_DATA`, or the repository's `tests/data`.
@@ -39,9 +46,13 @@ pub fn data_dir() -> PathBuf {
 pub async fn register(ctx: &SessionContext) -> Result<()> {
     let dir = data_dir();
     for (name, path, _) in DEMO_TABLES {
-        let location = dir.join(path);
-        let table = ZarrTable::open(&location.to_string_lossy()).await?;
-        ctx.register_table(*name, Arc::new(table))?;
+        let location = dir.join(path).to_string_lossy().to_string();
+        let table: Arc<dyn TableProvider> = if location.ends_with(".lance") {
+            Arc::new(LanceNdTable::open(&location).await?)
+        } else {
+            Arc::new(ZarrTable::open(&location).await?)
+        };
+        ctx.register_table(*name, table)?;
     }
     Ok(())
 }

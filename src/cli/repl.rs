@@ -15,7 +15,8 @@ Statements end with ';' and may span lines.
   \\?          this help
   \\q          quit (or Ctrl-D)
 Register your own data:
-  CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '/path/to/array.zarr';";
+  CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '/path/to/array.zarr';
+  CREATE EXTERNAL TABLE n STORED AS LANCE_ND LOCATION '/path/to/table.lance';";
 
 /// Runs the REPL until `\q` or end of input; returns the exit code.
 pub async fn run(ctx: &SessionContext, args: &Args) -> i32 {
@@ -127,7 +128,8 @@ fn print_banner(ctx: &SessionContext) {
     println!(
         "\nTry:\n  SELECT day, avg(temperature) FROM ocean WHERE depth < 5 GROUP BY day ORDER BY day LIMIT 5;\n  \
          SELECT id, point.x, point['y'] FROM points WHERE value > 1500;\n  \
-         SELECT station, max(temp) FROM weather GROUP BY station ORDER BY station;\n"
+         SELECT station, max(temp) FROM weather GROUP BY station ORDER BY station;\n  \
+         SELECT x, y, temperature FROM profiles WHERE __global_attrs__.id = 'c';\n"
     );
 }
 

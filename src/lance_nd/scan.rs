@@ -251,10 +251,10 @@ impl ExecutionPlan for LanceNdScanExec {
                 };
                 futures::future::ready(Some(out))
             });
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
+        Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.schema),
             stream,
-        )))
+        ))))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {
