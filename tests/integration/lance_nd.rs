@@ -138,6 +138,14 @@ async fn pylance_tables_read_back_exactly() {
         .await
         .unwrap();
     assert_eq!(c.len(), 1);
+    // The filter the SQL provider pushes uses pylance's BTREE index on __global_attrs__.id.
+    let many = ndfusion::lance_nd::open_lance_nd(&format!("{DATA}/many.lance"))
+        .await
+        .unwrap();
+    let mut scanner = many.scan();
+    scanner.filter("__global_attrs__.id = 'id01234'").unwrap();
+    let plan = scanner.explain_plan(false).await.unwrap();
+    assert!(plan.contains("ScalarIndexQuery"), "{plan}");
     assert_eq!(c[0].arrays().len(), 1);
     assert_eq!(c[0].grid(), &[Dim::new("x", 2), Dim::new("y", 4)]);
 }
@@ -228,6 +236,12 @@ async fn ndfusion_writes_what_pylance_writes() {
     assert_eq!(
         ours.metadata().get("lance_nd:format"),
         Some(&"1".to_string())
+    );
+    // Created with Lance file version 2.2 (nested field addition needs it).
+    let dataset = ndfusion::lance_nd::open_lance_nd(&uri).await.unwrap();
+    assert_eq!(
+        dataset.manifest().data_storage_format.version.to_string(),
+        "2.2"
     );
     // Same rows.
     let back = read_nd_batches(&uri, &NdScan::default()).await.unwrap();
