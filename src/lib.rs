@@ -19,6 +19,7 @@ pub mod cli;
 pub mod error;
 pub mod lance_nd;
 pub mod nd;
+pub mod scan_util;
 pub mod zarr;
 
 pub use error::{Error, Result};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProviderFactory};
-use datafusion::common::{plan_err, Result};
+use datafusion::common::Result;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::logical_expr::expr_rewriter::unnormalize_col;
 use datafusion::logical_expr::utils::conjunction;
@@ -22,6 +22,7 @@ use super::table::{open_lance_nd, LanceNdError, STATS_PREFIX};
 use crate::nd::arrow_encoding::{
     decode_dims, is_nd_array_field, nd_array_parts, GLOBAL_ATTRS_COLUMN,
 };
+use crate::scan_util::{check_external_table, strip_file_scheme};
 
 /// A lance-nd table as a table: an Int64 index column for each dimension name that has no
 /// array of the same name, one column per array (its values broadcast onto the row's grid,
@@ -226,19 +227,8 @@ impl TableProviderFactory for LanceNdTableFactory {
         _state: &dyn Session,
         cmd: &CreateExternalTable,
     ) -> Result<Arc<dyn TableProvider>> {
-        if let Some((key, _)) = cmd.options.iter().next() {
-            let key = key.strip_prefix("format.").unwrap_or(key);
-            return plan_err!("STORED AS LANCE_ND takes no OPTIONS, found '{key}'");
-        }
-        if !cmd.schema.fields().is_empty() {
-            return plan_err!(
-                "STORED AS LANCE_ND reads its columns from the table: leave out the column list"
-            );
-        }
-        let location = cmd
-            .location
-            .strip_prefix("file://")
-            .unwrap_or(&cmd.location);
+        check_external_table(cmd, "LANCE_ND")?;
+        let location = strip_file_scheme(&cmd.location);
         Ok(Arc::new(LanceNdTable::open(location).await?))
     }
 }

@@ -24,6 +24,8 @@ use datafusion::physical_plan::{
     SendableRecordBatchStream,
 };
 use futures::{StreamExt, TryStreamExt};
+
+use crate::scan_util::limit_rows;
 use lance::Dataset;
 
 use super::table::LanceNdError;
@@ -238,19 +240,8 @@ impl ExecutionPlan for LanceNdScanExec {
                         })?
                 }
             })
-            .buffered(2)
-            .scan(self.limit.unwrap_or(usize::MAX), |remaining, batch| {
-                let out = match batch {
-                    Ok(_) if *remaining == 0 => return futures::future::ready(None),
-                    Ok(b) => {
-                        let keep = b.num_rows().min(*remaining);
-                        *remaining -= keep;
-                        Ok(b.slice(0, keep))
-                    }
-                    Err(e) => Err(e),
-                };
-                futures::future::ready(Some(out))
-            });
+            .buffered(2);
+        let stream = limit_rows(stream, self.limit);
         Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.schema),
             stream,

@@ -4,11 +4,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProviderFactory};
-use datafusion::common::{plan_err, Result};
+use datafusion::common::Result;
 use datafusion::datasource::TableProvider;
 use datafusion::logical_expr::CreateExternalTable;
 
 use super::table::ZarrTable;
+use crate::scan_util::check_external_table;
 
 /// Creates a [`ZarrTable`] from `CREATE EXTERNAL TABLE`; register it under the name `ZARR`.
 #[derive(Debug, Default)]
@@ -21,18 +22,7 @@ impl TableProviderFactory for ZarrTableFactory {
         _state: &dyn Session,
         cmd: &CreateExternalTable,
     ) -> Result<Arc<dyn TableProvider>> {
-        if let Some((key, _)) = cmd.options.iter().next() {
-            let key = key.strip_prefix("format.").unwrap_or(key);
-            return plan_err!("STORED AS ZARR takes no OPTIONS, found '{key}'");
-        }
-        if !cmd.schema.fields().is_empty() {
-            return plan_err!(
-                "STORED AS ZARR reads its columns from the array: leave out the column list"
-            );
-        }
-        if !cmd.table_partition_cols.is_empty() {
-            return plan_err!("STORED AS ZARR does not support PARTITIONED BY");
-        }
+        check_external_table(cmd, "ZARR")?;
         Ok(Arc::new(ZarrTable::open(&cmd.location).await?))
     }
 }

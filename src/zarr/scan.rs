@@ -22,6 +22,8 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 
+use crate::scan_util::limit_rows;
+
 use super::array::ZarrArray;
 use super::chunk_reader::{ChunkMetrics, ChunkReader};
 use super::row_filter::RowFilter;
@@ -215,19 +217,8 @@ impl ExecutionPlan for ZarrScanExec {
                     .collect();
                 futures::stream::iter(slices)
             })
-            .try_flatten()
-            .scan(limit.unwrap_or(usize::MAX), |remaining, batch| {
-                let batch = match batch {
-                    Ok(_) if *remaining == 0 => return futures::future::ready(None),
-                    Ok(b) => {
-                        let keep = b.num_rows().min(*remaining);
-                        *remaining -= keep;
-                        Ok(b.slice(0, keep))
-                    }
-                    Err(e) => Err(e),
-                };
-                futures::future::ready(Some(batch))
-            });
+            .try_flatten();
+        let stream = limit_rows(stream, limit);
         Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.reader.schema),
             stream,

@@ -1,0 +1,504 @@
+//! ndfusion against what users would use instead, in one run, as ratios (see BENCHMARKS.md).
+//!
+//!     cargo bench --bench compare                  # full size (50M records, 100k nd batches)
+//!     cargo bench --bench compare -- --records 5000000 --batches 10000   # smaller
+//!
+//! Data is generated once into `target/bench-data` (or `$NDFUSION_BENCH_DIR`) and reused.
+//! Baselines: a tight Rust loop over zarrs-decoded chunk bytes (the limit), and, when
+//! `python3.12` with zarr 3.4.2 / pylance 14.0.2 is present, zarr-python + numpy and
+//! pylance + pyarrow on the same files.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{ArrayRef, Float64Array, StringArray};
+use futures::{StreamExt, TryStreamExt};
+use ndfusion::lance_nd::{write_nd_batches, WriteOptions};
+use ndfusion::nd::{Dim, NdArrowArray, NdRecordBatch};
+use object_store::local::LocalFileSystem;
+use zarrs::array::{
+    Array, ArrayBytes, ArrayMetadata, ArrayMetadataV3, ArrayToBytesCodecTraits, CodecOptions,
+};
+use zarrs::storage::AsyncReadableStorageTraits;
+use zarrs_object_store::AsyncObjectStore;
+
+/// {id int64, value float64, x float32, y float32, flag uint8}: 25 bytes.
+const RECORD: usize = 25;
+const CHUNK: u64 = 1_000_000;
+const REPEATS: usize = 5;
+
+struct Args {
+    records: u64,
+    batches: usize,
+    dir: PathBuf,
+}
+
+fn args() -> Args {
+    let mut records = 50_000_000;
+    let mut batches = 100_000;
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--records" => records = it.next().and_then(|v| v.parse().ok()).expect("--records N"),
+            "--batches" => batches = it.next().and_then(|v| v.parse().ok()).expect("--batches N"),
+            _ => {} // cargo bench passes --bench
+        }
+    }
+    let dir = std::env::var_os("NDFUSION_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/bench-data"))
+        });
+    Args {
+        records,
+        batches,
+        dir,
+    }
+}
+
+/// Median wall time of `REPEATS` runs (after one warm-up), in seconds.
+async fn median<F, Fut, T>(mut f: F) -> (f64, T)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let mut out = f().await;
+    let mut times = Vec::with_capacity(REPEATS);
+    for _ in 0..REPEATS {
+        let start = Instant::now();
+        out = f().await;
+        times.push(start.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    (times[REPEATS / 2], out)
+}
+
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM"))
+                .map(|l| l.to_string())
+        })
+        .and_then(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+// ---------------------------------------------------------------- Zarr data
+
+fn record_metadata(records: u64, compressed: bool) -> serde_json::Value {
+    let mut codecs =
+        vec![serde_json::json!({"name": "bytes", "configuration": {"endian": "little"}})];
+    if compressed {
+        codecs.push(
+            serde_json::json!({"name": "zstd", "configuration": {"level": 3, "checksum": false}}),
+        );
+    }
+    serde_json::json!({
+        "zarr_format": 3, "node_type": "array", "shape": [records],
+        "data_type": {"name": "struct", "configuration": {"fields": [
+            {"name": "id", "data_type": "int64"}, {"name": "value", "data_type": "float64"},
+            {"name": "x", "data_type": "float32"}, {"name": "y", "data_type": "float32"},
+            {"name": "flag", "data_type": "uint8"}]}},
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [CHUNK]}},
+        "chunk_key_encoding": {"name": "default"},
+        "fill_value": {"id": 0, "value": 0.0, "x": 0.0, "y": 0.0, "flag": 0},
+        "codecs": codecs,
+        "dimension_names": ["i"],
+    })
+}
+
+/// The metadata zarrs reads and writes the records with: raw bits of the record size.
+fn raw_metadata(records: u64, compressed: bool) -> ArrayMetadata {
+    let mut raw = record_metadata(records, compressed);
+    raw["data_type"] = serde_json::json!(format!("r{}", RECORD * 8));
+    raw["fill_value"] = serde_json::Value::from(vec![0u8; RECORD]);
+    let meta: ArrayMetadataV3 = serde_json::from_value(raw).unwrap();
+    ArrayMetadata::V3(meta)
+}
+
+fn open_raw(path: &Path, records: u64, compressed: bool) -> Array<dyn AsyncReadableStorageTraits> {
+    let store: Arc<dyn AsyncReadableStorageTraits> = Arc::new(AsyncObjectStore::new(
+        LocalFileSystem::new_with_prefix(path).unwrap(),
+    ));
+    Array::new_with_metadata(store, "/", raw_metadata(records, compressed)).unwrap()
+}
+
+/// Writes the array with zarrs (raw bits of the record size), then the `struct` metadata.
+async fn generate_zarr(path: &Path, records: u64, compressed: bool) {
+    std::fs::create_dir_all(path).unwrap();
+    let store = Arc::new(AsyncObjectStore::new(
+        LocalFileSystem::new_with_prefix(path).unwrap(),
+    ));
+    let array = Array::new_with_metadata(store, "/", raw_metadata(records, compressed)).unwrap();
+    let chunks = records.div_ceil(CHUNK);
+    for c in 0..chunks {
+        let n = CHUNK as usize;
+        let mut bytes = Vec::with_capacity(n * RECORD);
+        for k in 0..n as u64 {
+            let i = c * CHUNK + k;
+            let h = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            bytes.extend((i as i64).to_le_bytes());
+            bytes.extend(((h >> 11) as f64 / (1u64 << 53) as f64).to_le_bytes());
+            bytes.extend((k as f32 * 0.5).to_le_bytes());
+            bytes.extend((-(k as f32)).to_le_bytes());
+            bytes.push((h >> 60) as u8 % 8);
+        }
+        array
+            .async_store_chunk(&[c], ArrayBytes::from(bytes))
+            .await
+            .unwrap();
+    }
+    std::fs::write(
+        path.join("zarr.json"),
+        record_metadata(records, compressed).to_string(),
+    )
+    .unwrap();
+}
+
+/// The limit: fetch and decode the same chunks with zarrs, then one tight loop over a field.
+async fn raw_loop(
+    array: &Arc<Array<dyn AsyncReadableStorageTraits>>,
+    chunks: std::ops::Range<u64>,
+    rows: std::ops::Range<usize>,
+    field: &'static str,
+) -> f64 {
+    futures::stream::iter(chunks)
+        .map(|c| {
+            let array = Arc::clone(array);
+            let rows = rows.clone();
+            async move {
+                let encoded = array
+                    .async_retrieve_encoded_chunk(&[c])
+                    .await
+                    .unwrap()
+                    .unwrap();
+                tokio::task::spawn_blocking(move || {
+                    let shape = [std::num::NonZeroU64::new(CHUNK).unwrap()];
+                    let bytes = array
+                        .codecs()
+                        .decode(
+                            std::borrow::Cow::Owned(encoded.into()),
+                            &shape,
+                            array.data_type(),
+                            array.fill_value(),
+                            &CodecOptions::default(),
+                        )
+                        .unwrap()
+                        .into_fixed()
+                        .unwrap();
+                    let start = (c * CHUNK) as usize;
+                    let lo = rows.start.max(start) - start;
+                    let hi = rows.end.min(start + CHUNK as usize) - start;
+                    let records = &bytes[lo * RECORD..hi * RECORD];
+                    match field {
+                        "value" => records
+                            .chunks_exact(RECORD)
+                            .map(|r| f64::from_le_bytes(r[8..16].try_into().unwrap()))
+                            .sum::<f64>(),
+                        "flag" => {
+                            records.chunks_exact(RECORD).filter(|r| r[24] == 3).count() as f64
+                        }
+                        "copy" => {
+                            let v: Vec<f64> = records
+                                .chunks_exact(RECORD)
+                                .map(|r| f64::from_le_bytes(r[8..16].try_into().unwrap()))
+                                .collect();
+                            v.len() as f64
+                        }
+                        _ => unreachable!(),
+                    }
+                })
+                .await
+                .unwrap()
+            }
+        })
+        .buffer_unordered(2)
+        .fold(0.0, |a, b| async move { a + b })
+        .await
+}
+
+async fn sql(ctx: &datafusion::prelude::SessionContext, query: &str) -> f64 {
+    let batches = ctx.sql(query).await.unwrap().collect().await.unwrap();
+    let col = batches[0].column(0);
+    arrow::compute::cast(col, &arrow::datatypes::DataType::Float64)
+        .unwrap()
+        .as_any()
+        .downcast_ref::<Float64Array>()
+        .unwrap()
+        .value(0)
+}
+
+/// Rows of `SELECT value`, streamed and dropped (the projection measured without collecting).
+async fn stream_rows(ctx: &datafusion::prelude::SessionContext, query: &str) -> f64 {
+    let stream = ctx
+        .sql(query)
+        .await
+        .unwrap()
+        .execute_stream()
+        .await
+        .unwrap();
+    stream
+        .map_ok(|b| b.num_rows())
+        .try_fold(0usize, |a, n| async move { Ok(a + n) })
+        .await
+        .unwrap() as f64
+}
+
+fn python() -> Option<Command> {
+    let ok = Command::new("python3.12")
+        .env("PYENV_VERSION", "3.12.1")
+        .args(["-c", "import zarr, lance; assert zarr.__version__ == '3.4.2' and lance.__version__ == '14.0.2'"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    ok.then(|| {
+        let mut c = Command::new("python3.12");
+        c.env("PYENV_VERSION", "3.12.1");
+        c
+    })
+}
+
+/// Runs a Python snippet that prints one JSON object {query: median seconds}.
+fn python_medians(script: &str) -> Option<serde_json::Value> {
+    let out = python()?.args(["-c", script]).output().ok()?;
+    if !out.status.success() {
+        eprintln!(
+            "python baseline failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+const PY_TIMER: &str = r#"
+import json, statistics, time, sys
+def med(f, n=5):
+    f(); ts = []
+    for _ in range(n):
+        t = time.perf_counter(); f(); ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+"#;
+
+struct Row {
+    group: String,
+    query: String,
+    ours: f64,
+    baseline: String,
+    theirs: Option<f64>,
+}
+
+fn print_rows(rows: &[Row]) {
+    println!("\n| data | query | ndfusion (s) | baseline | baseline (s) | ndfusion / baseline |");
+    println!("|---|---|---:|---|---:|---:|");
+    for r in rows {
+        let (t, ratio) = match r.theirs {
+            Some(t) => (format!("{t:.3}"), format!("{:.2}", r.ours / t)),
+            None => ("skipped".into(), "-".into()),
+        };
+        println!(
+            "| {} | {} | {:.3} | {} | {} | {} |",
+            r.group, r.query, r.ours, r.baseline, t, ratio
+        );
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args = args();
+    std::fs::create_dir_all(&args.dir).unwrap();
+    let mut rows = Vec::new();
+    let py = python().is_some();
+    if !py {
+        println!(
+            "python3.12 with zarr 3.4.2 and pylance 14.0.2 not found: Python baselines skipped"
+        );
+    }
+
+    for compressed in [true, false] {
+        let label = if compressed { "zstd" } else { "uncompressed" };
+        let path = args
+            .dir
+            .join(format!("records_{}_{label}.zarr", args.records));
+        if !path.join("zarr.json").exists() {
+            println!("generating {}", path.display());
+            generate_zarr(&path, args.records, compressed).await;
+        }
+        let group = format!("Zarr {}M records, {label}", args.records / 1_000_000);
+        let location = path.to_string_lossy().to_string();
+        let ctx = ndfusion::new_session_context();
+        ctx.register_table(
+            "t",
+            Arc::new(ndfusion::ZarrTable::open(&location).await.unwrap()),
+        )
+        .unwrap();
+        let raw = Arc::new(open_raw(&path, args.records, compressed));
+        let n = args.records as usize;
+        let chunks = args.records.div_ceil(CHUNK);
+        let (lo, hi) = (n / 2, n / 2 + n / 100);
+
+        let (full, _) = median(|| sql(&ctx, "SELECT sum(value) FROM t")).await;
+        let (full_raw, _) = median(|| raw_loop(&raw, 0..chunks, 0..n, "value")).await;
+        let (flag, _) = median(|| sql(&ctx, "SELECT count(*) FROM t WHERE flag = 3")).await;
+        let (flag_raw, _) = median(|| raw_loop(&raw, 0..chunks, 0..n, "flag")).await;
+        let range_q = format!("SELECT sum(value) FROM t WHERE i >= {lo} AND i < {hi}");
+        let (range, _) = median(|| sql(&ctx, &range_q)).await;
+        let (range_raw, _) = median(|| {
+            raw_loop(
+                &raw,
+                lo as u64 / CHUNK..(hi as u64).div_ceil(CHUNK),
+                lo..hi,
+                "value",
+            )
+        })
+        .await;
+        let (proj, _) = median(|| stream_rows(&ctx, "SELECT value FROM t")).await;
+        let (proj_raw, _) = median(|| raw_loop(&raw, 0..chunks, 0..n, "copy")).await;
+
+        let pyt = if py {
+            python_medians(&format!(
+                "{PY_TIMER}\nimport zarr, numpy as np\na = zarr.open_array({location:?}, mode='r')\n\
+                 r = {{'full': med(lambda: a[...]['value'].sum()), 'flag': med(lambda: int((a[...]['flag'] == 3).sum())),\n\
+                 'range': med(lambda: a[{lo}:{hi}]['value'].sum()), 'proj': med(lambda: np.ascontiguousarray(a[...]['value']))}}\n\
+                 print(json.dumps(r))"
+            ))
+        } else {
+            None
+        };
+        let p = |k: &str| pyt.as_ref().and_then(|v| v[k].as_f64());
+        for (q, ours, raw, key) in [
+            ("sum(value)", full, full_raw, "full"),
+            ("count(*) WHERE flag = 3", flag, flag_raw, "flag"),
+            ("sum(value), 1% dimension range", range, range_raw, "range"),
+            ("SELECT value (all rows)", proj, proj_raw, "proj"),
+        ] {
+            rows.push(Row {
+                group: group.clone(),
+                query: q.into(),
+                ours,
+                baseline: "raw zarrs loop".into(),
+                theirs: Some(raw),
+            });
+            rows.push(Row {
+                group: group.clone(),
+                query: q.into(),
+                ours,
+                baseline: "zarr-python + numpy".into(),
+                theirs: p(key),
+            });
+        }
+        rows.push(Row {
+            group: group.clone(),
+            query: "1% range / full scan (ndfusion)".into(),
+            ours: range,
+            baseline: "ndfusion full scan".into(),
+            theirs: Some(full),
+        });
+    }
+
+    // lance-nd
+    let path = args.dir.join(format!("nd_{}.lance", args.batches));
+    let uri = path.to_string_lossy().to_string();
+    if !path.exists() {
+        println!("generating {uri}");
+        generate_lance_nd(&uri, args.batches).await;
+    }
+    let group = format!("lance-nd {}k batches x 1000", args.batches / 1000);
+    let ctx = ndfusion::new_session_context();
+    ctx.register_table(
+        "n",
+        Arc::new(ndfusion::LanceNdTable::open(&uri).await.unwrap()),
+    )
+    .unwrap();
+    let id = format!("id{:06}", args.batches / 2 + 7);
+    let lookup_q = format!("SELECT sum(v) FROM n WHERE __global_attrs__.id = '{id}'");
+    let (lookup, _) = median(|| sql(&ctx, &lookup_q)).await;
+    let (grp, _) = median(|| {
+        sql(
+            &ctx,
+            "SELECT sum(v) FROM n WHERE __global_attrs__.\"group\" = 'g3'",
+        )
+    })
+    .await;
+    let (full, _) = median(|| sql(&ctx, "SELECT sum(v) FROM n")).await;
+    let pyt = if py {
+        python_medians(&format!(
+            "{PY_TIMER}\nimport lance, pyarrow.compute as pc\nds = lance.dataset({uri:?})\n\
+             s = lambda t: pc.sum(pc.list_flatten(t.column('v').combine_chunks().field('values')))\n\
+             r = {{'lookup': med(lambda: s(ds.to_table(columns=['v'], filter=\"__global_attrs__.id = '{id}'\"))),\n\
+             'group': med(lambda: s(ds.to_table(columns=['v'], filter=\"__global_attrs__.group = 'g3'\"))),\n\
+             'full': med(lambda: s(ds.to_table(columns=['v'])))}}\nprint(json.dumps(r))"
+        ))
+    } else {
+        None
+    };
+    let p = |k: &str| pyt.as_ref().and_then(|v| v[k].as_f64());
+    for (q, ours, key) in [
+        ("lookup by id (BTREE)", lookup, "lookup"),
+        ("filter by group (10%)", grp, "group"),
+        ("full sum(v)", full, "full"),
+    ] {
+        rows.push(Row {
+            group: group.clone(),
+            query: q.into(),
+            ours,
+            baseline: "pylance + pyarrow".into(),
+            theirs: p(key),
+        });
+    }
+    rows.push(Row {
+        group,
+        query: "full scan / id lookup (ndfusion)".into(),
+        ours: full,
+        baseline: "ndfusion id lookup".into(),
+        theirs: Some(lookup),
+    });
+
+    print_rows(&rows);
+    println!("\npeak RSS of this process: {:.0} MiB", peak_rss_mib());
+}
+
+async fn generate_lance_nd(uri: &str, batches: usize) {
+    let text = |s: String| -> ArrayRef { Arc::new(StringArray::from(vec![s])) };
+    let opts = WriteOptions::default();
+    for start in (0..batches).step_by(10_000) {
+        let part: Vec<NdRecordBatch> = (start..(start + 10_000).min(batches))
+            .map(|i| {
+                let values = Float64Array::from_iter_values(
+                    (0..1000).map(|k| ((i * 1000 + k) % 977) as f64 * 0.25),
+                );
+                let v = NdArrowArray::try_new(Arc::new(values), vec![Dim::new("t", 1000)], vec![])
+                    .unwrap();
+                NdRecordBatch::try_new(
+                    vec![("v".into(), v)],
+                    vec![
+                        ("id".into(), text(format!("id{i:06}"))),
+                        ("group".into(), text(format!("g{}", i % 10))),
+                    ],
+                )
+                .unwrap()
+            })
+            .collect();
+        write_nd_batches(uri, &part, &opts).await.unwrap();
+    }
+    use lance::index::DatasetIndexExt;
+    let mut dataset = lance::Dataset::open(uri).await.unwrap();
+    dataset
+        .create_index(
+            &["__global_attrs__.id"],
+            lance_index::IndexType::BTree,
+            None,
+            &lance_index::scalar::ScalarIndexParams::default(),
+            true,
+        )
+        .await
+        .unwrap();
+}

@@ -1,0 +1,48 @@
+//! Pieces the Zarr and lance-nd scans share.
+
+use arrow::array::RecordBatch;
+use datafusion::common::{plan_err, Result};
+use datafusion::logical_expr::CreateExternalTable;
+use futures::{Stream, StreamExt};
+
+/// Stops a batch stream after `limit` rows, slicing the last batch.
+pub fn limit_rows(
+    stream: impl Stream<Item = Result<RecordBatch>>,
+    limit: Option<usize>,
+) -> impl Stream<Item = Result<RecordBatch>> {
+    stream.scan(limit.unwrap_or(usize::MAX), |remaining, batch| {
+        let out = match batch {
+            Ok(_) if *remaining == 0 => return futures::future::ready(None),
+            Ok(b) => {
+                let keep = b.num_rows().min(*remaining);
+                *remaining -= keep;
+                Ok(b.slice(0, keep))
+            }
+            Err(e) => Err(e),
+        };
+        futures::future::ready(Some(out))
+    })
+}
+
+/// ndfusion's tables take no OPTIONS, column list or partitioning: their columns come from
+/// the data. `format` is the `STORED AS` name, for messages.
+pub fn check_external_table(cmd: &CreateExternalTable, format: &str) -> Result<()> {
+    if let Some((key, _)) = cmd.options.iter().next() {
+        let key = key.strip_prefix("format.").unwrap_or(key);
+        return plan_err!("STORED AS {format} takes no OPTIONS, found '{key}'");
+    }
+    if !cmd.schema.fields().is_empty() {
+        return plan_err!(
+            "STORED AS {format} reads its columns from the data: leave out the column list"
+        );
+    }
+    if !cmd.table_partition_cols.is_empty() {
+        return plan_err!("STORED AS {format} does not support PARTITIONED BY");
+    }
+    Ok(())
+}
+
+/// `file:///x` -> `/x`; other locations unchanged.
+pub fn strip_file_scheme(location: &str) -> &str {
+    location.strip_prefix("file://").unwrap_or(location)
+}
