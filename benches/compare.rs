@@ -75,6 +75,11 @@ where
     (times[REPEATS / 2], out)
 }
 
+/// Resets the peak RSS (VmHWM) of this process, so each section's peak is its own.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -316,6 +321,7 @@ async fn main() {
     let args = args();
     std::fs::create_dir_all(&args.dir).unwrap();
     let mut rows = Vec::new();
+    let mut peaks: Vec<(String, f64)> = Vec::new();
     let py = python().is_some();
     if !py {
         println!(
@@ -344,6 +350,7 @@ async fn main() {
         let n = args.records as usize;
         let chunks = args.records.div_ceil(CHUNK);
         let (lo, hi) = (n / 2, n / 2 + n / 100);
+        reset_peak_rss();
 
         let (full, _) = median(|| sql(&ctx, "SELECT sum(value) FROM t")).await;
         let (full_raw, _) = median(|| raw_loop(&raw, 0..chunks, 0..n, "value")).await;
@@ -402,6 +409,7 @@ async fn main() {
             baseline: "ndfusion full scan".into(),
             theirs: Some(full),
         });
+        peaks.push((group.clone(), peak_rss_mib()));
     }
 
     // lance-nd
@@ -419,6 +427,7 @@ async fn main() {
     )
     .unwrap();
     let id = format!("id{:06}", args.batches / 2 + 7);
+    reset_peak_rss();
     let lookup_q = format!("SELECT sum(v) FROM n WHERE __global_attrs__.id = '{id}'");
     let (lookup, _) = median(|| sql(&ctx, &lookup_q)).await;
     let (grp, _) = median(|| {
@@ -429,6 +438,17 @@ async fn main() {
     })
     .await;
     let (full, _) = median(|| sql(&ctx, "SELECT sum(v) FROM n")).await;
+    peaks.push((group.clone(), peak_rss_mib()));
+    // The fixed cost of a query: SQL parsing, logical and physical planning, no execution.
+    let (planning, _) = median(|| async {
+        ctx.sql(&lookup_q)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap()
+    })
+    .await;
     let pyt = if py {
         python_medians(&format!(
             "{PY_TIMER}\nimport lance, pyarrow.compute as pc\nds = lance.dataset({uri:?})\n\
@@ -455,15 +475,25 @@ async fn main() {
         });
     }
     rows.push(Row {
-        group,
+        group: group.clone(),
         query: "full scan / id lookup (ndfusion)".into(),
         ours: full,
         baseline: "ndfusion id lookup".into(),
         theirs: Some(lookup),
     });
+    rows.push(Row {
+        group,
+        query: "id lookup: planning only (ndfusion)".into(),
+        ours: planning,
+        baseline: "ndfusion id lookup".into(),
+        theirs: Some(lookup),
+    });
 
     print_rows(&rows);
-    println!("\npeak RSS of this process: {:.0} MiB", peak_rss_mib());
+    println!("\n| data | peak RSS during its queries (MiB) |\n|---|---:|");
+    for (group, peak) in peaks {
+        println!("| {group} | {peak:.0} |");
+    }
 }
 
 async fn generate_lance_nd(uri: &str, batches: usize) {
