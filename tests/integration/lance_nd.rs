@@ -518,6 +518,19 @@ async fn statistics_columns_hold_min_and_max() {
     );
 }
 
+async fn run(
+    ctx: &datafusion::prelude::SessionContext,
+    sql: &str,
+) -> Vec<arrow::array::RecordBatch> {
+    ctx.sql(sql).await.unwrap().collect().await.unwrap()
+}
+
+fn pretty(batches: &[arrow::array::RecordBatch]) -> String {
+    arrow::util::pretty::pretty_format_batches(batches)
+        .unwrap()
+        .to_string()
+}
+
 /// SQL over a table ndfusion wrote, with statistics: value filters skip rows through
 /// `__stats__`, and the answers equal what the nd-level read gives.
 #[tokio::test]
@@ -546,16 +559,8 @@ async fn sql_over_an_ndfusion_table_with_statistics() {
         Arc::new(ndfusion::LanceNdTable::open(&uri).await.unwrap()),
     )
     .unwrap();
-    let plan = ctx
-        .sql("EXPLAIN SELECT t, v FROM s WHERE v > 25")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    let text = arrow::util::pretty::pretty_format_batches(&plan)
-        .unwrap()
-        .to_string();
+    let plan = run(&ctx, "EXPLAIN SELECT t, v FROM s WHERE v > 25").await;
+    let text = pretty(&plan);
     assert!(
         text.contains("stats_filter=get_field(__stats__:v, Utf8(\"max\")) > Float64(25)"),
         "{text}"
@@ -565,13 +570,11 @@ async fn sql_over_an_ndfusion_table_with_statistics() {
         "value filters stay inexact: {text}"
     );
 
-    let rows = ctx
-        .sql("SELECT t, v, __global_attrs__.id FROM s WHERE v > 25 ORDER BY v")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    let rows = run(
+        &ctx,
+        "SELECT t, v, __global_attrs__.id FROM s WHERE v > 25 ORDER BY v",
+    )
+    .await;
     let rows = arrow::compute::concat_batches(&rows[0].schema(), &rows).unwrap();
     let v: Vec<f64> = rows
         .column(1)
@@ -587,24 +590,10 @@ async fn sql_over_an_ndfusion_table_with_statistics() {
     assert_eq!(t, vec![0, 1, 2, 3, 0, 1, 2, 3]);
 
     // count(*) reads no values: the grid comes from dim_names and dim_sizes.
-    let plan = ctx
-        .sql("EXPLAIN SELECT count(*) FROM s")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    let text = arrow::util::pretty::pretty_format_batches(&plan)
-        .unwrap()
-        .to_string();
+    let plan = run(&ctx, "EXPLAIN SELECT count(*) FROM s").await;
+    let text = pretty(&plan);
     assert!(text.contains("projection=[]"), "{text}");
-    let n = ctx
-        .sql("SELECT count(*) FROM s")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    let n = run(&ctx, "SELECT count(*) FROM s").await;
     assert_eq!(
         n[0].column(0)
             .as_primitive::<arrow::datatypes::Int64Type>()
@@ -613,23 +602,17 @@ async fn sql_over_an_ndfusion_table_with_statistics() {
     );
 
     // A limit reaches the scan when every filter is exact.
-    let plan = ctx
-        .sql("EXPLAIN SELECT v FROM s WHERE __global_attrs__.id = 'r3' LIMIT 2")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    let text = arrow::util::pretty::pretty_format_batches(&plan)
-        .unwrap()
-        .to_string();
+    let plan = run(
+        &ctx,
+        "EXPLAIN SELECT v FROM s WHERE __global_attrs__.id = 'r3' LIMIT 2",
+    )
+    .await;
+    let text = pretty(&plan);
     assert!(text.contains("limit=2"), "{text}");
-    let rows = ctx
-        .sql("SELECT v FROM s WHERE __global_attrs__.id = 'r3' LIMIT 2")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    let rows = run(
+        &ctx,
+        "SELECT v FROM s WHERE __global_attrs__.id = 'r3' LIMIT 2",
+    )
+    .await;
     assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), 2);
 }
