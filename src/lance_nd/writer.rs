@@ -450,56 +450,50 @@ fn min_max(values: &ArrayRef) -> Result<(Option<f64>, Option<f64>), LanceNdError
     Ok((lo, hi))
 }
 
-/// Exact integer min or max per row, computed on Int64 / UInt64.
+/// Exact integer min or max per row, computed on Int64 or UInt64 (no f64 rounding).
 fn int_extreme(
     batches: &[NdRecordBatch],
     array: &str,
     t: &DataType,
     min: bool,
 ) -> Result<ArrayRef, LanceNdError> {
-    use arrow::array::{Int64Array, UInt64Array};
     use arrow::datatypes::{Int64Type, UInt64Type};
-    let err = |e: arrow::error::ArrowError| LanceNdError::Schema(e.to_string());
     let unsigned = matches!(
         t,
         DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64
     );
-    let joined: ArrayRef = if unsigned {
-        let mut out = Vec::with_capacity(batches.len());
-        for b in batches {
-            out.push(match b.array(array) {
-                None => None,
-                Some(a) => {
-                    let v = cast(a.values(), &DataType::UInt64).map_err(err)?;
-                    let v = v.as_primitive::<UInt64Type>();
-                    if min {
-                        arrow::compute::min(v)
-                    } else {
-                        arrow::compute::max(v)
-                    }
-                }
-            });
-        }
-        Arc::new(UInt64Array::from(out))
+    let joined = if unsigned {
+        extremes::<UInt64Type>(batches, array, min)?
     } else {
-        let mut out = Vec::with_capacity(batches.len());
-        for b in batches {
-            out.push(match b.array(array) {
-                None => None,
-                Some(a) => {
-                    let v = cast(a.values(), &DataType::Int64).map_err(err)?;
-                    let v = v.as_primitive::<Int64Type>();
-                    if min {
-                        arrow::compute::min(v)
-                    } else {
-                        arrow::compute::max(v)
-                    }
-                }
-            });
-        }
-        Arc::new(Int64Array::from(out))
+        extremes::<Int64Type>(batches, array, min)?
     };
-    cast(&joined, t).map_err(err)
+    cast(&joined, t).map_err(|e| LanceNdError::Schema(e.to_string()))
+}
+
+fn extremes<T: arrow::datatypes::ArrowNumericType>(
+    batches: &[NdRecordBatch],
+    array: &str,
+    min: bool,
+) -> Result<ArrayRef, LanceNdError> {
+    let mut out = Vec::with_capacity(batches.len());
+    for b in batches {
+        out.push(match b.array(array) {
+            None => None,
+            Some(a) => {
+                let v = cast(a.values(), &T::DATA_TYPE)
+                    .map_err(|e| LanceNdError::Schema(e.to_string()))?;
+                let v = v.as_primitive::<T>();
+                if min {
+                    arrow::compute::min(v)
+                } else {
+                    arrow::compute::max(v)
+                }
+            }
+        });
+    }
+    Ok(Arc::new(
+        out.into_iter().collect::<arrow::array::PrimitiveArray<T>>(),
+    ))
 }
 
 #[cfg(test)]

@@ -77,19 +77,7 @@ impl NdArrowArray {
                 describe_dims(&dims)
             )));
         }
-        for (i, (key, value)) in attrs.iter().enumerate() {
-            if key.is_empty() || attrs[..i].iter().any(|(k, _)| k == key) {
-                return Err(NdError::new(format!(
-                    "attribute key '{key}' is empty or repeated"
-                )));
-            }
-            if value.len() != 1 {
-                return Err(NdError::new(format!(
-                    "attribute '{key}' holds {} values, not one",
-                    value.len()
-                )));
-            }
-        }
+        check_attributes(&attrs, "attribute")?;
         Ok(NdArrowArray {
             values,
             dims,
@@ -112,6 +100,25 @@ impl NdArrowArray {
     pub fn rank(&self) -> usize {
         self.dims.len()
     }
+}
+
+/// Attributes (`what` = "attribute" or "global attribute") are one value each under unique,
+/// non-empty keys.
+pub fn check_attributes(attrs: &[(String, ArrayRef)], what: &str) -> Result<(), NdError> {
+    for (i, (key, value)) in attrs.iter().enumerate() {
+        if key.is_empty() || attrs[..i].iter().any(|(k, _)| k == key) {
+            return Err(NdError::new(format!(
+                "{what} key '{key}' is empty or repeated"
+            )));
+        }
+        if value.len() != 1 {
+            return Err(NdError::new(format!(
+                "{what} '{key}' holds {} values, not one",
+                value.len()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `(x=3, y=4)`

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, RecordBatchOptions, UInt32Array};
 use arrow::datatypes::{DataType, Field, Schema};
 
-use super::array::{describe_dims, same_attrs, Dim, NdArrowArray};
+use super::array::{check_attributes, describe_dims, same_attrs, Dim, NdArrowArray};
 use super::NdError;
 
 /// Named arrays on one grid, with global attributes (one Arrow value each).
@@ -49,19 +49,7 @@ impl NdRecordBatch {
             }
             check_broadcast(array.dims(), &grid).map_err(|e| e.in_array(name))?;
         }
-        for (i, (key, value)) in global_attrs.iter().enumerate() {
-            if key.is_empty() || global_attrs[..i].iter().any(|(k, _)| k == key) {
-                return Err(NdError::new(format!(
-                    "global attribute key '{key}' is empty or repeated"
-                )));
-            }
-            if value.len() != 1 {
-                return Err(NdError::new(format!(
-                    "global attribute '{key}' holds {} values, not one",
-                    value.len()
-                )));
-            }
-        }
+        check_attributes(&global_attrs, "global attribute")?;
         Ok(NdRecordBatch {
             arrays,
             grid,

@@ -616,3 +616,36 @@ async fn sql_over_an_ndfusion_table_with_statistics() {
     .await;
     assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), 2);
 }
+
+/// Integer statistics are exact, beyond what an f64 can hold.
+#[tokio::test]
+async fn integer_statistics_are_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("i.lance").to_string_lossy().to_string();
+    let opts = WriteOptions {
+        statistics: true,
+        ..Default::default()
+    };
+    let big = i64::MAX - 1;
+    let batches = [
+        int_batch("a", Arc::new(Int64Array::from(vec![big, -3, 7])), "1"),
+        int_batch("b", Arc::new(Int64Array::from(vec![1])), "2"),
+    ];
+    write_nd_batches(&uri, &batches, &opts).await.unwrap();
+    let dataset = ndfusion::lance_nd::open_lance_nd(&uri).await.unwrap();
+    let mut scanner = dataset.scan();
+    scanner.project(&["__stats__:a"]).unwrap();
+    let batch = scanner.try_into_batch().await.unwrap();
+    let stats = batch.column(0).as_struct();
+    let min = stats
+        .column_by_name("min")
+        .unwrap()
+        .as_primitive::<arrow::datatypes::Int64Type>();
+    let max = stats
+        .column_by_name("max")
+        .unwrap()
+        .as_primitive::<arrow::datatypes::Int64Type>();
+    assert_eq!((min.value(0), max.value(0)), (-3, big));
+    // The row without the array has no statistics.
+    assert!(min.is_null(1) && max.is_null(1));
+}
