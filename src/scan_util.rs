@@ -1,9 +1,30 @@
 //! Pieces the Zarr and lance-nd scans share.
 
+use std::sync::Arc;
+
 use arrow::array::RecordBatch;
+use arrow::datatypes::{Schema, SchemaRef};
 use datafusion::common::{plan_err, Result};
 use datafusion::logical_expr::CreateExternalTable;
 use futures::{Stream, StreamExt};
+
+/// The projected schema and the projected per-column sources of a table whose columns come
+/// from `sources` (all of them when `projection` is `None`).
+pub fn project_columns<T: Clone>(
+    schema: &Schema,
+    sources: &[T],
+    projection: Option<&Vec<usize>>,
+) -> Result<(SchemaRef, Vec<T>)> {
+    let indices: Vec<usize> = match projection {
+        Some(p) => p.clone(),
+        None => (0..sources.len()).collect(),
+    };
+    let projected = Arc::new(schema.project(&indices)?);
+    Ok((
+        projected,
+        indices.iter().map(|&i| sources[i].clone()).collect(),
+    ))
+}
 
 /// Stops a batch stream after `limit` rows, slicing the last batch.
 pub fn limit_rows(

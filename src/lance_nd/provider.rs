@@ -22,7 +22,7 @@ use super::table::{open_lance_nd, LanceNdError, STATS_PREFIX};
 use crate::nd::arrow_encoding::{
     decode_dims, is_nd_array_field, nd_array_parts, GLOBAL_ATTRS_COLUMN,
 };
-use crate::scan_util::{check_external_table, strip_file_scheme};
+use crate::scan_util::{check_external_table, project_columns, strip_file_scheme};
 
 /// A lance-nd table as a table: an Int64 index column for each dimension name that has no
 /// array of the same name, one column per array (its values broadcast onto the row's grid,
@@ -166,12 +166,7 @@ impl TableProvider for LanceNdTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let indices: Vec<usize> = match projection {
-            Some(p) => p.clone(),
-            None => (0..self.columns.len()).collect(),
-        };
-        let schema = Arc::new(self.schema.project(&indices)?);
-        let columns: Vec<OutputColumn> = indices.iter().map(|&i| self.columns[i].clone()).collect();
+        let (schema, columns) = project_columns(&self.schema, &self.columns, projection)?;
         let has_stats = |a: &str| self.stats.contains(a);
         let filters: Vec<Expr> = filters.iter().cloned().map(unnormalize_col).collect();
         let exact: Vec<Expr> = filters

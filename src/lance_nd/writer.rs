@@ -116,11 +116,7 @@ fn plan_schema(
     for batch in batches {
         for (name, array) in batch.arrays() {
             let incoming = array.values().data_type();
-            let attr_fields: Vec<FieldRef> = array
-                .attrs()
-                .iter()
-                .map(|(k, v)| Arc::new(Field::new(k, v.data_type().clone(), true)))
-                .collect();
+            let attr_fields = key_fields(array.attrs());
             match fields.iter().position(|f| f.name() == name) {
                 None => fields.push(nd_array_field(name, incoming, &attr_fields.into())),
                 Some(i) => {
@@ -130,18 +126,12 @@ fn plan_schema(
                         check_cast(name, incoming, &table_type, options.casting)?;
                         casts.insert(name.clone(), table_type.clone());
                     }
-                    for f in &attr_fields {
-                        if let Some(t) = table_attrs.iter().find(|t| t.name() == f.name()) {
-                            if t.data_type() != f.data_type() {
-                                check_cast(
-                                    &format!("{name}.attrs.{}", f.name()),
-                                    f.data_type(),
-                                    t.data_type(),
-                                    options.casting,
-                                )?;
-                            }
-                        }
-                    }
+                    check_key_casts(
+                        &table_attrs,
+                        &attr_fields,
+                        &format!("{name}.attrs"),
+                        options.casting,
+                    )?;
                     let merged = merge_fields(&table_attrs, attr_fields);
                     if merged.len() != table_attrs.len() {
                         let metadata = fields[i].metadata().clone();
@@ -158,28 +148,13 @@ fn plan_schema(
                 }
             }
         }
-        let keys: Vec<FieldRef> = batch
-            .global_attrs()
-            .iter()
-            .map(|(k, v)| Arc::new(Field::new(k, v.data_type().clone(), true)))
-            .collect();
+        let keys = key_fields(batch.global_attrs());
         if !keys.is_empty() {
             match fields.iter().position(|f| f.name() == GLOBAL_ATTRS_COLUMN) {
                 None => fields.push(global_attrs_field(&keys.into())),
                 Some(i) => {
                     let existing_keys = struct_fields(fields[i].data_type());
-                    for k in &keys {
-                        if let Some(t) = existing_keys.iter().find(|t| t.name() == k.name()) {
-                            if t.data_type() != k.data_type() {
-                                check_cast(
-                                    &format!("{GLOBAL_ATTRS_COLUMN}.{}", k.name()),
-                                    k.data_type(),
-                                    t.data_type(),
-                                    options.casting,
-                                )?;
-                            }
-                        }
-                    }
+                    check_key_casts(&existing_keys, &keys, GLOBAL_ATTRS_COLUMN, options.casting)?;
                     let merged = merge_fields(&existing_keys, keys);
                     let metadata = fields[i].metadata().clone();
                     fields[i] = global_attrs_field(&merged).with_metadata(metadata);
@@ -201,6 +176,37 @@ fn plan_schema(
     });
     fields.extend(new);
     Ok((fields, casts))
+}
+
+/// One nullable field per attribute key, typed by its value.
+fn key_fields(attrs: &[(String, ArrayRef)]) -> Vec<FieldRef> {
+    attrs
+        .iter()
+        .map(|(k, v)| Arc::new(Field::new(k, v.data_type().clone(), true)))
+        .collect()
+}
+
+/// Keys the table already has must keep their type, unless the casting setting allows it.
+/// `prefix` names the struct in errors (`temperature.attrs`, `__global_attrs__`).
+fn check_key_casts(
+    table: &Fields,
+    incoming: &[FieldRef],
+    prefix: &str,
+    casting: Casting,
+) -> Result<(), LanceNdError> {
+    for k in incoming {
+        if let Some((_, t)) = table.find(k.name()) {
+            if t.data_type() != k.data_type() {
+                check_cast(
+                    &format!("{prefix}.{}", k.name()),
+                    k.data_type(),
+                    t.data_type(),
+                    casting,
+                )?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn is_numeric(t: &DataType) -> bool {

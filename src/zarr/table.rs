@@ -20,6 +20,7 @@ use super::scan::ZarrScanExec;
 use super::schema::{table_columns, ColumnSource};
 use super::selection::Selection;
 use crate::error::Error;
+use crate::scan_util::project_columns;
 
 /// A Zarr array as a table: one row per element, an Int64 index column per dimension, then one
 /// column per top-level struct field (or one `value` column).
@@ -116,12 +117,7 @@ impl TableProvider for ZarrTable {
             .map(|expr| RowFilter::try_new(expr, &self.schema, &self.columns, state))
             .transpose()?
             .map(Arc::new);
-        let indices: Vec<usize> = match projection {
-            Some(p) => p.clone(),
-            None => (0..self.columns.len()).collect(),
-        };
-        let schema = Arc::new(self.schema.project(&indices)?);
-        let columns = indices.iter().map(|&i| self.columns[i]).collect();
+        let (schema, columns) = project_columns(&self.schema, &self.columns, projection)?;
         Ok(Arc::new(ZarrScanExec::new(
             Arc::clone(&self.array),
             schema,
