@@ -33,16 +33,26 @@ struct Args {
     records: u64,
     batches: usize,
     dir: PathBuf,
+    /// `--run FORMAT LOCATION SQL`: only run one query (for profilers and the memory check).
+    run: Option<(String, String, String)>,
+    repeat: usize,
 }
 
 fn args() -> Args {
     let mut records = 50_000_000;
     let mut batches = 100_000;
+    let mut run = None;
+    let mut repeat = 1;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--records" => records = it.next().and_then(|v| v.parse().ok()).expect("--records N"),
             "--batches" => batches = it.next().and_then(|v| v.parse().ok()).expect("--batches N"),
+            "--repeat" => repeat = it.next().and_then(|v| v.parse().ok()).expect("--repeat N"),
+            "--run" => {
+                let mut next = || it.next().expect("--run FORMAT LOCATION SQL");
+                run = Some((next(), next(), next()));
+            }
             _ => {} // cargo bench passes --bench
         }
     }
@@ -55,6 +65,8 @@ fn args() -> Args {
         records,
         batches,
         dir,
+        run,
+        repeat,
     }
 }
 
@@ -81,11 +93,16 @@ fn reset_peak_rss() {
 }
 
 fn peak_rss_mib() -> f64 {
+    status_mib("VmHWM")
+}
+
+/// A memory figure of this process from /proc/self/status (VmRSS, VmHWM), in MiB.
+fn status_mib(key: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM"))
+                .find(|l| l.starts_with(key))
                 .map(|l| l.to_string())
         })
         .and_then(|l| {
@@ -316,12 +333,58 @@ fn print_rows(rows: &[Row]) {
     }
 }
 
+/// `--run`: opens one table as `t`, runs one query `repeat` times (streaming its rows, as a
+/// client would), and prints as JSON the resident memory before the first query and the
+/// process's peak, so a query's peak memory is measured in a process of its own.
+async fn run_one(format: &str, location: &str, query: &str, repeat: usize) {
+    let ctx = ndfusion::new_session_context();
+    let table: Arc<dyn datafusion::catalog::TableProvider> = match format {
+        "zarr" => Arc::new(ndfusion::ZarrTable::open(location).await.unwrap()),
+        "lance_nd" => Arc::new(ndfusion::LanceNdTable::open(location).await.unwrap()),
+        other => panic!("--run: unknown format {other} (zarr, lance_nd)"),
+    };
+    ctx.register_table("t", table).unwrap();
+    reset_peak_rss();
+    let before = status_mib("VmRSS");
+    let start = Instant::now();
+    let mut rows = 0.0;
+    for _ in 0..repeat.max(1) {
+        rows = stream_rows(&ctx, query).await;
+    }
+    let seconds = start.elapsed().as_secs_f64() / repeat.max(1) as f64;
+    println!(
+        "{}",
+        serde_json::json!({"rows": rows, "seconds": seconds, "rss_before_mib": before,
+                           "peak_mib": peak_rss_mib()})
+    );
+}
+
+/// Runs one query in a child process (`--run`) and returns (RSS before, peak RSS) in MiB.
+fn peak_memory_of(format: &str, location: &str, query: &str) -> Option<(f64, f64)> {
+    let exe = std::env::current_exe().ok()?;
+    let out = Command::new(exe)
+        .args(["--run", format, location, query])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!("--run {query}: {}", String::from_utf8_lossy(&out.stderr));
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    Some((v["rss_before_mib"].as_f64()?, v["peak_mib"].as_f64()?))
+}
+
 #[tokio::main]
 async fn main() {
     let args = args();
+    if let Some((format, location, query)) = &args.run {
+        run_one(format, location, query, args.repeat).await;
+        return;
+    }
     std::fs::create_dir_all(&args.dir).unwrap();
     let mut rows = Vec::new();
-    let mut peaks: Vec<(String, f64)> = Vec::new();
+    // (data, query, RSS before the query, peak RSS), each query in a process of its own.
+    let mut peaks: Vec<(String, String, f64, f64)> = Vec::new();
     let py = python().is_some();
     if !py {
         println!(
@@ -350,7 +413,6 @@ async fn main() {
         let n = args.records as usize;
         let chunks = args.records.div_ceil(CHUNK);
         let (lo, hi) = (n / 2, n / 2 + n / 100);
-        reset_peak_rss();
 
         let (full, _) = median(|| sql(&ctx, "SELECT sum(value) FROM t")).await;
         let (full_raw, _) = median(|| raw_loop(&raw, 0..chunks, 0..n, "value")).await;
@@ -409,7 +471,16 @@ async fn main() {
             baseline: "ndfusion full scan".into(),
             theirs: Some(full),
         });
-        peaks.push((group.clone(), peak_rss_mib()));
+        for query in [
+            "SELECT sum(value) FROM t",
+            "SELECT count(*) FROM t WHERE flag = 3",
+            &range_q,
+            "SELECT value FROM t",
+        ] {
+            if let Some((before, peak)) = peak_memory_of("zarr", &location, query) {
+                peaks.push((group.clone(), query.to_string(), before, peak));
+            }
+        }
     }
 
     // lance-nd
@@ -422,23 +493,30 @@ async fn main() {
     let group = format!("lance-nd {}k batches x 1000", args.batches / 1000);
     let ctx = ndfusion::new_session_context();
     ctx.register_table(
-        "n",
+        "t",
         Arc::new(ndfusion::LanceNdTable::open(&uri).await.unwrap()),
     )
     .unwrap();
     let id = format!("id{:06}", args.batches / 2 + 7);
-    reset_peak_rss();
-    let lookup_q = format!("SELECT sum(v) FROM n WHERE __global_attrs__.id = '{id}'");
+    let lookup_q = format!("SELECT sum(v) FROM t WHERE __global_attrs__.id = '{id}'");
     let (lookup, _) = median(|| sql(&ctx, &lookup_q)).await;
     let (grp, _) = median(|| {
         sql(
             &ctx,
-            "SELECT sum(v) FROM n WHERE __global_attrs__.\"group\" = 'g3'",
+            "SELECT sum(v) FROM t WHERE __global_attrs__.\"group\" = 'g3'",
         )
     })
     .await;
-    let (full, _) = median(|| sql(&ctx, "SELECT sum(v) FROM n")).await;
-    peaks.push((group.clone(), peak_rss_mib()));
+    let (full, _) = median(|| sql(&ctx, "SELECT sum(v) FROM t")).await;
+    for query in [
+        lookup_q.as_str(),
+        "SELECT sum(v) FROM t WHERE __global_attrs__.\"group\" = 'g3'",
+        "SELECT sum(v) FROM t",
+    ] {
+        if let Some((before, peak)) = peak_memory_of("lance_nd", &uri, query) {
+            peaks.push((group.clone(), query.to_string(), before, peak));
+        }
+    }
     // The fixed cost of a query: SQL parsing, logical and physical planning, no execution.
     let (planning, _) = median(|| async {
         ctx.sql(&lookup_q)
@@ -490,9 +568,10 @@ async fn main() {
     });
 
     print_rows(&rows);
-    println!("\n| data | peak RSS during its queries (MiB) |\n|---|---:|");
-    for (group, peak) in peaks {
-        println!("| {group} | {peak:.0} |");
+    println!("\n| data | query (own process) | RSS before (MiB) | peak RSS (MiB) |");
+    println!("|---|---|---:|---:|");
+    for (group, query, before, peak) in peaks {
+        println!("| {group} | `{query}` | {before:.0} | {peak:.0} |");
     }
 }
 
