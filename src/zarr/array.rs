@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use object_store::local::LocalFileSystem;
-use zarrs::array::Array;
+use zarrs::array::{Array, CodecTraits};
 use zarrs::storage::{AsyncReadableStorageTraits, StoreKey};
 use zarrs_object_store::AsyncObjectStore;
 
@@ -19,6 +19,10 @@ pub struct ZarrArray {
     pub location: String,
     pub meta: ArrayMeta,
     pub array: Array<dyn AsyncReadableStorageTraits>,
+    /// Whether part of a chunk can be read for less than all of it: every codec reads and
+    /// decodes partially (uncompressed, or sharded), so only the bytes or inner chunks of the
+    /// wanted box are fetched and decoded.
+    pub partial_reads: bool,
 }
 
 impl std::fmt::Debug for ZarrArray {
@@ -27,6 +31,7 @@ impl std::fmt::Debug for ZarrArray {
             .field("location", &self.location)
             .field("shape", &self.meta.shape)
             .field("chunk_shape", &self.meta.chunk_shape)
+            .field("partial_reads", &self.partial_reads)
             .finish()
     }
 }
@@ -87,10 +92,12 @@ impl ZarrArray {
                     invalid(reason)
                 }
             })?;
+        let capability = array.codecs().partial_decoder_capability();
         Ok(ZarrArray {
             location: location.to_string(),
             meta,
             array,
+            partial_reads: capability.partial_read && capability.partial_decode,
         })
     }
 }

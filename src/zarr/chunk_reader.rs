@@ -9,7 +9,7 @@ use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
 use arrow::compute::prep_null_mask_filter;
 use arrow::datatypes::SchemaRef;
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
-use zarrs::array::{ArrayToBytesCodecTraits, CodecOptions};
+use zarrs::array::{ArrayBytes, ArraySubset, ArrayToBytesCodecTraits, CodecOptions};
 use zarrs::storage::Bytes;
 
 use super::array::ZarrArray;
@@ -26,6 +26,9 @@ pub struct ChunkMetrics {
     pub chunks_fetched: Count,
     pub chunks_missing: Count,
     pub chunks_skipped: Count,
+    /// Chunks of which only the box holding the selected rows was fetched and decoded.
+    pub chunks_read_in_part: Count,
+    /// Encoded bytes of whole chunks, decoded bytes of chunks read in part.
     pub bytes_read: Count,
     pub decode_time: Time,
 }
@@ -36,6 +39,8 @@ impl ChunkMetrics {
             chunks_fetched: MetricBuilder::new(metrics).counter("chunks_fetched", partition),
             chunks_missing: MetricBuilder::new(metrics).counter("chunks_missing", partition),
             chunks_skipped: MetricBuilder::new(metrics).counter("chunks_skipped", partition),
+            chunks_read_in_part: MetricBuilder::new(metrics)
+                .counter("chunks_read_in_part", partition),
             bytes_read: MetricBuilder::new(metrics).counter("bytes_read", partition),
             decode_time: MetricBuilder::new(metrics).subset_time("decode_time", partition),
         }
@@ -64,6 +69,11 @@ impl ChunkReader {
             .columns
             .iter()
             .any(|c| !matches!(c, ColumnSource::Dimension(_)));
+        if needs_values && self.array.partial_reads {
+            if let Some((start, shape)) = read.bounding_box() {
+                return self.read_part(read, start, shape, metrics).await;
+            }
+        }
         let encoded = if needs_values {
             let encoded = self
                 .array
@@ -86,6 +96,44 @@ impl ChunkReader {
         tokio::task::spawn_blocking(move || {
             let _timer = metrics.decode_time.timer();
             reader.decode(&read, encoded, needs_values)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("chunk decoding task failed: {e}")))?
+    }
+
+    /// Reads only the box of the chunk (at `start`, of `shape`) that holds the selected rows,
+    /// through zarrs' partial decoder: for uncompressed chunks only the box's byte ranges are
+    /// fetched, for sharded ones only the inner chunks it touches. A chunk absent from the
+    /// store reads as the fill value.
+    async fn read_part(
+        self: Arc<Self>,
+        read: ChunkRead,
+        start: Vec<u64>,
+        shape: Vec<u64>,
+        metrics: ChunkMetrics,
+    ) -> Result<RecordBatch> {
+        let runtime = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || {
+            // zarrs' partial decoder fetches and decodes in one future, so it is driven here
+            // rather than on an async worker; decode_time therefore includes the fetch.
+            let _timer = metrics.decode_time.timer();
+            let ranges: Vec<_> = start.iter().zip(&shape).map(|(&s, &n)| s..s + n).collect();
+            let subset = ArraySubset::new_with_ranges(&ranges);
+            let bytes: ArrayBytes<'static> = runtime
+                .block_on(self.array.array.async_retrieve_chunk_subset_opt(
+                    &read.indices,
+                    &subset,
+                    &CodecOptions::default(),
+                ))
+                .map_err(|e| self.chunk_error(&read, e.to_string()))?;
+            let raw = bytes
+                .into_fixed()
+                .map_err(|e| self.chunk_error(&read, e.to_string()))?;
+            metrics.chunks_read_in_part.add(1);
+            metrics.bytes_read.add(raw.len());
+            let part = read.within(&start, &shape);
+            let gather = part.gather(self.array.meta.element.size());
+            self.batch(&part, &raw, gather, true)
         })
         .await
         .map_err(|e| Error::Internal(format!("chunk decoding task failed: {e}")))?
@@ -143,13 +191,25 @@ impl ChunkReader {
                 },
             ),
         };
+        self.batch(read, &bytes, gather, needs_values)
+    }
+
+    /// The projected columns of `read`'s rows, found in `bytes` at `gather`.
+    fn batch(
+        &self,
+        read: &ChunkRead,
+        bytes: &[u8],
+        gather: Gather,
+        needs_values: bool,
+    ) -> Result<RecordBatch> {
+        let element_size = self.array.meta.element.size();
         if needs_values {
-            check_bounds(&bytes, &gather, element_size).map_err(|e| self.chunk_error(read, e))?;
+            check_bounds(bytes, &gather, element_size).map_err(|e| self.chunk_error(read, e))?;
         }
         let mut columns = ChunkColumns {
             reader: self,
             read,
-            bytes: &bytes,
+            bytes,
             gather,
             rows: read.rows,
             dims: None,

@@ -181,12 +181,30 @@ pub struct ChunkRead {
 }
 
 impl ChunkRead {
-    fn covers_whole_chunk(&self) -> bool {
-        self.local.len() == 1
-            && self.local[0]
-                .iter()
-                .zip(&self.shape)
-                .all(|(set, &n)| set.len() == n)
+    /// Where the selected elements start, when they are one contiguous run of the chunk in C
+    /// order: single indices on the leading dimensions, one range, then whole dimensions.
+    fn contiguous_start(&self) -> Option<u64> {
+        let [b] = self.local.as_slice() else {
+            return None;
+        };
+        if b.iter().any(|set| set.ranges().len() != 1) {
+            return None;
+        }
+        let mut d = b.len();
+        while d > 0 && b[d - 1].len() == self.shape[d - 1] {
+            d -= 1;
+        }
+        d = d.saturating_sub(1);
+        if b[..d].iter().any(|set| set.len() != 1) {
+            return None;
+        }
+        let strides = c_strides(&self.shape);
+        Some(
+            b.iter()
+                .zip(&strides)
+                .map(|(set, stride)| set.ranges()[0].start * stride)
+                .sum(),
+        )
     }
 
     /// Chunk-local element indices of the selected rows, in C order, cut at `rows`.
@@ -208,10 +226,52 @@ impl ChunkRead {
     }
 
     /// Byte positions of the selected elements inside the decoded chunk, in C order.
+    /// The smallest box of the chunk that holds every selected element, as (start, shape) in
+    /// chunk coordinates; `None` when that box is the whole chunk.
+    pub fn bounding_box(&self) -> Option<(Vec<u64>, Vec<u64>)> {
+        let mut start = self.shape.clone();
+        let mut end = vec![0; self.shape.len()];
+        for b in &self.local {
+            for (d, set) in b.iter().enumerate() {
+                if let (Some(first), Some(last)) = (set.ranges().first(), set.ranges().last()) {
+                    start[d] = start[d].min(first.start);
+                    end[d] = end[d].max(last.end);
+                }
+            }
+        }
+        if start.iter().all(|&s| s == 0) && end == self.shape {
+            return None;
+        }
+        let shape = end.iter().zip(&start).map(|(e, s)| e - s).collect();
+        Some((start, shape))
+    }
+
+    /// The same read with the chunk narrowed to the box at `start` of `shape` (which holds every
+    /// selected element): its bytes are then the decoded box, not the whole chunk.
+    pub fn within(&self, start: &[u64], shape: &[u64]) -> ChunkRead {
+        ChunkRead {
+            indices: self.indices.clone(),
+            origin: self.origin.iter().zip(start).map(|(o, s)| o + s).collect(),
+            shape: shape.to_vec(),
+            local: self
+                .local
+                .iter()
+                .map(|b| {
+                    b.iter()
+                        .zip(start)
+                        .zip(shape)
+                        .map(|((set, &s), &n)| set.local(s, n))
+                        .collect()
+                })
+                .collect(),
+            rows: self.rows,
+        }
+    }
+
     pub fn gather(&self, element_size: usize) -> Gather {
-        if self.covers_whole_chunk() {
+        if let Some(start) = self.contiguous_start() {
             return Gather::Strided {
-                start: 0,
+                start: start as usize * element_size,
                 stride: element_size,
                 count: self.rows,
             };
@@ -400,7 +460,16 @@ mod tests {
             vec![vec![set(2, vec![0..1]), set(2, vec![0..1])]]
         );
         // Edge chunk: positions index the full 2x2 decoded chunk.
-        assert_eq!(edge.gather(1), Gather::Positions(vec![0]));
+        assert_eq!(
+            edge.gather(1),
+            Gather::Strided {
+                start: 0,
+                stride: 1,
+                count: 1
+            }
+        );
+        assert_eq!(edge.bounding_box(), Some((vec![0, 0], vec![1, 1])));
+        assert_eq!(reads[0].bounding_box(), None);
         assert_eq!(
             reads[0].gather(4),
             Gather::Strided {
@@ -429,6 +498,59 @@ mod tests {
         let dims = second.dimension_columns();
         assert_eq!(ints(&dims[0]), vec![1, 1, 2, 2]);
         assert_eq!(ints(&dims[1]), vec![4, 5, 4, 5]);
+    }
+
+    #[test]
+    fn a_contiguous_run_inside_a_chunk_is_strided() {
+        // Rows 2..4 of a 4 x 3 chunk: one run of 6 elements starting at element 6.
+        let sel =
+            Selection::from_boxes(vec![vec![set(8, vec![2..4]), set(3, vec![0..3])]]).unwrap();
+        let reads = plan_chunk_reads(&[8, 3], &[4, 3], &sel);
+        assert_eq!(
+            reads[0].gather(2),
+            Gather::Strided {
+                start: 12,
+                stride: 2,
+                count: 6
+            }
+        );
+        // One row, a range of columns: still one run.
+        let sel =
+            Selection::from_boxes(vec![vec![set(4, vec![1..2]), set(3, vec![1..3])]]).unwrap();
+        let read = &plan_chunk_reads(&[4, 3], &[4, 3], &sel)[0];
+        assert_eq!(
+            read.gather(1),
+            Gather::Strided {
+                start: 4,
+                stride: 1,
+                count: 2
+            }
+        );
+    }
+
+    #[test]
+    fn a_read_narrowed_to_its_bounding_box_keeps_rows_and_indices() {
+        // Two boxes inside one 6 x 6 chunk at origin (6, 0): rows 1..3 x cols 1..2 and
+        // rows 4..5 x cols 3..5.
+        let sel = Selection::from_boxes(vec![
+            vec![set(12, vec![7..9]), set(6, vec![1..2])],
+            vec![set(12, vec![10..11]), set(6, vec![3..5])],
+        ])
+        .unwrap();
+        let read = plan_chunk_reads(&[12, 6], &[6, 6], &sel).pop().unwrap();
+        let (start, shape) = read.bounding_box().unwrap();
+        assert_eq!((start.clone(), shape.clone()), (vec![1, 1], vec![4, 4]));
+        let part = read.within(&start, &shape);
+        assert_eq!(part.rows, read.rows);
+        assert_eq!(part.origin, vec![7, 1]);
+        // Positions in the 4 x 4 box: (0,0), (1,0), (3,2), (3,3).
+        assert_eq!(part.gather(1), Gather::Positions(vec![0, 4, 14, 15]));
+        let (whole, narrowed) = (read.dimension_columns(), part.dimension_columns());
+        for d in 0..2 {
+            assert_eq!(ints(&whole[d]), ints(&narrowed[d]));
+        }
+        assert_eq!(ints(&narrowed[0]), vec![7, 8, 10, 10]);
+        assert_eq!(ints(&narrowed[1]), vec![1, 1, 3, 4]);
     }
 
     #[test]
