@@ -17,12 +17,10 @@ use arrow::array::{ArrayRef, Float64Array, StringArray};
 use futures::{StreamExt, TryStreamExt};
 use ndfusion::lance_nd::{write_nd_batches, WriteOptions};
 use ndfusion::nd::{Dim, NdArrowArray, NdRecordBatch};
-use object_store::local::LocalFileSystem;
 use zarrs::array::{
     Array, ArrayBytes, ArrayMetadata, ArrayMetadataV3, ArrayToBytesCodecTraits, CodecOptions,
 };
-use zarrs::storage::AsyncReadableStorageTraits;
-use zarrs_object_store::AsyncObjectStore;
+use zarrs::filesystem::FilesystemStore;
 
 /// {id int64, value float64, x float32, y float32, flag uint8}: 25 bytes.
 const RECORD: usize = 25;
@@ -146,19 +144,15 @@ fn raw_metadata(records: u64, compressed: bool) -> ArrayMetadata {
     ArrayMetadata::V3(meta)
 }
 
-fn open_raw(path: &Path, records: u64, compressed: bool) -> Array<dyn AsyncReadableStorageTraits> {
-    let store: Arc<dyn AsyncReadableStorageTraits> = Arc::new(AsyncObjectStore::new(
-        LocalFileSystem::new_with_prefix(path).unwrap(),
-    ));
+fn open_raw(path: &Path, records: u64, compressed: bool) -> Array<FilesystemStore> {
+    let store = Arc::new(FilesystemStore::new(path).unwrap());
     Array::new_with_metadata(store, "/", raw_metadata(records, compressed)).unwrap()
 }
 
 /// Writes the array with zarrs (raw bits of the record size), then the `struct` metadata.
-async fn generate_zarr(path: &Path, records: u64, compressed: bool) {
+fn generate_zarr(path: &Path, records: u64, compressed: bool) {
     std::fs::create_dir_all(path).unwrap();
-    let store = Arc::new(AsyncObjectStore::new(
-        LocalFileSystem::new_with_prefix(path).unwrap(),
-    ));
+    let store = Arc::new(FilesystemStore::new(path).unwrap());
     let array = Array::new_with_metadata(store, "/", raw_metadata(records, compressed)).unwrap();
     let chunks = records.div_ceil(CHUNK);
     for c in 0..chunks {
@@ -173,10 +167,7 @@ async fn generate_zarr(path: &Path, records: u64, compressed: bool) {
             bytes.extend((-(k as f32)).to_le_bytes());
             bytes.push((h >> 60) as u8 % 8);
         }
-        array
-            .async_store_chunk(&[c], ArrayBytes::from(bytes))
-            .await
-            .unwrap();
+        array.store_chunk(&[c], ArrayBytes::from(bytes)).unwrap();
     }
     std::fs::write(
         path.join("zarr.json"),
@@ -185,9 +176,11 @@ async fn generate_zarr(path: &Path, records: u64, compressed: bool) {
     .unwrap();
 }
 
-/// The limit: fetch and decode the same chunks with zarrs, then one tight loop over a field.
+/// The limit: read and decode the same chunks with zarrs (its filesystem store, the one
+/// ndfusion reads local folders with), then one tight loop over a field; one blocking task
+/// per chunk, 2 at a time.
 async fn raw_loop(
-    array: &Arc<Array<dyn AsyncReadableStorageTraits>>,
+    array: &Arc<Array<FilesystemStore>>,
     chunks: std::ops::Range<u64>,
     rows: std::ops::Range<usize>,
     field: &'static str,
@@ -197,17 +190,13 @@ async fn raw_loop(
             let array = Arc::clone(array);
             let rows = rows.clone();
             async move {
-                let encoded = array
-                    .async_retrieve_encoded_chunk(&[c])
-                    .await
-                    .unwrap()
-                    .unwrap();
                 tokio::task::spawn_blocking(move || {
+                    let encoded = array.retrieve_encoded_chunk(&[c]).unwrap().unwrap();
                     let shape = [std::num::NonZeroU64::new(CHUNK).unwrap()];
                     let bytes = array
                         .codecs()
                         .decode(
-                            std::borrow::Cow::Owned(encoded.into()),
+                            std::borrow::Cow::Owned(encoded),
                             &shape,
                             array.data_type(),
                             array.fill_value(),
@@ -399,7 +388,7 @@ async fn main() {
             .join(format!("records_{}_{label}.zarr", args.records));
         if !path.join("zarr.json").exists() {
             println!("generating {}", path.display());
-            generate_zarr(&path, args.records, compressed).await;
+            generate_zarr(&path, args.records, compressed);
         }
         let group = format!("Zarr {}M records, {label}", args.records / 1_000_000);
         let location = path.to_string_lossy().to_string();
