@@ -22,6 +22,10 @@ use zarrs::array::{
 };
 use zarrs::filesystem::FilesystemStore;
 
+/// The allocator the `ndfusion` binary uses (see src/bin/ndfusion.rs).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// {id int64, value float64, x float32, y float32, flag uint8}: 25 bytes.
 const RECORD: usize = 25;
 const CHUNK: u64 = 1_000_000;

@@ -3,6 +3,12 @@
 use clap::{CommandFactory, FromArgMatches};
 use ndfusion::cli::{run, Args};
 
+/// Decoded chunks are large, short-lived buffers freed on other threads than the ones that
+/// allocated them; glibc's per-thread arenas keep such memory, so a long scan's peak memory
+/// grew with the data (BENCHMARKS.md). mimalloc returns it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     // No panic reaches the user as a Rust backtrace: report it as an internal error.
     std::panic::set_hook(Box::new(|info| {

@@ -44,6 +44,14 @@ pub enum OutputColumn {
     GlobalAttrs,
 }
 
+/// The size Lance aims each scanned batch at: by rows alone (8,192), a batch of 1,000-value
+/// arrays is 64 MiB, and materializing it onto the grid holds it twice.
+const LANCE_BATCH_BYTES: u64 = 8 << 20;
+
+/// Scanned batches smaller than this are materialized where they arrive: moving them to a
+/// blocking thread costs more than the work (an id lookup returns one row).
+const INLINE_MATERIALIZE_BYTES: usize = 1 << 20;
+
 #[derive(Debug)]
 pub struct LanceNdScanExec {
     uri: String,
@@ -204,6 +212,7 @@ impl ExecutionPlan for LanceNdScanExec {
             let mut scanner = dataset.scan();
             scanner.project(&projection).map_err(&open_error)?;
             scanner.with_row_id();
+            scanner.batch_size_bytes(LANCE_BATCH_BYTES);
             if let Some(filter) = filter {
                 scanner.filter_expr(filter);
             }
@@ -233,6 +242,9 @@ impl ExecutionPlan for LanceNdScanExec {
                 async move {
                     let batch = batch?;
                     rows_read.add(batch.num_rows());
+                    if batch.get_array_memory_size() < INLINE_MATERIALIZE_BYTES {
+                        return materializer.materialize(&batch);
+                    }
                     tokio::task::spawn_blocking(move || materializer.materialize(&batch))
                         .await
                         .map_err(|e| {
