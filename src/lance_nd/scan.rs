@@ -194,7 +194,7 @@ impl ExecutionPlan for LanceNdScanExec {
     fn execute(
         &self,
         partition: usize,
-        _context: Arc<TaskContext>,
+        context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         if partition != 0 {
             return internal_err!("LanceNdScanExec has one partition, not {partition}");
@@ -203,6 +203,10 @@ impl ExecutionPlan for LanceNdScanExec {
         let dataset = Arc::clone(&self.dataset);
         let projection = self.lance_projection();
         let filter = self.combined_filter();
+        // Lance reads ahead io_parallelism x 2 fragments by default (on local disk, every
+        // fragment of a table of ten), so a full scan held most of the table in memory; one
+        // fragment per core in flight keeps both busy and memory bounded by fragment size.
+        let fragments_in_flight = context.session_config().target_partitions().max(1);
         let lance_error = {
             let uri = uri.clone();
             move |e: lance::Error| DataFusionError::from(LanceNdError::lance(&uri, e))
@@ -213,6 +217,7 @@ impl ExecutionPlan for LanceNdScanExec {
             scanner.project(&projection).map_err(&open_error)?;
             scanner.with_row_id();
             scanner.batch_size_bytes(LANCE_BATCH_BYTES);
+            scanner.fragment_readahead(fragments_in_flight);
             if let Some(filter) = filter {
                 scanner.filter_expr(filter);
             }
