@@ -64,10 +64,13 @@ impl ChunkReader {
         read: ChunkRead,
         metrics: ChunkMetrics,
     ) -> Result<RecordBatch> {
-        // Nothing to decode when only dimension columns (or none, for count(*)) are wanted.
+        // Nothing to decode when only dimension columns (or none, for count(*)) are wanted,
+        // by the output and by the row filter.
+        let filter_columns = self.filter.iter().flat_map(|f| f.columns.iter());
         let needs_values = self
             .columns
             .iter()
+            .chain(filter_columns)
             .any(|c| !matches!(c, ColumnSource::Dimension(_)));
         if needs_values && self.array.partial_reads {
             if let Some((start, shape)) = read.bounding_box() {

@@ -1,9 +1,9 @@
 //! Filters evaluated inside the scan, chunk by chunk, before the other columns are decoded.
 //!
-//! Field filters (`temp > 3`) are reported Inexact, so DataFusion still applies them; evaluating
-//! them here first only saves decoding: the columns the filter needs are decoded, the filter
-//! runs, and the remaining projected columns are decoded only at the matching rows. Dimension
-//! filters whose boxes grow too large also run here, and then exactly.
+//! Field filters (`temp > 3`) run here, exactly (DataFusion does not apply them again): the
+//! columns the filter needs are decoded, the filter runs (NULL keeps no row, as in a
+//! FilterExec), and the projected columns are decoded only at the matching rows. Dimension
+//! filters whose boxes grow too large also run here.
 
 use std::sync::Arc;
 

@@ -129,20 +129,15 @@ impl TableProvider for ZarrTable {
         )))
     }
 
-    /// Dimension filters are exact (they select chunks and rows); any other filter is
-    /// inexact: evaluated per chunk to decode less, and again by DataFusion.
+    /// Every filter is exact: dimension filters select chunks and rows, any other filter runs
+    /// per chunk as the row filter (`row_filter.rs`), which drops exactly the rows DataFusion's
+    /// FilterExec would. So no FilterExec repeats it, and the columns it reads are decoded
+    /// only for the filter, not output.
     fn supports_filters_pushdown(
         &self,
         filters: &[&Expr],
     ) -> Result<Vec<TableProviderFilterPushDown>> {
-        let dims = self.dimensions();
-        Ok(filters
-            .iter()
-            .map(|f| match filter_region(f, &dims) {
-                Some(_) => TableProviderFilterPushDown::Exact,
-                None => TableProviderFilterPushDown::Inexact,
-            })
-            .collect())
+        Ok(vec![TableProviderFilterPushDown::Exact; filters.len()])
     }
 
     fn statistics(&self) -> Option<Statistics> {
