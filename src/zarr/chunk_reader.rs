@@ -320,8 +320,18 @@ impl ChunkColumns<'_> {
         } else {
             mask.clone()
         };
-        self.gather = self.gather.filter(&mask);
-        self.rows = self.gather.len();
+        // The byte positions of the matching rows are only needed to decode more columns.
+        let decodes_more = self
+            .reader
+            .columns
+            .iter()
+            .any(|c| !matches!(c, ColumnSource::Dimension(_)) && !filter.columns.contains(c));
+        if decodes_more {
+            self.gather = self.gather.filter(&mask);
+        } else {
+            self.gather = Gather::Positions(Vec::new());
+        }
+        self.rows = mask.true_count();
         if let Some(dims) = &mut self.dims {
             for d in dims.iter_mut() {
                 *d = arrow::compute::filter(d, &mask)?;

@@ -69,15 +69,16 @@ impl Gather {
 
     /// Keeps the elements whose `mask` entry is true (NULL counts as false).
     pub fn filter(&self, mask: &BooleanArray) -> Gather {
-        let mut kept = Vec::with_capacity(mask.true_count());
-        let mut i = 0;
-        self.for_each(|p| {
-            if mask.is_valid(i) && mask.value(i) {
-                kept.push(p);
-            }
-            i += 1;
-        });
-        Gather::Positions(kept)
+        let keep = match mask.nulls() {
+            Some(nulls) => mask.values() & nulls.inner(),
+            None => mask.values().clone(),
+        };
+        // Walks the set bits only, a word at a time.
+        let kept = keep.set_indices();
+        Gather::Positions(match self {
+            Gather::Strided { start, stride, .. } => kept.map(|i| start + i * stride).collect(),
+            Gather::Positions(p) => kept.map(|i| p[i]).collect(),
+        })
     }
 
     /// Maps every position; matched once so the loop inside is monomorphic.
@@ -365,6 +366,19 @@ mod tests {
     use super::*;
     use arrow::array::{AsArray, Int32Array};
     use arrow::datatypes::TimeUnit;
+
+    #[test]
+    fn filtering_a_gather_keeps_true_positions_and_drops_null() {
+        let mask = BooleanArray::from(vec![Some(true), None, Some(false), Some(true)]);
+        let strided = Gather::Strided {
+            start: 2,
+            stride: 3,
+            count: 4,
+        };
+        assert_eq!(strided.filter(&mask), Gather::Positions(vec![2, 11]));
+        let positions = Gather::Positions(vec![5, 7, 9, 40]);
+        assert_eq!(positions.filter(&mask), Gather::Positions(vec![5, 40]));
+    }
 
     fn scalar(kind: ScalarKind, order: ByteOrder) -> ElementType {
         ElementType::Scalar { kind, order }
