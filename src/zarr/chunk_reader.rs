@@ -95,13 +95,11 @@ impl ChunkReader {
         } else {
             None
         };
-        let reader = Arc::clone(&self);
-        tokio::task::spawn_blocking(move || {
+        on_blocking_thread(move || {
             let _timer = metrics.decode_time.timer();
-            reader.decode(&read, encoded, needs_values)
+            self.decode(&read, encoded, needs_values)
         })
         .await
-        .map_err(|e| Error::Internal(format!("chunk decoding task failed: {e}")))?
     }
 
     /// Reads only the box of the chunk (at `start`, of `shape`) that holds the selected rows,
@@ -116,7 +114,7 @@ impl ChunkReader {
         metrics: ChunkMetrics,
     ) -> Result<RecordBatch> {
         let runtime = tokio::runtime::Handle::current();
-        tokio::task::spawn_blocking(move || {
+        on_blocking_thread(move || {
             // zarrs' partial decoder fetches and decodes in one future, so it is driven here
             // rather than on an async worker; decode_time therefore includes the fetch.
             let _timer = metrics.decode_time.timer();
@@ -139,7 +137,6 @@ impl ChunkReader {
             self.batch(&part, &raw, gather, true)
         })
         .await
-        .map_err(|e| Error::Internal(format!("chunk decoding task failed: {e}")))?
     }
 
     fn chunk_error(&self, read: &ChunkRead, reason: String) -> Error {
@@ -236,6 +233,15 @@ impl ChunkReader {
     }
 }
 
+/// Runs `f` on tokio's blocking pool: codecs and field decoding stay off the async workers.
+async fn on_blocking_thread<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Internal(format!("chunk decoding task failed: {e}")))?
+}
+
 /// The columns of one chunk's selected rows, decoded on demand and kept for reuse.
 struct ChunkColumns<'a> {
     reader: &'a ChunkReader,
@@ -320,12 +326,16 @@ impl ChunkColumns<'_> {
         } else {
             mask.clone()
         };
-        // The byte positions of the matching rows are only needed to decode more columns.
+        // Filter columns the output also wants are kept, narrowed to the matches; the byte
+        // positions of the matches are only needed to decode the other projected fields.
+        let projected = |c: &ColumnSource| {
+            !matches!(c, ColumnSource::Dimension(_)) && self.reader.columns.contains(c)
+        };
         let decodes_more = self
             .reader
             .columns
             .iter()
-            .any(|c| !matches!(c, ColumnSource::Dimension(_)) && !filter.columns.contains(c));
+            .any(|c| projected(c) && !filter.columns.contains(c));
         if decodes_more {
             self.gather = self.gather.filter(&mask);
         } else {
@@ -341,7 +351,7 @@ impl ChunkColumns<'_> {
             .columns
             .iter()
             .zip(inputs)
-            .filter(|(source, _)| !matches!(source, ColumnSource::Dimension(_)))
+            .filter(|(source, _)| projected(source))
             .map(|(source, array)| Ok((*source, arrow::compute::filter(&array, &mask)?)))
             .collect::<Result<_>>()?;
         Ok(())
