@@ -4,12 +4,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use zarrs::array::codec::BytesCodec;
 use zarrs::array::{Array, CodecTraits};
 use zarrs::filesystem::FilesystemStore;
 use zarrs::storage::storage_adapter::sync_to_async::{
     SyncToAsyncSpawnBlocking, SyncToAsyncStorageAdapter,
 };
-use zarrs::storage::{AsyncReadableStorageTraits, StoreKey};
+use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits, StoreKey};
 
 use super::metadata::{parse_v3, ArrayMeta};
 use super::metadata_v2::parse_v2;
@@ -21,10 +22,17 @@ pub struct ZarrArray {
     pub location: String,
     pub meta: ArrayMeta,
     pub array: Array<dyn AsyncReadableStorageTraits>,
+    /// The same array over the same store, for reads made on the thread that decodes them
+    /// (reads in part): the bytes are then still in that core's cache when gathered.
+    pub blocking_array: Array<dyn ReadableStorageTraits>,
+    pub blocking_store: Arc<dyn ReadableStorageTraits>,
     /// Whether part of a chunk can be read for less than all of it: every codec reads and
     /// decodes partially (uncompressed, or sharded), so only the bytes or inner chunks of the
     /// wanted box are fetched and decoded.
     pub partial_reads: bool,
+    /// Whether each chunk is stored as its packed elements in C order, uncompressed (the
+    /// `bytes` codec alone): its stored size is known, and its bytes are the decoded chunk.
+    pub plain_chunks: bool,
 }
 
 impl std::fmt::Debug for ZarrArray {
@@ -34,6 +42,7 @@ impl std::fmt::Debug for ZarrArray {
             .field("shape", &self.meta.shape)
             .field("chunk_shape", &self.meta.chunk_shape)
             .field("partial_reads", &self.partial_reads)
+            .field("plain_chunks", &self.plain_chunks)
             .finish()
     }
 }
@@ -47,9 +56,10 @@ impl ZarrArray {
             location: location.to_string(),
             reason: e.to_string(),
         })?;
-        let storage: Arc<dyn AsyncReadableStorageTraits> = Arc::new(
-            SyncToAsyncStorageAdapter::new(Arc::new(store), TokioBlockingPool),
-        );
+        let store = Arc::new(store);
+        let blocking_storage: Arc<dyn ReadableStorageTraits> = store.clone();
+        let storage: Arc<dyn AsyncReadableStorageTraits> =
+            Arc::new(SyncToAsyncStorageAdapter::new(store, TokioBlockingPool));
 
         let base = location.trim_end_matches('/');
         let get = |key: &'static str| {
@@ -96,12 +106,22 @@ impl ZarrArray {
                     invalid(reason)
                 }
             })?;
-        let capability = array.codecs().partial_decoder_capability();
+        let blocking_array =
+            Array::new_with_metadata(blocking_storage.clone(), "/", meta.zarrs_metadata.clone())
+                .map_err(|e| invalid(e.to_string()))?;
+        let codecs = array.codecs();
+        let capability = codecs.partial_decoder_capability();
+        let plain_chunks = codecs.array_to_array_codecs().is_empty()
+            && codecs.bytes_to_bytes_codecs().is_empty()
+            && codecs.array_to_bytes_codec().as_any().is::<BytesCodec>();
         Ok(ZarrArray {
             location: location.to_string(),
             meta,
             array,
+            blocking_array,
+            blocking_store: blocking_storage,
             partial_reads: capability.partial_read && capability.partial_decode,
+            plain_chunks,
         })
     }
 }

@@ -9,7 +9,8 @@ use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
 use arrow::compute::prep_null_mask_filter;
 use arrow::datatypes::SchemaRef;
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
-use zarrs::array::{ArrayBytes, ArraySubset, ArrayToBytesCodecTraits, CodecOptions};
+use zarrs::array::{ArraySubset, ArrayToBytesCodecTraits, CodecOptions};
+use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::Bytes;
 
 use super::array::ZarrArray;
@@ -55,15 +56,22 @@ pub struct ChunkReader {
     pub schema: SchemaRef,
     /// Evaluated per chunk before the other columns are decoded.
     pub filter: Option<Arc<RowFilter>>,
+    /// How much of a plain chunk to read at a time ([`PIECE_BYTES`]).
+    pub piece_bytes: u64,
 }
 
+/// Bytes of a plain chunk read and gathered at a time: small enough that the kernel's copy is
+/// still in the core's cache when the fields are gathered from it (BENCHMARKS.md).
+pub const PIECE_BYTES: u64 = 1 << 20;
+
 impl ChunkReader {
-    /// Fetches and decodes one chunk. A chunk absent from the store reads as the fill value.
+    /// Fetches and decodes one chunk's selected rows, as one batch or (read in pieces) several.
+    /// A chunk absent from the store reads as the fill value.
     pub async fn read(
         self: Arc<Self>,
         read: ChunkRead,
         metrics: ChunkMetrics,
-    ) -> Result<RecordBatch> {
+    ) -> Result<Vec<RecordBatch>> {
         // Nothing to decode when only dimension columns (or none, for count(*)) are wanted,
         // by the output and by the row filter.
         let filter_columns = self.filter.iter().flat_map(|f| f.columns.iter());
@@ -73,8 +81,15 @@ impl ChunkReader {
             .chain(filter_columns)
             .any(|c| !matches!(c, ColumnSource::Dimension(_)));
         if needs_values && self.array.partial_reads {
-            if let Some((start, shape)) = read.bounding_box() {
-                return self.read_part(read, start, shape, metrics).await;
+            let part = read.bounding_box();
+            if part.is_some() || self.array.plain_chunks {
+                let (start, shape) =
+                    part.unwrap_or_else(|| (vec![0; read.shape.len()], read.shape.clone()));
+                return on_blocking_thread(move || {
+                    let _timer = metrics.decode_time.timer();
+                    self.read_in_pieces(&read, &start, &shape, &metrics)
+                })
+                .await;
             }
         }
         let encoded = if needs_values {
@@ -97,46 +112,111 @@ impl ChunkReader {
         };
         on_blocking_thread(move || {
             let _timer = metrics.decode_time.timer();
-            self.decode(&read, encoded, needs_values)
+            Ok(vec![self.decode(&read, encoded, needs_values)?])
         })
         .await
     }
 
-    /// Reads only the box of the chunk (at `start`, of `shape`) that holds the selected rows,
-    /// through zarrs' partial decoder: for uncompressed chunks only the box's byte ranges are
-    /// fetched, for sharded ones only the inner chunks it touches. A chunk absent from the
-    /// store reads as the fill value.
-    async fn read_part(
-        self: Arc<Self>,
-        read: ChunkRead,
-        start: Vec<u64>,
-        shape: Vec<u64>,
-        metrics: ChunkMetrics,
-    ) -> Result<RecordBatch> {
-        let runtime = tokio::runtime::Handle::current();
-        on_blocking_thread(move || {
-            // zarrs' partial decoder fetches and decodes in one future, so it is driven here
-            // rather than on an async worker; decode_time therefore includes the fetch.
-            let _timer = metrics.decode_time.timer();
-            let ranges: Vec<_> = start.iter().zip(&shape).map(|(&s, &n)| s..s + n).collect();
-            let subset = ArraySubset::new_with_ranges(&ranges);
-            let bytes: ArrayBytes<'static> = runtime
-                .block_on(self.array.array.async_retrieve_chunk_subset_opt(
-                    &read.indices,
-                    &subset,
-                    &CodecOptions::default(),
-                ))
-                .map_err(|e| self.chunk_error(&read, e.to_string()))?;
-            let raw = bytes
-                .into_fixed()
-                .map_err(|e| self.chunk_error(&read, e.to_string()))?;
+    /// Reads the box of the chunk at `start` of `shape` (the whole chunk, or the part holding
+    /// the selected rows) on this thread: for uncompressed chunks only the box's byte ranges
+    /// are read, for sharded ones only the inner chunks it touches.
+    ///
+    /// Plain chunks are read in pieces of about `piece_bytes`, each gathered while the read
+    /// has left it in this core's cache; a piece spanning whole trailing dimensions is one run
+    /// of the chunk's bytes, read straight into the buffer the fields are gathered from. Their
+    /// stored size is checked first, so a truncated chunk is an error even where its missing
+    /// bytes lie outside the box.
+    fn read_in_pieces(
+        &self,
+        read: &ChunkRead,
+        start: &[u64],
+        shape: &[u64],
+        metrics: &ChunkMetrics,
+    ) -> Result<Vec<RecordBatch>> {
+        let element_size = self.array.meta.element.size();
+        let array = &self.array.blocking_array;
+        let key = array.chunk_key(&read.indices);
+        let error = |e: &dyn std::fmt::Display| self.chunk_error(read, e.to_string());
+        let plain = self.array.plain_chunks;
+        if plain {
+            let expected = read.shape.iter().product::<u64>() * element_size as u64;
+            match self
+                .array
+                .blocking_store
+                .size_key(&key)
+                .map_err(|e| error(&e))?
+            {
+                None => {
+                    metrics.chunks_missing.add(1);
+                    return Ok(vec![self.decode(read, None, true)?]);
+                }
+                Some(n) if n != expected => {
+                    return Err(error(&format!(
+                        "uncompressed chunk holds {n} bytes, expected {expected}"
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        if shape == read.shape.as_slice() {
+            metrics.chunks_fetched.add(1);
+        } else {
             metrics.chunks_read_in_part.add(1);
-            metrics.bytes_read.add(raw.len());
-            let part = read.within(&start, &shape);
-            let gather = part.gather(self.array.meta.element.size());
-            self.batch(&part, &raw, gather, true)
-        })
-        .await
+        }
+        let max_elements = if plain {
+            (self.piece_bytes / element_size.max(1) as u64).max(1)
+        } else {
+            u64::MAX
+        };
+        let runs = plain && shape.get(1..) == read.shape.get(1..);
+        let decoder = if runs {
+            None
+        } else {
+            Some(
+                array
+                    .partial_decoder(&read.indices)
+                    .map_err(|e| error(&e))?,
+            )
+        };
+        let slice_bytes = read.shape.iter().skip(1).product::<u64>() * element_size as u64;
+        let options = CodecOptions::default();
+        read.pieces(start, shape, max_elements)
+            .into_iter()
+            .map(|piece| {
+                let piece_start: Vec<u64> = (piece.origin.iter().zip(&read.origin))
+                    .map(|(p, o)| p - o)
+                    .collect();
+                let (fetched, decoded);
+                let bytes: &[u8] = match &decoder {
+                    None => {
+                        let offset = piece_start.first().map_or(0, |&i| i * slice_bytes);
+                        let length = piece.shape.iter().product::<u64>() * element_size as u64;
+                        let range = ByteRange::FromStart(offset, Some(length));
+                        fetched = self
+                            .array
+                            .blocking_store
+                            .get_partial(&key, range)
+                            .map_err(|e| error(&e))?
+                            .ok_or_else(|| error(&"chunk removed while it was read"))?;
+                        &fetched
+                    }
+                    Some(decoder) => {
+                        let ranges: Vec<_> = (piece_start.iter().zip(&piece.shape))
+                            .map(|(&s, &n)| s..s + n)
+                            .collect();
+                        decoded = decoder
+                            .partial_decode(&ArraySubset::new_with_ranges(&ranges), &options)
+                            .map_err(|e| error(&e))?
+                            .into_fixed()
+                            .map_err(|e| error(&e))?;
+                        &decoded
+                    }
+                };
+                metrics.bytes_read.add(bytes.len());
+                let gather = piece.gather(element_size);
+                self.batch(&piece, bytes, gather, true)
+            })
+            .collect()
     }
 
     fn chunk_error(&self, read: &ChunkRead, reason: String) -> Error {
@@ -355,5 +435,74 @@ impl ChunkColumns<'_> {
             .map(|(source, array)| Ok((*source, arrow::compute::filter(&array, &mask)?)))
             .collect::<Result<_>>()?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::compute::concat_batches;
+    use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+
+    use super::*;
+    use crate::zarr::schema::table_columns;
+    use crate::zarr::selection::{plan_chunk_reads, Selection};
+
+    async fn read_all(location: &str, piece_bytes: u64) -> RecordBatch {
+        let array = Arc::new(ZarrArray::open(location).await.unwrap());
+        assert!(array.partial_reads && array.plain_chunks, "{location}");
+        let (schema, columns) = table_columns(&array.meta).unwrap();
+        let reads = plan_chunk_reads(
+            &array.meta.shape,
+            &array.meta.chunk_shape,
+            &Selection::all(&array.meta.shape),
+        );
+        let reader = Arc::new(ChunkReader {
+            array,
+            columns,
+            schema: Arc::clone(&schema),
+            filter: None,
+            piece_bytes,
+        });
+        let metrics = ChunkMetrics::new(&ExecutionPlanMetricsSet::new(), 0);
+        let mut batches = Vec::new();
+        for read in reads {
+            batches.extend(
+                Arc::clone(&reader)
+                    .read(read, metrics.clone())
+                    .await
+                    .unwrap(),
+            );
+        }
+        concat_batches(&schema, &batches).unwrap()
+    }
+
+    #[tokio::test]
+    async fn plain_chunks_read_in_pieces_give_the_rows_of_whole_reads() {
+        // zarr-python fixtures: whole reads are checked against numpy by the integration
+        // tests; pieces of at most one element cut every chunk into one piece per slice of its
+        // first dimension (2 x 3 chunks of 5 x 7 grids: one per row of 3 elements).
+        for (name, rows) in [
+            ("zarr_v3/codec_uncompressed.zarr", 35),
+            ("zarr_v2/codec_none.zarr", 35),
+            ("zarr_v3/all_types.zarr", 6),
+        ] {
+            let location = format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"));
+            let whole = read_all(&location, u64::MAX).await;
+            let pieces = read_all(&location, 1).await;
+            assert_eq!(whole.num_rows(), rows, "{name}");
+            assert_eq!(whole, pieces, "{name}");
+        }
+        // Compressed and sharded chunks are not plain: their stored size says nothing.
+        for name in [
+            "codec_sharded.zarr",
+            "codec_transpose.zarr",
+            "struct_1d.zarr",
+        ] {
+            let location = format!("{}/tests/data/zarr_v3/{name}", env!("CARGO_MANIFEST_DIR"));
+            assert!(
+                !ZarrArray::open(&location).await.unwrap().plain_chunks,
+                "{name}"
+            );
+        }
     }
 }

@@ -25,7 +25,7 @@ use futures::{StreamExt, TryStreamExt};
 use crate::scan_util::limit_rows;
 
 use super::array::ZarrArray;
-use super::chunk_reader::{ChunkMetrics, ChunkReader};
+use super::chunk_reader::{ChunkMetrics, ChunkReader, PIECE_BYTES};
 use super::row_filter::RowFilter;
 use super::schema::ColumnSource;
 use super::selection::{chunk_count, plan_chunk_reads, ChunkRead, Selection};
@@ -80,6 +80,7 @@ impl ZarrScanExec {
                 columns,
                 schema,
                 filter,
+                piece_bytes: PIECE_BYTES,
             }),
             selection,
             partitions,
@@ -208,12 +209,16 @@ impl ExecutionPlan for ZarrScanExec {
             .map(move |read| Arc::clone(&reader).read(read, metrics.clone()))
             .buffered(CHUNK_PREFETCH)
             .map_err(datafusion::error::DataFusionError::from)
-            .map_ok(move |batch| {
+            .map_ok(move |batches| {
                 // Zero-copy slices of at most `batch_size` rows.
-                let rows = batch.num_rows();
-                let slices: Vec<_> = (0..rows.max(1))
-                    .step_by(batch_size)
-                    .map(|offset| Ok(batch.slice(offset, batch_size.min(rows - offset))))
+                let slices: Vec<_> = batches
+                    .iter()
+                    .flat_map(|batch| {
+                        let rows = batch.num_rows();
+                        (0..rows.max(1)).step_by(batch_size).map(move |offset| {
+                            Ok(batch.slice(offset, batch_size.min(rows - offset)))
+                        })
+                    })
                     .collect();
                 futures::stream::iter(slices)
             })

@@ -249,7 +249,7 @@ impl ChunkRead {
     /// The same read with the chunk narrowed to the box at `start` of `shape` (which holds every
     /// selected element): its bytes are then the decoded box, not the whole chunk.
     pub fn within(&self, start: &[u64], shape: &[u64]) -> ChunkRead {
-        ChunkRead {
+        let mut read = ChunkRead {
             indices: self.indices.clone(),
             origin: self.origin.iter().zip(start).map(|(o, s)| o + s).collect(),
             shape: shape.to_vec(),
@@ -265,7 +265,40 @@ impl ChunkRead {
                 })
                 .collect(),
             rows: self.rows,
+        };
+        read.local.retain(|b| !box_is_empty(b));
+        read
+    }
+
+    /// The read of the box at `start` of `shape` (chunk coordinates, holding every selected
+    /// element) as pieces along its first dimension of at most `max_elements` elements each
+    /// (at least one slice of the first dimension), each narrowed to its own box. Pieces with
+    /// no selected element are left out; together the pieces produce `rows` rows.
+    pub fn pieces(&self, start: &[u64], shape: &[u64], max_elements: u64) -> Vec<ChunkRead> {
+        let Some((&first, inner)) = shape.split_first() else {
+            return vec![self.within(start, shape)];
+        };
+        let slice: u64 = inner.iter().product();
+        let step = (max_elements / slice.max(1)).max(1);
+        let mut remaining = self.rows;
+        let mut pieces = Vec::new();
+        let mut offset = 0;
+        while offset < first && remaining > 0 {
+            let n = step.min(first - offset);
+            let mut piece_start = start.to_vec();
+            piece_start[0] += offset;
+            let mut piece_shape = shape.to_vec();
+            piece_shape[0] = n;
+            let mut piece = self.within(&piece_start, &piece_shape);
+            let selected: u64 = piece.local.iter().map(box_len).sum();
+            piece.rows = remaining.min(selected as usize);
+            remaining -= piece.rows;
+            if piece.rows > 0 {
+                pieces.push(piece);
+            }
+            offset += n;
         }
+        pieces
     }
 
     pub fn gather(&self, element_size: usize) -> Gather {
@@ -551,6 +584,53 @@ mod tests {
         }
         assert_eq!(ints(&narrowed[0]), vec![7, 8, 10, 10]);
         assert_eq!(ints(&narrowed[1]), vec![1, 1, 3, 4]);
+    }
+
+    #[test]
+    fn pieces_split_the_first_dimension_and_keep_every_row_once() {
+        let sel = Selection::from_boxes(vec![
+            vec![set(12, vec![7..9]), set(6, vec![1..2])],
+            vec![set(12, vec![10..11]), set(6, vec![3..5])],
+        ])
+        .unwrap();
+        let read = plan_chunk_reads(&[12, 6], &[6, 6], &sel).pop().unwrap();
+        // Whole chunk, two rows of 6 per piece: rows 0-1, 2-3 (row 2 selected), 4-5.
+        let pieces = read.pieces(&[0, 0], &[6, 6], 12);
+        let origins: Vec<_> = pieces.iter().map(|p| p.origin.clone()).collect();
+        assert_eq!(origins, vec![vec![6, 0], vec![8, 0], vec![10, 0]]);
+        assert_eq!(pieces.iter().map(|p| p.rows).collect::<Vec<_>>(), [1, 1, 2]);
+        let dims = |reads: &[ChunkRead], d: usize| -> Vec<i64> {
+            reads
+                .iter()
+                .flat_map(|r| ints(&r.dimension_columns()[d]))
+                .collect()
+        };
+        for d in 0..2 {
+            assert_eq!(dims(&pieces, d), ints(&read.dimension_columns()[d]));
+        }
+        // Piece-local positions: row 1 col 1 of piece 0 (2 x 6), row 0 cols 3..5 of piece 2.
+        assert_eq!(
+            pieces[0].gather(1),
+            Gather::Strided {
+                start: 7,
+                stride: 1,
+                count: 1
+            }
+        );
+        assert_eq!(
+            pieces[2].gather(1),
+            Gather::Strided {
+                start: 3,
+                stride: 1,
+                count: 2
+            }
+        );
+        // A limit of 3 rows stops in the last piece; less than one slice per piece is one slice.
+        let mut cut = read.clone();
+        cut.rows = 3;
+        let pieces = cut.pieces(&[0, 0], &[6, 6], 1);
+        assert_eq!(pieces.iter().map(|p| p.rows).collect::<Vec<_>>(), [1, 1, 1]);
+        assert_eq!(pieces[2].origin, vec![10, 0]);
     }
 
     #[test]

@@ -255,7 +255,7 @@ async fn column_types_follow_the_zarr_types() {
 /// chunk and the array, not fill values. A chunk absent from the store reads as the fill value
 /// (numpy: 0.0 here).
 #[tokio::test]
-async fn a_truncated_uncompressed_chunk_read_in_part_is_an_error() {
+async fn an_uncompressed_chunk_of_the_wrong_size_is_an_error_wherever_it_is_read() {
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("grid.zarr");
     let source = std::path::Path::new(V3).join("codec_uncompressed.zarr");
@@ -287,6 +287,30 @@ async fn a_truncated_uncompressed_chunk_read_in_part_is_an_error() {
         err.contains("'c/0/0'") && err.contains(&location),
         "error names the chunk and the array: {err}"
     );
+    // One byte too many in c/0/1: wrong even though the element read (its first) is intact.
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(copy.join("c/0/1"))
+        .unwrap();
+    std::io::Write::write_all(&mut file, &[0]).unwrap();
+    drop(file);
+    for query in [
+        "SELECT pressure FROM t WHERE time = 0 AND station = 3",
+        "SELECT sum(pressure) FROM t WHERE station >= 3 AND station < 6",
+    ] {
+        let err = ctx
+            .sql(query)
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("'c/0/1'") && err.contains("holds 79 bytes, expected 78"),
+            "{query}: {err}"
+        );
+    }
     // Chunk c/0/2 is not in the copy: its rows read as the fill value.
     let batches = ctx
         .sql("SELECT sum(pressure), count(*) FROM t WHERE time = 1 AND station = 7 - 1")
