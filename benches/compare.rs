@@ -422,6 +422,12 @@ async fn main() {
             )
         })
         .await;
+        // The same range size further into its chunk (at 50M records: the back half of chunk
+        // 25, where the first range is its front half): a compressed chunk is then
+        // decompressed to its end rather than only its front.
+        let (back_lo, back_hi) = (hi, hi + n / 100);
+        let back_q = format!("SELECT sum(value) FROM t WHERE i >= {back_lo} AND i < {back_hi}");
+        let (back, _) = median(|| sql(&ctx, &back_q)).await;
         let (proj, _) = median(|| stream_rows(&ctx, "SELECT value FROM t")).await;
         let (proj_raw, _) = median(|| raw_loop(&raw, 0..chunks, 0..n, "copy")).await;
 
@@ -461,6 +467,13 @@ async fn main() {
             group: group.clone(),
             query: "1% range / full scan (ndfusion)".into(),
             ours: range,
+            baseline: "ndfusion full scan".into(),
+            theirs: Some(full),
+        });
+        rows.push(Row {
+            group: group.clone(),
+            query: format!("1% range i in [{back_lo}, {back_hi}) / full scan (ndfusion)"),
+            ours: back,
             baseline: "ndfusion full scan".into(),
             theirs: Some(full),
         });

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use zarrs::array::codec::bytes_to_bytes::zstd::ZstdCodec;
 use zarrs::array::codec::BytesCodec;
 use zarrs::array::{Array, CodecTraits};
 use zarrs::filesystem::FilesystemStore;
@@ -33,6 +34,9 @@ pub struct ZarrArray {
     /// Whether each chunk is stored as its packed elements in C order, uncompressed (the
     /// `bytes` codec alone): its stored size is known, and its bytes are the decoded chunk.
     pub plain_chunks: bool,
+    /// Whether each chunk is its packed elements in C order compressed by zstd alone: the
+    /// front of a chunk can then be decompressed without the rest.
+    pub zstd_chunks: bool,
 }
 
 impl std::fmt::Debug for ZarrArray {
@@ -111,9 +115,11 @@ impl ZarrArray {
                 .map_err(|e| invalid(e.to_string()))?;
         let codecs = array.codecs();
         let capability = codecs.partial_decoder_capability();
-        let plain_chunks = codecs.array_to_array_codecs().is_empty()
-            && codecs.bytes_to_bytes_codecs().is_empty()
+        let packed = codecs.array_to_array_codecs().is_empty()
             && codecs.array_to_bytes_codec().as_any().is::<BytesCodec>();
+        let plain_chunks = packed && codecs.bytes_to_bytes_codecs().is_empty();
+        let zstd_chunks =
+            packed && matches!(codecs.bytes_to_bytes_codecs(), [c] if c.as_any().is::<ZstdCodec>());
         Ok(ZarrArray {
             location: location.to_string(),
             meta,
@@ -122,6 +128,7 @@ impl ZarrArray {
             blocking_store: blocking_storage,
             partial_reads: capability.partial_read && capability.partial_decode,
             plain_chunks,
+            zstd_chunks,
         })
     }
 }

@@ -19,6 +19,7 @@ use super::element::{field_offsets, ElementType};
 use super::row_filter::RowFilter;
 use super::schema::ColumnSource;
 use super::selection::ChunkRead;
+use super::zstd_prefix::decode_prefix;
 use crate::error::{Error, Result};
 
 /// Per-partition counters shown by EXPLAIN ANALYZE.
@@ -29,6 +30,8 @@ pub struct ChunkMetrics {
     pub chunks_skipped: Count,
     /// Chunks of which only the box holding the selected rows was fetched and decoded.
     pub chunks_read_in_part: Count,
+    /// Chunks fetched whole but decompressed only up to their last selected row (zstd).
+    pub chunks_decoded_in_part: Count,
     /// Encoded bytes of whole chunks, decoded bytes of chunks read in part.
     pub bytes_read: Count,
     pub decode_time: Time,
@@ -40,6 +43,8 @@ impl ChunkMetrics {
             chunks_fetched: MetricBuilder::new(metrics).counter("chunks_fetched", partition),
             chunks_missing: MetricBuilder::new(metrics).counter("chunks_missing", partition),
             chunks_skipped: MetricBuilder::new(metrics).counter("chunks_skipped", partition),
+            chunks_decoded_in_part: MetricBuilder::new(metrics)
+                .counter("chunks_decoded_in_part", partition),
             chunks_read_in_part: MetricBuilder::new(metrics)
                 .counter("chunks_read_in_part", partition),
             bytes_read: MetricBuilder::new(metrics).counter("bytes_read", partition),
@@ -112,6 +117,11 @@ impl ChunkReader {
         };
         on_blocking_thread(move || {
             let _timer = metrics.decode_time.timer();
+            if let Some(encoded) = &encoded {
+                if let Some(batch) = self.decode_front(&read, encoded, &metrics)? {
+                    return Ok(vec![batch]);
+                }
+            }
             Ok(vec![self.decode(&read, encoded, needs_values)?])
         })
         .await
@@ -217,6 +227,30 @@ impl ChunkReader {
                 self.batch(&piece, bytes, gather, true)
             })
             .collect()
+    }
+
+    /// A zstd chunk whose selection ends before the chunk does, decompressed only that far;
+    /// `None` when the whole chunk must be decompressed.
+    fn decode_front(
+        &self,
+        read: &ChunkRead,
+        encoded: &[u8],
+        metrics: &ChunkMetrics,
+    ) -> Result<Option<RecordBatch>> {
+        if !self.array.zstd_chunks {
+            return Ok(None);
+        }
+        let element_size = self.array.meta.element.size();
+        let total = read.shape.iter().product::<u64>() as usize * element_size;
+        let end = read.end_element() as usize * element_size;
+        let Some(front) =
+            decode_prefix(encoded, end, total).map_err(|e| self.chunk_error(read, e))?
+        else {
+            return Ok(None);
+        };
+        metrics.chunks_decoded_in_part.add(1);
+        let gather = read.gather(element_size);
+        self.batch(read, &front, gather, true).map(Some)
     }
 
     fn chunk_error(&self, read: &ChunkRead, reason: String) -> Error {

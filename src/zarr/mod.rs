@@ -4,7 +4,8 @@
 //! ([`array`], [`metadata`], [`data_type_v3`], [`fill_value`]) and plans a
 //! [`scan::ZarrScanExec`] over the chunks a [`selection::Selection`] touches; each partition
 //! reads its chunks with [`chunk_reader::ChunkReader`], which decodes element bytes into Arrow
-//! columns with [`decode`].
+//! columns with [`decode`] (zstd chunks whose selection ends early through
+//! [`zstd_prefix`]).
 
 pub mod array;
 pub mod chunk_reader;
@@ -22,6 +23,7 @@ pub mod scan;
 pub mod schema;
 pub mod selection;
 pub mod table;
+pub mod zstd_prefix;
 
 pub use factory::ZarrTableFactory;
 pub use table::ZarrTable;

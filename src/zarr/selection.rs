@@ -226,6 +226,21 @@ impl ChunkRead {
     }
 
     /// Byte positions of the selected elements inside the decoded chunk, in C order.
+    /// One past the last selected element of the chunk, in C order.
+    pub fn end_element(&self) -> u64 {
+        let strides = c_strides(&self.shape);
+        self.local
+            .iter()
+            .filter_map(|b| {
+                b.iter()
+                    .zip(&strides)
+                    .map(|(set, stride)| set.ranges().last().map(|r| (r.end - 1) * stride))
+                    .sum::<Option<u64>>()
+            })
+            .max()
+            .map_or(0, |last| last + 1)
+    }
+
     /// The smallest box of the chunk that holds every selected element, as (start, shape) in
     /// chunk coordinates; `None` when that box is the whole chunk.
     pub fn bounding_box(&self) -> Option<(Vec<u64>, Vec<u64>)> {
@@ -584,6 +599,20 @@ mod tests {
         }
         assert_eq!(ints(&narrowed[0]), vec![7, 8, 10, 10]);
         assert_eq!(ints(&narrowed[1]), vec![1, 1, 3, 4]);
+    }
+
+    #[test]
+    fn the_end_element_follows_the_last_selected_element_in_c_order() {
+        let sel = Selection::from_boxes(vec![
+            vec![set(12, vec![7..9]), set(6, vec![1..2])],
+            vec![set(12, vec![10..11]), set(6, vec![3..5])],
+        ])
+        .unwrap();
+        let read = plan_chunk_reads(&[12, 6], &[6, 6], &sel).pop().unwrap();
+        // Chunk rows 1..3 x col 1 end at (2, 1) = 13; row 4 x cols 3..5 ends at (4, 4) = 28.
+        assert_eq!(read.end_element(), 29);
+        let whole = plan_chunk_reads(&[12, 6], &[6, 6], &Selection::all(&[12, 6]));
+        assert_eq!(whole[0].end_element(), 36);
     }
 
     #[test]
