@@ -576,16 +576,20 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_read_narrowed_to_its_bounding_box_keeps_rows_and_indices() {
-        // Two boxes inside one 6 x 6 chunk at origin (6, 0): rows 1..3 x cols 1..2 and
-        // rows 4..5 x cols 3..5.
+    /// Two boxes inside one 6 x 6 chunk at origin (6, 0) of a 12 x 6 array: chunk rows 1..3 x
+    /// cols 1..2 and rows 4..5 x cols 3..5.
+    fn two_boxes_in_one_chunk() -> ChunkRead {
         let sel = Selection::from_boxes(vec![
             vec![set(12, vec![7..9]), set(6, vec![1..2])],
             vec![set(12, vec![10..11]), set(6, vec![3..5])],
         ])
         .unwrap();
-        let read = plan_chunk_reads(&[12, 6], &[6, 6], &sel).pop().unwrap();
+        plan_chunk_reads(&[12, 6], &[6, 6], &sel).pop().unwrap()
+    }
+
+    #[test]
+    fn a_read_narrowed_to_its_bounding_box_keeps_rows_and_indices() {
+        let read = two_boxes_in_one_chunk();
         let (start, shape) = read.bounding_box().unwrap();
         assert_eq!((start.clone(), shape.clone()), (vec![1, 1], vec![4, 4]));
         let part = read.within(&start, &shape);
@@ -603,12 +607,7 @@ mod tests {
 
     #[test]
     fn the_end_element_follows_the_last_selected_element_in_c_order() {
-        let sel = Selection::from_boxes(vec![
-            vec![set(12, vec![7..9]), set(6, vec![1..2])],
-            vec![set(12, vec![10..11]), set(6, vec![3..5])],
-        ])
-        .unwrap();
-        let read = plan_chunk_reads(&[12, 6], &[6, 6], &sel).pop().unwrap();
+        let read = two_boxes_in_one_chunk();
         // Chunk rows 1..3 x col 1 end at (2, 1) = 13; row 4 x cols 3..5 ends at (4, 4) = 28.
         assert_eq!(read.end_element(), 29);
         let whole = plan_chunk_reads(&[12, 6], &[6, 6], &Selection::all(&[12, 6]));
@@ -617,12 +616,7 @@ mod tests {
 
     #[test]
     fn pieces_split_the_first_dimension_and_keep_every_row_once() {
-        let sel = Selection::from_boxes(vec![
-            vec![set(12, vec![7..9]), set(6, vec![1..2])],
-            vec![set(12, vec![10..11]), set(6, vec![3..5])],
-        ])
-        .unwrap();
-        let read = plan_chunk_reads(&[12, 6], &[6, 6], &sel).pop().unwrap();
+        let read = two_boxes_in_one_chunk();
         // Whole chunk, two rows of 6 per piece: rows 0-1, 2-3 (row 2 selected), 4-5.
         let pieces = read.pieces(&[0, 0], &[6, 6], 12);
         let origins: Vec<_> = pieces.iter().map(|p| p.origin.clone()).collect();

@@ -275,14 +275,14 @@ async fn an_uncompressed_chunk_of_the_wrong_size_is_an_error_wherever_it_is_read
     let ctx = new_session_context();
     ctx.register_table("t", Arc::new(ZarrTable::open(&location).await.unwrap()))
         .unwrap();
-    let err = ctx
-        .sql("SELECT pressure FROM t WHERE time = 1 AND station = 1")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap_err()
-        .to_string();
+    let query_error = |query: &'static str| {
+        let ctx = ctx.clone();
+        async move {
+            let result = ctx.sql(query).await.unwrap().collect().await;
+            result.expect_err(query).to_string()
+        }
+    };
+    let err = query_error("SELECT pressure FROM t WHERE time = 1 AND station = 1").await;
     assert!(
         err.contains("'c/0/0'") && err.contains(&location),
         "error names the chunk and the array: {err}"
@@ -298,14 +298,7 @@ async fn an_uncompressed_chunk_of_the_wrong_size_is_an_error_wherever_it_is_read
         "SELECT pressure FROM t WHERE time = 0 AND station = 3",
         "SELECT sum(pressure) FROM t WHERE station >= 3 AND station < 6",
     ] {
-        let err = ctx
-            .sql(query)
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap_err()
-            .to_string();
+        let err = query_error(query).await;
         assert!(
             err.contains("'c/0/1'") && err.contains("holds 79 bytes, expected 78"),
             "{query}: {err}"
