@@ -517,6 +517,7 @@ mod tests {
         // first dimension (2 x 3 chunks of 5 x 7 grids: one per row of 3 elements).
         for (name, rows) in [
             ("zarr_v3/codec_uncompressed.zarr", 35),
+            ("zarr_v3/codec_uncompressed_big_endian.zarr", 35),
             ("zarr_v2/codec_none.zarr", 35),
             ("zarr_v3/all_types.zarr", 6),
         ] {

@@ -67,6 +67,7 @@ CODEC_VARIANTS = {
     "codec_blosc": dict(compressors=[BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")]),
     "codec_crc32c": dict(compressors=[Crc32cCodec()]),
     "codec_uncompressed": dict(compressors=None),
+    "codec_uncompressed_big_endian": dict(serializer=BytesCodec(endian="big"), compressors=None),
     "codec_sharded": dict(shards=(4, 6), compressors=[ZstdCodec(level=1)]),
 }
 for name, kwargs in CODEC_VARIANTS.items():
