@@ -26,6 +26,8 @@ pub struct ZarrArray {
     /// The same array over the same store, for reads made on the thread that decodes them
     /// (reads in part): the bytes are then still in that core's cache when gathered.
     pub blocking_array: Array<dyn ReadableStorageTraits>,
+    /// The store under `blocking_array` (zarrs' `Array` does not hand out its store): stored
+    /// sizes and byte runs of plain chunks.
     pub blocking_store: Arc<dyn ReadableStorageTraits>,
     /// Whether part of a chunk can be read for less than all of it: every codec reads and
     /// decodes partially (uncompressed, or sharded), so only the bytes or inner chunks of the
@@ -47,6 +49,7 @@ impl std::fmt::Debug for ZarrArray {
             .field("chunk_shape", &self.meta.chunk_shape)
             .field("partial_reads", &self.partial_reads)
             .field("plain_chunks", &self.plain_chunks)
+            .field("zstd_chunks", &self.zstd_chunks)
             .finish()
     }
 }

@@ -117,12 +117,7 @@ impl ChunkReader {
         };
         on_blocking_thread(move || {
             let _timer = metrics.decode_time.timer();
-            if let Some(encoded) = &encoded {
-                if let Some(batch) = self.decode_front(&read, encoded, &metrics)? {
-                    return Ok(vec![batch]);
-                }
-            }
-            Ok(vec![self.decode(&read, encoded, needs_values)?])
+            Ok(vec![self.decode(&read, encoded, needs_values, &metrics)?])
         })
         .await
     }
@@ -149,7 +144,7 @@ impl ChunkReader {
         let error = |e: &dyn std::fmt::Display| self.chunk_error(read, e.to_string());
         let plain = self.array.plain_chunks;
         if plain {
-            let expected = read.shape.iter().product::<u64>() * element_size as u64;
+            let expected = self.decoded_len(&read.shape);
             match self
                 .array
                 .blocking_store
@@ -158,7 +153,7 @@ impl ChunkReader {
             {
                 None => {
                     metrics.chunks_missing.add(1);
-                    return Ok(vec![self.decode(read, None, true)?]);
+                    return Ok(vec![self.decode(read, None, true, metrics)?]);
                 }
                 Some(n) if n != expected => {
                     return Err(error(&format!(
@@ -200,7 +195,7 @@ impl ChunkReader {
                 let bytes: &[u8] = match &decoder {
                     None => {
                         let offset = piece_start.first().map_or(0, |&i| i * slice_bytes);
-                        let length = piece.shape.iter().product::<u64>() * element_size as u64;
+                        let length = self.decoded_len(&piece.shape);
                         let range = ByteRange::FromStart(offset, Some(length));
                         fetched = self
                             .array
@@ -229,28 +224,42 @@ impl ChunkReader {
             .collect()
     }
 
-    /// A zstd chunk whose selection ends before the chunk does, decompressed only that far;
-    /// `None` when the whole chunk must be decompressed.
-    fn decode_front(
-        &self,
-        read: &ChunkRead,
-        encoded: &[u8],
-        metrics: &ChunkMetrics,
-    ) -> Result<Option<RecordBatch>> {
+    /// Bytes of `shape`'s elements, decoded (and stored, for plain chunks).
+    fn decoded_len(&self, shape: &[u64]) -> u64 {
+        shape.iter().product::<u64>() * self.array.meta.element.size() as u64
+    }
+
+    /// The front of a zstd chunk up to its last selected element, when the selection ends
+    /// before the chunk does; `None` when the whole chunk must be decompressed.
+    fn decode_front(&self, read: &ChunkRead, encoded: &[u8]) -> Result<Option<Vec<u8>>> {
         if !self.array.zstd_chunks {
             return Ok(None);
         }
-        let element_size = self.array.meta.element.size();
-        let total = read.shape.iter().product::<u64>() as usize * element_size;
-        let end = read.end_element() as usize * element_size;
-        let Some(front) =
-            decode_prefix(encoded, end, total).map_err(|e| self.chunk_error(read, e))?
-        else {
-            return Ok(None);
-        };
-        metrics.chunks_decoded_in_part.add(1);
-        let gather = read.gather(element_size);
-        self.batch(read, &front, gather, true).map(Some)
+        let end = read.end_element() as usize * self.array.meta.element.size();
+        decode_prefix(encoded, end, self.decoded_len(&read.shape) as usize)
+            .map_err(|e| self.chunk_error(read, e))
+    }
+
+    /// The whole chunk through zarrs' codec chain.
+    fn decode_whole(&self, read: &ChunkRead, encoded: Bytes) -> Result<Cow<'static, [u8]>> {
+        let shape = read
+            .shape
+            .iter()
+            .map(|&n| NonZeroU64::new(n).ok_or_else(|| Error::Internal("empty chunk shape".into())))
+            .collect::<Result<Vec<_>>>()?;
+        let array = &self.array.array;
+        array
+            .codecs()
+            .decode(
+                Cow::Owned(encoded.into()),
+                &shape,
+                array.data_type(),
+                array.fill_value(),
+                &CodecOptions::default(),
+            )
+            .map_err(|e| self.chunk_error(read, e.to_string()))?
+            .into_fixed()
+            .map_err(|e| self.chunk_error(read, e.to_string()))
     }
 
     fn chunk_error(&self, read: &ChunkRead, reason: String) -> Error {
@@ -261,38 +270,25 @@ impl ChunkReader {
         }
     }
 
+    /// The batch of a chunk fetched whole (`None`: absent from the store).
     fn decode(
         &self,
         read: &ChunkRead,
         encoded: Option<Bytes>,
         needs_values: bool,
+        metrics: &ChunkMetrics,
     ) -> Result<RecordBatch> {
         let meta = &self.array.meta;
         let element_size = meta.element.size();
         let (bytes, gather): (Cow<[u8]>, Gather) = match encoded {
             Some(encoded) => {
-                let shape = read
-                    .shape
-                    .iter()
-                    .map(|&n| {
-                        NonZeroU64::new(n)
-                            .ok_or_else(|| Error::Internal("empty chunk shape".into()))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                let array = &self.array.array;
-                let decoded = array
-                    .codecs()
-                    .decode(
-                        Cow::Owned(encoded.into()),
-                        &shape,
-                        array.data_type(),
-                        array.fill_value(),
-                        &CodecOptions::default(),
-                    )
-                    .map_err(|e| self.chunk_error(read, e.to_string()))?;
-                let raw = decoded
-                    .into_fixed()
-                    .map_err(|e| self.chunk_error(read, e.to_string()))?;
+                let raw = match self.decode_front(read, &encoded)? {
+                    Some(front) => {
+                        metrics.chunks_decoded_in_part.add(1);
+                        Cow::Owned(front)
+                    }
+                    None => self.decode_whole(read, encoded)?,
+                };
                 (raw, read.gather(element_size))
             }
             // Absent chunk: every row reads the one fill element.

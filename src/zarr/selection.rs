@@ -225,7 +225,6 @@ impl ChunkRead {
         elements
     }
 
-    /// Byte positions of the selected elements inside the decoded chunk, in C order.
     /// One past the last selected element of the chunk, in C order.
     pub fn end_element(&self) -> u64 {
         let strides = c_strides(&self.shape);
@@ -316,6 +315,7 @@ impl ChunkRead {
         pieces
     }
 
+    /// Byte positions of the selected elements inside the decoded chunk, in C order.
     pub fn gather(&self, element_size: usize) -> Gather {
         if let Some(start) = self.contiguous_start() {
             return Gather::Strided {
