@@ -15,8 +15,8 @@ use std::time::Instant;
 
 use arrow::array::{ArrayRef, Float64Array, StringArray};
 use futures::{StreamExt, TryStreamExt};
-use ndfusion::lance_nd::{write_nd_batches, WriteOptions};
-use ndfusion::nd::{Dim, NdArrowArray, NdRecordBatch};
+use ndfusion::{write_nd_batches, WriteOptions};
+use ndfusion::{Dim, NdArrowArray, NdRecordBatch};
 use zarrs::array::{
     Array, ArrayBytes, ArrayMetadata, ArrayMetadataV3, ArrayToBytesCodecTraits, CodecOptions,
 };
@@ -583,7 +583,7 @@ async fn main() {
 
 async fn generate_lance_nd(uri: &str, batches: usize) {
     let text = |s: String| -> ArrayRef { Arc::new(StringArray::from(vec![s])) };
-    let opts = WriteOptions::default();
+    let opts = WriteOptions::new();
     for start in (0..batches).step_by(10_000) {
         let part: Vec<NdRecordBatch> = (start..(start + 10_000).min(batches))
             .map(|i| {

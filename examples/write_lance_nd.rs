@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float32Array, Float64Array, StringArray};
-use ndfusion::lance_nd::{read_nd_batches, write_nd_batches, NdScan, WriteOptions};
-use ndfusion::nd::{Dim, NdArrowArray, NdRecordBatch};
+use ndfusion::{read_nd_batches, write_nd_batches, ReadOptions, WriteOptions};
+use ndfusion::{Dim, NdArrowArray, NdRecordBatch};
 
 fn text(s: &str) -> ArrayRef {
     Arc::new(StringArray::from(vec![s]))
@@ -23,7 +23,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if std::path::Path::new(&path).exists() {
         return Err(format!("{path} exists; give a new path").into());
     }
-    let options = WriteOptions::default();
+    let options = WriteOptions::new();
 
     // 1. A 2 x 3 temperature grid with an x coordinate.
     let temperature = NdArrowArray::try_new(
@@ -70,7 +70,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     write_nd_batches(&path, &[third], &options).await?;
 
-    for (row, batch) in read_nd_batches(&path, &NdScan::default())
+    for (row, batch) in read_nd_batches(&path, &ReadOptions::new())
         .await?
         .iter()
         .enumerate()

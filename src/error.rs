@@ -1,59 +1,276 @@
-//! Errors of ndfusion, with the context a user needs to find the fault: the array or table
-//! location, and the field, key, chunk or option at fault.
+//! The one error type of ndfusion.
 //!
-//! Inside the crate, functions return [`Result`]; at the DataFusion boundary (table providers,
-//! execution plans, factories) an [`Error`] becomes a [`DataFusionError::External`], so its
-//! message reaches the user unchanged.
+//! Every variant names what is at fault (the location, metadata file, field, chunk key, row or
+//! option) and keeps the error it comes from as its [`source`](std::error::Error::source):
+//! `object_store`, `lance`, `serde_json` and `arrow` errors as their own types, zarrs' errors
+//! (several types) boxed. At the DataFusion boundary an [`Error`] becomes
+//! [`DataFusionError::External`]; [`Error::find`] gets it back.
 
 use datafusion::error::DataFusionError;
 
-/// Result with the crate's [`Error`].
+use crate::nd::NdError;
+
+/// Result with ndfusion's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Everything that can go wrong when opening or reading N-d data.
+/// An error of a library ndfusion calls, kept as the source of an [`Error`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Everything that can go wrong when opening, reading or writing N-d data.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
-    /// The location does not exist or cannot be listed/read.
+    /// The location does not exist or holds no table of the expected format.
     #[error("cannot open {location}: {reason}")]
-    NotFound { location: String, reason: String },
-
-    /// Metadata (zarr.json, .zarray, ...) is unreadable, malformed or violates the format.
-    #[error("invalid Zarr metadata in {path}: {reason}")]
-    InvalidMetadata { path: String, reason: String },
-
-    /// A data type (or struct field type) that ndfusion cannot represent.
-    #[error("invalid or unsupported data type in {path}: {reason}")]
-    UnsupportedDataType { path: String, reason: String },
-
-    /// A codec the pinned zarrs cannot decode, or that cannot carry a struct element.
-    #[error("unsupported codec in {path}: {reason}")]
-    UnsupportedCodec { path: String, reason: String },
-
-    /// A chunk could not be fetched or decoded.
-    #[error("cannot read chunk '{key}' of {path}: {reason}")]
-    Chunk {
-        path: String,
-        key: String,
+    NotFound {
+        /// The location as given.
+        location: String,
+        /// What is missing.
         reason: String,
     },
 
-    /// A SQL option (`OPTIONS (...)`) or location string is wrong.
-    #[error("invalid option {option}: {reason}")]
-    InvalidOption { option: String, reason: String },
+    /// A `LOCATION` (or the location given to `open`) that ndfusion cannot use.
+    #[error("invalid location '{location}': {reason}")]
+    InvalidLocation {
+        /// The location as given.
+        location: String,
+        /// Why it is refused.
+        reason: String,
+    },
 
-    /// An invariant of the crate broke; reported instead of panicking.
+    /// An object store refused or failed a request (credentials, missing bucket, network).
+    #[error("object store error at {location}: {source}")]
+    ObjectStore {
+        /// The object or prefix the request was for.
+        location: String,
+        /// The object store's error.
+        #[source]
+        source: object_store::Error,
+    },
+
+    /// A metadata document (`zarr.json`, `.zarray`, `.zattrs`) is not JSON.
+    #[error("invalid Zarr metadata in {path}: not valid JSON: {source}")]
+    MetadataJson {
+        /// The metadata file.
+        path: String,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// Metadata is well-formed JSON but violates the format.
+    #[error("invalid Zarr metadata in {path}: {reason}")]
+    InvalidMetadata {
+        /// The metadata file.
+        path: String,
+        /// The rule it breaks.
+        reason: String,
+    },
+
+    /// A data type (or struct field type) that ndfusion cannot represent.
+    #[error("invalid or unsupported data type in {path}: {reason}")]
+    UnsupportedDataType {
+        /// The metadata file.
+        path: String,
+        /// The type, and the field holding it.
+        reason: String,
+    },
+
+    /// A codec the pinned zarrs cannot decode, or that cannot carry the array's elements.
+    #[error("unsupported codec in {path}: {reason}")]
+    UnsupportedCodec {
+        /// The metadata file.
+        path: String,
+        /// The codec.
+        reason: String,
+    },
+
+    /// A chunk could not be fetched or decoded.
+    #[error("cannot read chunk '{key}' of {path}: {source}")]
+    Chunk {
+        /// The array.
+        path: String,
+        /// The chunk's store key (`c/0/1`, `0.1`).
+        key: String,
+        /// What failed: a zarrs storage or codec error, an object store error, or ndfusion's
+        /// own check of the chunk's bytes.
+        #[source]
+        source: BoxError,
+    },
+
+    /// A SQL option (`OPTIONS (...)`) or an option given from Rust is wrong.
+    #[error("invalid option '{option}': {reason}")]
+    InvalidOption {
+        /// The option key.
+        option: String,
+        /// Why it is refused (unknown keys list the known ones).
+        reason: String,
+    },
+
+    /// A filter of the query failed while it was evaluated in a scan.
+    #[error("filter {filter}: {source}")]
+    Filter {
+        /// The filter, as written in SQL terms.
+        filter: String,
+        /// DataFusion's error.
+        #[source]
+        source: DataFusionError,
+    },
+
+    /// A Lance table without the lance-nd marker.
+    #[error("{uri} is a Lance table without the lance-nd marker (schema metadata lance_nd:format = \"1\"); refusing to treat it as lance-nd")]
+    NotLanceNd {
+        /// The table.
+        uri: String,
+    },
+
+    /// A write whose values have another type than the table's column, without an allowed
+    /// cast.
+    #[error("array '{array}' holds {table} in the table, the write has {write} (casting: {casting:?}); allow the cast in WriteOptions::casting")]
+    TypeMismatch {
+        /// The array (or `array.attrs.key`, `__global_attrs__.key`).
+        array: String,
+        /// The table's type.
+        table: arrow::datatypes::DataType,
+        /// The written type.
+        write: arrow::datatypes::DataType,
+        /// The casting the write allowed.
+        casting: crate::lance_nd::Casting,
+    },
+
+    /// Another writer committed first.
+    #[error("another writer changed {uri} at the same time; {left}; retry the write: {source}")]
+    Conflict {
+        /// The table.
+        uri: String,
+        /// What the failed write left in the table.
+        left: String,
+        /// Lance's error.
+        #[source]
+        source: lance::Error,
+    },
+
+    /// Lance failed to open, scan or write a table.
+    #[error("lance-nd table {uri}: {source}")]
+    Lance {
+        /// The table.
+        uri: String,
+        /// Lance's error.
+        #[source]
+        source: lance::Error,
+    },
+
+    /// A lance-nd table's schema breaks the format, or a write does not fit it.
+    #[error("lance-nd table {uri}: {reason}")]
+    InvalidTable {
+        /// The table.
+        uri: String,
+        /// The rule broken.
+        reason: String,
+    },
+
+    /// A stored nd record batch breaks the nd-arrow rules.
+    #[error("{uri}: row {row}: {source}")]
+    InvalidRow {
+        /// The table.
+        uri: String,
+        /// The table row (Lance row id in scans).
+        row: u64,
+        /// The rule broken, with the array.
+        #[source]
+        source: NdError,
+    },
+
+    /// An nd array or batch built from Rust breaks the nd-arrow rules.
+    #[error(transparent)]
+    Nd(#[from] NdError),
+
+    /// An Arrow kernel failed.
+    #[error("{context}: {source}")]
+    Arrow {
+        /// What was being done.
+        context: String,
+        /// Arrow's error.
+        #[source]
+        source: arrow::error::ArrowError,
+    },
+
+    /// An invariant of ndfusion broke; reported instead of panicking.
     #[error("internal error: {0}")]
     Internal(String),
+}
 
-    #[error(transparent)]
-    Arrow(#[from] arrow::error::ArrowError),
+impl Error {
+    /// The ndfusion error inside a DataFusion error, if there is one.
+    ///
+    /// ```
+    /// # use datafusion::error::DataFusionError;
+    /// let e = DataFusionError::from(ndfusion::Error::Internal("x".into()));
+    /// assert!(matches!(ndfusion::Error::find(&e), Some(ndfusion::Error::Internal(_))));
+    /// ```
+    pub fn find(error: &DataFusionError) -> Option<&Error> {
+        let mut current: &(dyn std::error::Error + 'static) = error;
+        loop {
+            if let Some(found) = current.downcast_ref::<Error>() {
+                return Some(found);
+            }
+            if let Some(DataFusionError::External(inner)) = current.downcast_ref() {
+                current = inner.as_ref();
+                continue;
+            }
+            current = current.source()?;
+        }
+    }
+
+    /// The message a user should see for a DataFusion error: ndfusion's own message when it
+    /// holds one (without DataFusion's "External error: " prefix), else DataFusion's.
+    pub fn user_message(error: &DataFusionError) -> String {
+        match Error::find(error) {
+            Some(e) => e.to_string(),
+            None => match error.find_root() {
+                DataFusionError::External(inner) => inner.to_string(),
+                root => root.to_string(),
+            },
+        }
+    }
+
+    /// An Arrow error with what was being done.
+    pub(crate) fn arrow(context: impl Into<String>, source: arrow::error::ArrowError) -> Self {
+        Error::Arrow {
+            context: context.into(),
+            source,
+        }
+    }
 }
 
 impl From<Error> for DataFusionError {
     fn from(err: Error) -> Self {
-        match err {
-            Error::Arrow(e) => DataFusionError::ArrowError(Box::new(e), None),
-            other => DataFusionError::External(Box::new(other)),
-        }
+        DataFusionError::External(Box::new(err))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_survive_datafusion_and_keep_their_sources() {
+        let json = serde_json::from_str::<serde_json::Value>("{").unwrap_err();
+        let e = Error::MetadataJson {
+            path: "a.zarr/zarr.json".into(),
+            source: json,
+        };
+        let df = DataFusionError::Context("scan".into(), Box::new(DataFusionError::from(e)));
+        let found = Error::find(&df).expect("ndfusion error inside");
+        assert!(matches!(found, Error::MetadataJson { .. }));
+        let source = std::error::Error::source(found).unwrap();
+        assert!(source.downcast_ref::<serde_json::Error>().is_some());
+        assert!(Error::user_message(&df).starts_with("invalid Zarr metadata in a.zarr/zarr.json"));
+        let plain = DataFusionError::Plan("no such table".into());
+        assert!(Error::find(&plain).is_none());
+        assert_eq!(
+            Error::user_message(&plain),
+            "Error during planning: no such table"
+        );
     }
 }

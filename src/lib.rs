@@ -1,59 +1,61 @@
 //! # ndfusion
 //!
-//! Query N-dimensional scientific data with SQL on Apache DataFusion.
+//! Query N-dimensional scientific data with SQL on [Apache DataFusion](https://datafusion.apache.org),
+//! without converting it first.
 //!
-//! - [`ZarrTable`]: a Zarr array (v3 `struct`, or any fixed-size data type) as a table, one row
-//!   per element: an Int64 index column per dimension, then one column per struct field.
-//! - [`LanceNdTable`]: a lance-nd table (rows are nd record batches) as a table, each row
-//!   materialized onto its grid; [`lance_nd`] also writes such tables, [`nd`] is the model.
+//! - [`ZarrTable`]: a Zarr array (v3 `struct` or legacy `structured`, v2 NumPy structured
+//!   dtypes, or any fixed-size data type) as a table: one row per element, an Int64 index column
+//!   per dimension, one column per struct field. Dimension filters select chunks.
+//! - [`LanceNdTable`]: a lance-nd table (Lance rows holding nd record batches) as a table, each
+//!   row materialized onto its grid; `__global_attrs__` filters run inside Lance.
+//! - [`write_nd_batches`] and [`read_nd_batches`] write and read lance-nd tables as
+//!   [`NdRecordBatch`]es of [`NdArrowArray`]s.
+//! - Tables live in local folders or object stores (`s3://`, `gs://`, `az://`, `abfs://`,
+//!   `http(s)://`), reached with [`StorageOptions`].
 //! - [`register_table_factories`] makes `CREATE EXTERNAL TABLE t STORED AS ZARR | LANCE_ND
-//!   LOCATION '...'` work on a [`SessionContext`]; [`new_session_context`] builds a context with
-//!   it done.
+//!   LOCATION '...' [OPTIONS (...)]` work on a `SessionContext`; [`new_session_context`] builds
+//!   a context with it done.
+//!
+//! Every fallible function returns [`Error`]; inside DataFusion errors it travels as
+//! `DataFusionError::External`, and [`Error::find`] gets it back.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//!
+//! let ctx = ndfusion::new_session_context();
+//! let ocean = ndfusion::ZarrTable::open("tests/data/demo/ocean.zarr").await?;
+//! ctx.register_table("ocean", Arc::new(ocean))?;
+//! ctx.sql("SELECT depth, avg(temperature) FROM ocean WHERE day < 10 GROUP BY depth")
+//!     .await?
+//!     .show()
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Cargo features: `cli` (the `ndfusion` binary), `s3`, `gcs`, `azure`, `http` (remote
+//! locations); all on by default. An application that needs none of the command line builds
+//! with `default-features = false` and the storage features it wants.
+#![warn(missing_docs)]
 
-use std::sync::Arc;
+mod error;
+mod lance_nd;
+mod nd;
+mod scan_util;
+mod session;
+mod storage;
+mod table_options;
+mod zarr;
 
-use datafusion::execution::session_state::SessionStateBuilder;
-use datafusion::prelude::{SessionConfig, SessionContext};
-
-pub mod cli;
-pub mod error;
-pub mod lance_nd;
-pub mod nd;
-pub mod scan_util;
-pub mod zarr;
-
-pub use error::{Error, Result};
-pub use lance_nd::{LanceNdTable, LanceNdTableFactory};
-pub use zarr::{ZarrTable, ZarrTableFactory};
-
-/// The `STORED AS` name of Zarr tables.
-pub const ZARR_FORMAT: &str = "ZARR";
-/// The `STORED AS` name of lance-nd tables.
-pub const LANCE_ND_FORMAT: &str = "LANCE_ND";
-
-/// Registers ndfusion's table factories (`STORED AS ZARR`, `STORED AS LANCE_ND`) on an
-/// existing context.
-pub fn register_table_factories(ctx: &SessionContext) {
-    let state = ctx.state_ref();
-    let mut state = state.write();
-    let factories = state.table_factories_mut();
-    factories.insert(ZARR_FORMAT.to_string(), Arc::new(ZarrTableFactory));
-    factories.insert(LANCE_ND_FORMAT.to_string(), Arc::new(LanceNdTableFactory));
-}
-
-/// A context with DataFusion's default features (struct field access included) and ndfusion's
-/// table factories.
-pub fn new_session_context() -> SessionContext {
-    new_session_context_with_config(SessionConfig::new().with_information_schema(true))
-}
-
-/// Like [`new_session_context`], with a given configuration.
-pub fn new_session_context_with_config(config: SessionConfig) -> SessionContext {
-    let state = SessionStateBuilder::new()
-        .with_config(config)
-        .with_default_features()
-        .build();
-    let ctx = SessionContext::new_with_state(state);
-    register_table_factories(&ctx);
-    ctx
-}
+pub use error::{BoxError, Error, Result};
+pub use lance_nd::{
+    read_nd_batches, write_nd_batches, Casting, LanceNdOptions, LanceNdTable, LanceNdTableFactory,
+    ReadOptions, WriteOptions,
+};
+pub use nd::{Dim, NdArrowArray, NdError, NdRecordBatch};
+pub use session::{
+    new_session_context, new_session_context_with_config, register_table_factories,
+    LANCE_ND_FORMAT, ZARR_FORMAT,
+};
+pub use storage::StorageOptions;
+pub use zarr::{ZarrOptions, ZarrTable, ZarrTableFactory};

@@ -10,7 +10,7 @@ use futures::{Stream, StreamExt};
 
 /// The projected schema and the projected per-column sources of a table whose columns come
 /// from `sources` (all of them when `projection` is `None`).
-pub fn project_columns<T: Clone>(
+pub(crate) fn project_columns<T: Clone>(
     schema: &Schema,
     sources: &[T],
     projection: Option<&Vec<usize>>,
@@ -27,7 +27,7 @@ pub fn project_columns<T: Clone>(
 }
 
 /// Stops a batch stream after `limit` rows, slicing the last batch.
-pub fn limit_rows(
+pub(crate) fn limit_rows(
     stream: impl Stream<Item = Result<RecordBatch>>,
     limit: Option<usize>,
 ) -> impl Stream<Item = Result<RecordBatch>> {
@@ -45,13 +45,9 @@ pub fn limit_rows(
     })
 }
 
-/// ndfusion's tables take no OPTIONS, column list or partitioning: their columns come from
-/// the data. `format` is the `STORED AS` name, for messages.
-pub fn check_external_table(cmd: &CreateExternalTable, format: &str) -> Result<()> {
-    if let Some((key, _)) = cmd.options.iter().next() {
-        let key = key.strip_prefix("format.").unwrap_or(key);
-        return plan_err!("STORED AS {format} takes no OPTIONS, found '{key}'");
-    }
+/// ndfusion's tables take no column list or partitioning: their columns come from the data.
+/// `format` is the `STORED AS` name, for messages.
+pub(crate) fn check_external_table(cmd: &CreateExternalTable, format: &str) -> Result<()> {
     if !cmd.schema.fields().is_empty() {
         return plan_err!(
             "STORED AS {format} reads its columns from the data: leave out the column list"
@@ -61,9 +57,4 @@ pub fn check_external_table(cmd: &CreateExternalTable, format: &str) -> Result<(
         return plan_err!("STORED AS {format} does not support PARTITIONED BY");
     }
     Ok(())
-}
-
-/// `file:///x` -> `/x`; other locations unchanged.
-pub fn strip_file_scheme(location: &str) -> &str {
-    location.strip_prefix("file://").unwrap_or(location)
 }

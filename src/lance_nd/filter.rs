@@ -1,4 +1,5 @@
-//! DataFusion filters turned into Lance filters for a lance-nd scan.
+//! DataFusion filters turned into Lance filters for a lance-nd scan, decided once per filter
+//! by [`classify`]:
 //!
 //! - Filters that read only `__global_attrs__` (comparisons, IN, LIKE, IS NULL, BETWEEN,
 //!   AND / OR / NOT over its fields) go to Lance as they are: exact, and able to use a scalar
@@ -9,14 +10,48 @@
 
 use datafusion::common::Column;
 use datafusion::logical_expr::expr::{InList, Like, ScalarFunction};
-use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
+use datafusion::logical_expr::expr_rewriter::unnormalize_col;
+use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
 
-use super::table::STATS_PREFIX;
+use super::format::STATS_PREFIX;
 use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
+
+/// What a lance-nd scan does with one filter.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum FilterUse {
+    /// Lance evaluates it, exactly (it reads only `__global_attrs__`).
+    Lance(Expr),
+    /// Lance skips rows by this `__stats__` test; DataFusion still evaluates the filter.
+    Stats(Expr),
+    /// DataFusion alone evaluates it.
+    Unused,
+}
+
+impl FilterUse {
+    pub(crate) fn pushdown(&self) -> TableProviderFilterPushDown {
+        match self {
+            FilterUse::Lance(_) => TableProviderFilterPushDown::Exact,
+            FilterUse::Stats(_) => TableProviderFilterPushDown::Inexact,
+            FilterUse::Unused => TableProviderFilterPushDown::Unsupported,
+        }
+    }
+}
+
+/// Decides what the scan does with `filter`; `has_stats` tells which arrays have statistics.
+pub(crate) fn classify(filter: &Expr, has_stats: &dyn Fn(&str) -> bool) -> FilterUse {
+    let filter = unnormalize_col(filter.clone());
+    if is_global_attrs_filter(&filter) {
+        FilterUse::Lance(filter)
+    } else if let Some(test) = stats_filter(&filter, has_stats) {
+        FilterUse::Stats(test)
+    } else {
+        FilterUse::Unused
+    }
+}
 
 /// Whether Lance can evaluate `expr` exactly: it reads only `__global_attrs__`, through
 /// operators Lance's SQL filter has.
-pub fn is_global_attrs_filter(expr: &Expr) -> bool {
+fn is_global_attrs_filter(expr: &Expr) -> bool {
     let refs = expr.column_refs();
     !refs.is_empty() && refs.iter().all(|c| c.name == GLOBAL_ATTRS_COLUMN) && supported(expr)
 }
@@ -61,7 +96,7 @@ fn supported(expr: &Expr) -> bool {
 /// The `__stats__` test that a row must pass for `expr` (a comparison of array `a` with a
 /// literal) to hold on any of its cells; `None` when `expr` has no such form or the table has
 /// no statistics for the array.
-pub fn stats_filter(expr: &Expr, has_stats: &dyn Fn(&str) -> bool) -> Option<Expr> {
+fn stats_filter(expr: &Expr, has_stats: &dyn Fn(&str) -> bool) -> Option<Expr> {
     let stat = |array: &str, which: &str| {
         let column = Expr::Column(Column::new_unqualified(format!("{STATS_PREFIX}{array}")));
         datafusion::functions::core::expr_fn::get_field(column, which)
@@ -127,6 +162,22 @@ mod tests {
         assert!(is_global_attrs_filter(&id.clone().like(lit("a%"))));
         assert!(!is_global_attrs_filter(&id.clone().eq(col("temperature"))));
         assert!(!is_global_attrs_filter(&col("temperature").gt(lit(1.0))));
+    }
+
+    #[test]
+    fn each_filter_is_classified_once_for_planning_and_scanning() {
+        let has = |a: &str| a == "v";
+        let id = get_field(col(GLOBAL_ATTRS_COLUMN), "id").eq(lit("a"));
+        assert_eq!(classify(&id, &has), FilterUse::Lance(id.clone()));
+        assert!(matches!(
+            classify(&col("v").gt(lit(1)), &has),
+            FilterUse::Stats(_)
+        ));
+        assert_eq!(classify(&col("w").gt(lit(1)), &has), FilterUse::Unused);
+        assert_eq!(
+            classify(&id, &has).pushdown(),
+            TableProviderFilterPushDown::Exact
+        );
     }
 
     #[test]

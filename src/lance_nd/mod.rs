@@ -1,19 +1,24 @@
-//! lance-nd tables: Lance tables whose rows are nd record batches (see
-//! ../shared/seeds/001_*.txt and ../shared/notes/formats.md §3).
+//! lance-nd tables: Lance tables whose rows are nd record batches (see the lance-nd "Table
+//! Layout" and ../shared/notes/formats.md §3).
 //!
-//! [`writer`] appends batches with schema evolution; [`reader`] scans them back as
-//! [`NdRecordBatch`](crate::nd::NdRecordBatch)es; [`provider`] is the SQL table, whose scan
-//! ([`scan`]) materializes every row onto its grid, with filters turned into Lance filters by
-//! [`filter`].
+//! `writer/` appends batches with schema evolution; `reader.rs` reads them back as
+//! [`NdRecordBatch`](crate::NdRecordBatch)es; `table.rs` is the SQL table, whose scan
+//! (`scan.rs`) has Lance filter rows (`filter.rs`) and materializes each onto its grid
+//! (`materialize.rs`). `location.rs` resolves where a table is and how Lance reaches it.
 
-pub mod filter;
-pub mod provider;
-pub mod reader;
-pub mod scan;
-pub mod table;
-pub mod writer;
+mod factory;
+mod filter;
+mod format;
+mod location;
+mod materialize;
+mod options;
+mod reader;
+mod scan;
+mod table;
+mod writer;
 
-pub use provider::{LanceNdTable, LanceNdTableFactory};
-pub use reader::{read_nd_batches, NdScan};
-pub use table::{open_lance_nd, LanceNdError};
+pub use factory::LanceNdTableFactory;
+pub use options::LanceNdOptions;
+pub use reader::{read_nd_batches, ReadOptions};
+pub use table::LanceNdTable;
 pub use writer::{write_nd_batches, Casting, WriteOptions};

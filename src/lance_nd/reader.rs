@@ -3,73 +3,117 @@
 use arrow::array::{AsArray, RecordBatch};
 use futures::TryStreamExt;
 
-use super::table::{open_lance_nd, LanceNdError};
+use super::format::read_error;
+use super::location::TableLocation;
+use crate::error::{Error, Result};
 use crate::nd::arrow_encoding::{
     decode_attrs, decode_nd_array, is_nd_array_field, GLOBAL_ATTRS_COLUMN,
 };
 use crate::nd::NdRecordBatch;
+use crate::storage::StorageOptions;
 
-/// What a read takes from the table.
+/// What [`read_nd_batches`] reads: which arrays, which rows, from where.
+///
+/// ```no_run
+/// # async fn demo() -> ndfusion::Result<()> {
+/// use ndfusion::{read_nd_batches, ReadOptions};
+/// let options = ReadOptions::new()
+///     .with_arrays(["temperature"])
+///     .with_filter("__global_attrs__.id = 'a'");
+/// let batches = read_nd_batches("tests/data/lance_nd/doc_example.lance", &options).await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Default)]
-pub struct NdScan {
-    /// The arrays to read (all when `None`).
-    pub arrays: Option<Vec<String>>,
-    /// A Lance SQL filter, such as `__global_attrs__.id = 'a'`.
-    pub filter: Option<String>,
+pub struct ReadOptions {
+    arrays: Option<Vec<String>>,
+    filter: Option<String>,
+    storage: StorageOptions,
 }
 
-/// Reads the rows of the table at `uri` that pass the filter, as nd record batches.
-pub async fn read_nd_batches(uri: &str, scan: &NdScan) -> Result<Vec<NdRecordBatch>, LanceNdError> {
-    let dataset = open_lance_nd(uri).await?;
+impl ReadOptions {
+    /// Every array of every row.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reads only these arrays (each must exist in the table).
+    pub fn with_arrays<S: Into<String>>(mut self, arrays: impl IntoIterator<Item = S>) -> Self {
+        self.arrays = Some(arrays.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Reads only the rows passing this Lance SQL filter, such as `__global_attrs__.id = 'a'`.
+    pub fn with_filter(mut self, filter: impl Into<String>) -> Self {
+        self.filter = Some(filter.into());
+        self
+    }
+
+    /// How a remote location is reached.
+    pub fn with_storage(mut self, storage: StorageOptions) -> Self {
+        self.storage = storage;
+        self
+    }
+}
+
+/// Reads the rows of the lance-nd table at `location` that pass the filter, as nd record
+/// batches.
+pub async fn read_nd_batches(location: &str, options: &ReadOptions) -> Result<Vec<NdRecordBatch>> {
+    let location = TableLocation::resolve(location, &options.storage)?;
+    let uri = location.shown.as_str();
+    let dataset = location.open().await?;
     let schema = arrow::datatypes::Schema::from(dataset.schema());
     let mut columns: Vec<String> = schema
         .fields()
         .iter()
         .filter(|f| is_nd_array_field(f))
         .map(|f| f.name().clone())
-        .filter(|n| scan.arrays.as_ref().is_none_or(|wanted| wanted.contains(n)))
+        .filter(|n| {
+            options
+                .arrays
+                .as_ref()
+                .is_none_or(|wanted| wanted.contains(n))
+        })
         .collect();
-    if let Some(wanted) = &scan.arrays {
+    if let Some(wanted) = &options.arrays {
         if let Some(missing) = wanted.iter().find(|w| !columns.contains(w)) {
-            return Err(LanceNdError::Schema(format!(
-                "the table at {uri} has no array '{missing}'"
-            )));
+            return Err(Error::InvalidTable {
+                uri: uri.to_string(),
+                reason: format!("no array '{missing}'"),
+            });
         }
     }
     if schema.field_with_name(GLOBAL_ATTRS_COLUMN).is_ok() {
         columns.push(GLOBAL_ATTRS_COLUMN.to_string());
     }
     let mut scanner = dataset.scan();
-    scanner
-        .project(&columns)
-        .map_err(|e| LanceNdError::lance(uri, e))?;
-    if let Some(filter) = &scan.filter {
-        scanner
-            .filter(filter)
-            .map_err(|e| LanceNdError::lance(uri, e))?;
+    scanner.project(&columns).map_err(|e| read_error(uri, e))?;
+    if let Some(filter) = &options.filter {
+        scanner.filter(filter).map_err(|e| read_error(uri, e))?;
     }
     let batches: Vec<RecordBatch> = scanner
         .try_into_stream()
         .await
-        .map_err(|e| LanceNdError::lance(uri, e))?
+        .map_err(|e| read_error(uri, e))?
         .try_collect()
         .await
-        .map_err(|e| LanceNdError::lance(uri, e))?;
+        .map_err(|e| read_error(uri, e))?;
     let mut out = Vec::new();
     for batch in &batches {
-        out.extend(decode_rows(batch, out.len())?);
+        out.extend(decode_rows(uri, batch, out.len())?);
     }
     Ok(out)
 }
 
 /// Decodes every row of a scanned batch; `first_row` numbers the rows in errors.
-pub fn decode_rows(
-    batch: &RecordBatch,
-    first_row: usize,
-) -> Result<Vec<NdRecordBatch>, LanceNdError> {
+fn decode_rows(uri: &str, batch: &RecordBatch, first_row: usize) -> Result<Vec<NdRecordBatch>> {
     let schema = batch.schema();
     (0..batch.num_rows())
         .map(|row| {
+            let row_error = |source| Error::InvalidRow {
+                uri: uri.to_string(),
+                row: (first_row + row) as u64,
+                source,
+            };
             let mut arrays = Vec::new();
             let mut globals = Vec::new();
             for (field, column) in schema.fields().iter().zip(batch.columns()) {
@@ -77,8 +121,8 @@ pub fn decode_rows(
                     continue;
                 };
                 if is_nd_array_field(field) {
-                    if let Some(array) = decode_nd_array(column, row, field.name())
-                        .map_err(|e| LanceNdError::Data(format!("row {}: {e}", first_row + row)))?
+                    if let Some(array) =
+                        decode_nd_array(column, row, field.name()).map_err(row_error)?
                     {
                         arrays.push((field.name().clone(), array));
                     }
@@ -86,8 +130,7 @@ pub fn decode_rows(
                     globals = decode_attrs(column, row);
                 }
             }
-            NdRecordBatch::try_new(arrays, globals)
-                .map_err(|e| LanceNdError::Data(format!("row {}: {e}", first_row + row)))
+            NdRecordBatch::try_new(arrays, globals).map_err(row_error)
         })
         .collect()
 }

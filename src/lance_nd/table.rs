@@ -1,88 +1,237 @@
-//! Opening lance-nd tables, and their errors.
+//! `LanceNdTable`: a lance-nd table as a DataFusion table, every nd record batch materialized
+//! onto its grid.
 
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::Session;
+use datafusion::common::Result as DfResult;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+use futures::TryStreamExt;
 use lance::Dataset;
 
-/// Schema metadata key and value that mark a Lance table as lance-nd.
-pub const FORMAT_KEY: &str = "lance_nd:format";
-pub const FORMAT_VERSION: &str = "1";
-/// Prefix of the optional per-array statistics columns, `__stats__:<array>`.
-pub const STATS_PREFIX: &str = "__stats__:";
+use super::filter::{classify, FilterUse};
+use super::format::{read_error, STATS_PREFIX};
+use super::location::TableLocation;
+use super::options::LanceNdOptions;
+use super::scan::{ColumnSource, LanceNdScanExec, ScanRequest};
+use crate::error::{Error, Result};
+use crate::nd::arrow_encoding::{
+    decode_dims, is_nd_array_field, nd_array_parts, GLOBAL_ATTRS_COLUMN,
+};
+use crate::scan_util::project_columns;
 
-#[derive(Debug, thiserror::Error)]
-pub enum LanceNdError {
-    #[error("no lance-nd table at {uri}: {reason}")]
-    NotFound { uri: String, reason: String },
-
-    #[error("{uri} is a Lance table without the lance-nd marker (schema metadata {FORMAT_KEY} = \"{FORMAT_VERSION}\"); refusing to treat it as lance-nd")]
-    NotLanceNd { uri: String },
-
-    #[error("array '{array}' holds {table} in the table, the write has {write} (casting: {casting:?}); allow the cast in WriteOptions::casting")]
-    TypeMismatch {
-        array: String,
-        table: arrow::datatypes::DataType,
-        write: arrow::datatypes::DataType,
-        casting: super::writer::Casting,
-    },
-
-    #[error("another writer changed {uri} at the same time; nothing was written, retry the write: {reason}")]
-    Conflict { uri: String, reason: String },
-
-    #[error("lance-nd table {uri}: {reason}")]
-    Lance { uri: String, reason: String },
-
-    #[error("{0}")]
-    Schema(String),
-
-    #[error("{0}")]
-    Data(String),
+/// A lance-nd table as a table: an Int64 index column for each dimension name that has no
+/// array of the same name, one column per array (its values broadcast onto the row's grid,
+/// NULL where the row lacks the array), and `__global_attrs__` repeated on every cell.
+///
+/// Filters on `__global_attrs__` run inside Lance (exact, using scalar indices); comparisons of
+/// an array with a literal skip rows by the `__stats__:<array>` columns when there are any.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let ctx = ndfusion::new_session_context();
+/// let table = ndfusion::LanceNdTable::open("tests/data/lance_nd/doc_example.lance").await?;
+/// ctx.register_table("profiles", std::sync::Arc::new(table))?;
+/// ctx.sql("SELECT * FROM profiles WHERE __global_attrs__.id = 'a'").await?.show().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct LanceNdTable {
+    location: TableLocation,
+    dataset: Arc<Dataset>,
+    schema: SchemaRef,
+    columns: Vec<ColumnSource>,
+    /// Every array of the table, with its value type.
+    arrays: Vec<(String, DataType)>,
+    /// Arrays with a `__stats__:<array>` column.
+    stats: HashSet<String>,
+    options: LanceNdOptions,
 }
 
-impl LanceNdError {
-    pub fn lance(uri: &str, e: lance::Error) -> Self {
-        match e {
-            lance::Error::CommitConflict { .. }
-            | lance::Error::RetryableCommitConflict { .. }
-            | lance::Error::IncompatibleTransaction { .. } => LanceNdError::Conflict {
-                uri: uri.to_string(),
-                reason: e.to_string(),
-            },
-            lance::Error::DatasetNotFound { .. } => LanceNdError::NotFound {
-                uri: uri.to_string(),
-                reason: e.to_string(),
-            },
-            e => LanceNdError::Lance {
-                uri: uri.to_string(),
-                reason: e.to_string(),
-            },
+impl LanceNdTable {
+    /// Opens the lance-nd table at `location` (a local path, `file://`, `s3://`, `gs://`,
+    /// `az://`, `abfs://` URL) with the default [`LanceNdOptions`]. The dimension names come
+    /// from the data: the `dim_names` of every array of every row are read (not their values).
+    pub async fn open(location: &str) -> Result<Self> {
+        Self::open_with(location, LanceNdOptions::new()).await
+    }
+
+    /// Opens the table at `location` with `options`.
+    pub async fn open_with(location: &str, options: LanceNdOptions) -> Result<Self> {
+        let location = TableLocation::resolve(location, options.storage())?;
+        let dataset = location.open().await?;
+        let uri = &location.shown;
+        let table_schema = Schema::from(dataset.schema());
+        let invalid = |reason: String| Error::InvalidTable {
+            uri: uri.clone(),
+            reason,
+        };
+        let mut arrays = Vec::new();
+        for field in table_schema
+            .fields()
+            .iter()
+            .filter(|f| is_nd_array_field(f))
+        {
+            let (value_type, _) = nd_array_parts(field).map_err(|e| invalid(e.to_string()))?;
+            arrays.push((field.name().clone(), value_type));
         }
+        let stats = table_schema
+            .fields()
+            .iter()
+            .filter_map(|f| f.name().strip_prefix(STATS_PREFIX).map(str::to_string))
+            .collect();
+        let dims = dimension_names(&dataset, uri, &arrays).await?;
+
+        let mut fields = Vec::new();
+        let mut columns = Vec::new();
+        for d in dims.iter().filter(|d| !arrays.iter().any(|(a, _)| a == *d)) {
+            if d == GLOBAL_ATTRS_COLUMN {
+                return Err(invalid(format!(
+                    "a dimension is named {GLOBAL_ATTRS_COLUMN}"
+                )));
+            }
+            fields.push(Field::new(d, DataType::Int64, true));
+            columns.push(ColumnSource::Index(d.clone()));
+        }
+        for (name, value_type) in &arrays {
+            fields.push(Field::new(name, value_type.clone(), true));
+            columns.push(ColumnSource::Array(name.clone()));
+        }
+        if let Ok(global) = table_schema.field_with_name(GLOBAL_ATTRS_COLUMN) {
+            fields.push(Field::new(
+                GLOBAL_ATTRS_COLUMN,
+                global.data_type().clone(),
+                true,
+            ));
+            columns.push(ColumnSource::GlobalAttrs);
+        }
+        Ok(LanceNdTable {
+            location,
+            dataset: Arc::new(dataset),
+            schema: Arc::new(Schema::new(fields)),
+            columns,
+            arrays,
+            stats,
+            options,
+        })
+    }
+
+    /// The options the table was opened with.
+    pub fn options(&self) -> &LanceNdOptions {
+        &self.options
+    }
+
+    fn classify(&self, filter: &Expr) -> FilterUse {
+        classify(filter, &|a: &str| self.stats.contains(a))
     }
 }
 
-impl From<LanceNdError> for datafusion::error::DataFusionError {
-    fn from(e: LanceNdError) -> Self {
-        datafusion::error::DataFusionError::External(Box::new(e))
+/// Every dimension name of every array in the table, in order of first appearance.
+async fn dimension_names(
+    dataset: &Dataset,
+    uri: &str,
+    arrays: &[(String, DataType)],
+) -> Result<Vec<String>> {
+    if arrays.is_empty() {
+        return Ok(vec![]);
     }
+    let projection: Vec<String> = arrays
+        .iter()
+        .flat_map(|(a, _)| [format!("{a}.dim_names"), format!("{a}.dim_sizes")])
+        .collect();
+    let mut scanner = dataset.scan();
+    scanner
+        .project(&projection)
+        .map_err(|e| read_error(uri, e))?;
+    let mut stream = scanner
+        .try_into_stream()
+        .await
+        .map_err(|e| read_error(uri, e))?;
+    let mut names: Vec<String> = Vec::new();
+    let mut row = 0;
+    while let Some(batch) = stream.try_next().await.map_err(|e| read_error(uri, e))? {
+        for (a, _) in arrays {
+            let (Some(n), Some(s)) = (
+                batch.column_by_name(&format!("{a}.dim_names")),
+                batch.column_by_name(&format!("{a}.dim_sizes")),
+            ) else {
+                return Err(Error::InvalidTable {
+                    uri: uri.to_string(),
+                    reason: format!("array '{a}' has no dim_names / dim_sizes"),
+                });
+            };
+            for r in 0..batch.num_rows() {
+                let dims = decode_dims(n, s, r).map_err(|e| Error::InvalidRow {
+                    uri: uri.to_string(),
+                    row: (row + r) as u64,
+                    source: e.in_array(a),
+                })?;
+                for d in dims {
+                    if !names.contains(&d.name) {
+                        names.push(d.name);
+                    }
+                }
+            }
+        }
+        row += batch.num_rows();
+    }
+    Ok(names)
 }
 
-/// Opens the Lance table at `uri` and checks the lance-nd marker.
-pub async fn open_lance_nd(uri: &str) -> Result<Dataset, LanceNdError> {
-    let dataset = Dataset::open(uri).await.map_err(|e| match e {
-        lance::Error::DatasetNotFound { .. } => LanceNdError::NotFound {
-            uri: uri.to_string(),
-            reason: "not a Lance table (no manifest)".into(),
-        },
-        e => LanceNdError::lance(uri, e),
-    })?;
-    if dataset
-        .schema()
-        .metadata
-        .get(FORMAT_KEY)
-        .map(String::as_str)
-        != Some(FORMAT_VERSION)
-    {
-        return Err(LanceNdError::NotLanceNd {
-            uri: uri.to_string(),
-        });
+#[async_trait]
+impl TableProvider for LanceNdTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
     }
-    Ok(dataset)
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let (schema, columns) = project_columns(&self.schema, &self.columns, projection)?;
+        let mut exact = Vec::new();
+        let mut skipping = Vec::new();
+        for filter in filters {
+            match self.classify(filter) {
+                FilterUse::Lance(f) => exact.push(f),
+                FilterUse::Stats(test) => skipping.push(test),
+                FilterUse::Unused => {}
+            }
+        }
+        Ok(Arc::new(LanceNdScanExec::new(ScanRequest {
+            uri: self.location.shown.clone(),
+            dataset: Arc::clone(&self.dataset),
+            schema,
+            columns,
+            arrays: self.arrays.clone(),
+            lance_filter: conjunction(exact),
+            stats_filter: conjunction(skipping),
+            limit,
+            target_partitions: state.config().target_partitions(),
+            options: self.options.clone(),
+        })))
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        Ok(filters
+            .iter()
+            .map(|f| self.classify(f).pushdown())
+            .collect())
+    }
 }

@@ -7,11 +7,14 @@ use super::NdError;
 /// One dimension: a name and a size.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Dim {
+    /// The dimension's name, unique within an array.
     pub name: String,
+    /// Its length.
     pub size: usize,
 }
 
 impl Dim {
+    /// A dimension `name` of `size`.
     pub fn new(name: impl Into<String>, size: usize) -> Self {
         Dim {
             name: name.into(),
@@ -85,18 +88,22 @@ impl NdArrowArray {
         })
     }
 
+    /// The values, flat in C order over [`dims`](Self::dims).
     pub fn values(&self) -> &ArrayRef {
         &self.values
     }
 
+    /// The dimensions, outermost first.
     pub fn dims(&self) -> &[Dim] {
         &self.dims
     }
 
+    /// The attributes: one Arrow value per key.
     pub fn attrs(&self) -> &[(String, ArrayRef)] {
         &self.attrs
     }
 
+    /// The number of dimensions (0 for a scalar).
     pub fn rank(&self) -> usize {
         self.dims.len()
     }

@@ -57,18 +57,22 @@ impl NdRecordBatch {
         })
     }
 
+    /// The named arrays, in the order given.
     pub fn arrays(&self) -> &[(String, NdArrowArray)] {
         &self.arrays
     }
 
+    /// The array called `name`.
     pub fn array(&self, name: &str) -> Option<&NdArrowArray> {
         self.arrays.iter().find(|(n, _)| n == name).map(|(_, a)| a)
     }
 
+    /// The grid every array broadcasts onto.
     pub fn grid(&self) -> &[Dim] {
         &self.grid
     }
 
+    /// The global attributes: one Arrow value per key.
     pub fn global_attrs(&self) -> &[(String, ArrayRef)] {
         &self.global_attrs
     }

@@ -3,14 +3,15 @@
 //! (`nd_arrow.array`, `nd_arrow.global_attributes`). nd-arrow-array is not on the registry,
 //! so ndfusion implements the format itself (see ../shared/notes/formats.md §2).
 
-pub mod array;
-pub mod arrow_encoding;
-pub mod batch;
+mod array;
+pub(crate) mod arrow_encoding;
+pub(crate) mod batch;
 
 pub use array::{Dim, NdArrowArray};
 pub use batch::NdRecordBatch;
 
-/// A violation of the nd-arrow rules, with the array and table row where known.
+/// A violation of the nd-arrow rules (dimensions, value counts, broadcasting, attributes), with
+/// the array and table row where known.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{context}{message}")]
 pub struct NdError {
@@ -19,7 +20,7 @@ pub struct NdError {
 }
 
 impl NdError {
-    pub fn new(message: String) -> Self {
+    pub(crate) fn new(message: String) -> Self {
         NdError {
             context: String::new(),
             message,
@@ -27,14 +28,8 @@ impl NdError {
     }
 
     /// Prefixes the array name: `array 'temp': ...`.
-    pub fn in_array(mut self, name: &str) -> Self {
+    pub(crate) fn in_array(mut self, name: &str) -> Self {
         self.context = format!("array '{name}': {}", self.context);
-        self
-    }
-
-    /// Prefixes the table row: `row 3: ...`.
-    pub fn at_row(mut self, row: usize) -> Self {
-        self.context = format!("row {row}: {}", self.context);
         self
     }
 }

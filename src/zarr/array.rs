@@ -1,44 +1,47 @@
-//! An opened Zarr array: its location, parsed metadata, and the zarrs handle that fetches and
-//! decodes its chunks.
-
-use std::path::PathBuf;
-use std::sync::Arc;
+//! An opened Zarr array: its location, parsed metadata, store, zarrs' view of it, and how its
+//! chunks are read.
 
 use zarrs::array::codec::bytes_to_bytes::zstd::ZstdCodec;
 use zarrs::array::codec::BytesCodec;
 use zarrs::array::{Array, CodecTraits};
-use zarrs::filesystem::FilesystemStore;
-use zarrs::storage::storage_adapter::sync_to_async::{
-    SyncToAsyncSpawnBlocking, SyncToAsyncStorageAdapter,
-};
-use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits, StoreKey};
+use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 
 use super::metadata::{parse_v3, ArrayMeta};
 use super::metadata_v2::parse_v2;
+use super::store::ZarrStore;
 use crate::error::{Error, Result};
+use crate::storage::StorageOptions;
+
+/// How the chunks of an array are read, chosen once from its codecs when it is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadStrategy {
+    /// The `bytes` codec alone: a stored chunk is its packed elements in C order, so its size
+    /// is known and any box of it is a set of byte runs. Read in part, in pieces locally.
+    Plain,
+    /// Every codec reads and decodes in part (sharding over uncompressed inner chunks,
+    /// transpose): a box is read through zarrs' partial decoder, which fetches only the inner
+    /// chunks and byte ranges it touches.
+    PartialDecoder,
+    /// `bytes` + `zstd`: the chunk is fetched whole, but decompressed only up to the last
+    /// selected element.
+    ZstdPrefix,
+    /// Anything else: the chunk is fetched whole and decoded by zarrs' codec chain.
+    CodecChain,
+}
 
 /// A Zarr array opened for reading as a table.
-pub struct ZarrArray {
+pub(crate) struct ZarrArray {
     /// The location as the user gave it, for messages.
     pub location: String,
     pub meta: ArrayMeta,
-    pub array: Array<dyn AsyncReadableStorageTraits>,
-    /// The same array over the same store, for reads made on the thread that decodes them
-    /// (reads in part): the bytes are then still in that core's cache when gathered.
-    pub blocking_array: Array<dyn ReadableStorageTraits>,
-    /// The store under `blocking_array` (zarrs' `Array` does not hand out its store): stored
-    /// sizes and byte runs of plain chunks.
-    pub blocking_store: Arc<dyn ReadableStorageTraits>,
-    /// Whether part of a chunk can be read for less than all of it: every codec reads and
-    /// decodes partially (uncompressed, or sharded), so only the bytes or inner chunks of the
-    /// wanted box are fetched and decoded.
-    pub partial_reads: bool,
-    /// Whether each chunk is stored as its packed elements in C order, uncompressed (the
-    /// `bytes` codec alone): its stored size is known, and its bytes are the decoded chunk.
-    pub plain_chunks: bool,
-    /// Whether each chunk is its packed elements in C order compressed by zstd alone: the
-    /// front of a chunk can then be decompressed without the rest.
-    pub zstd_chunks: bool,
+    pub store: ZarrStore,
+    /// zarrs' view of the array over `store`: chunk keys, the codec chain, async partial
+    /// decoders.
+    pub zarrs: Array<dyn AsyncReadableStorageTraits>,
+    /// The same over the blocking local store (local arrays only), for reads made on the
+    /// thread that decodes them: the bytes are then still in that core's cache when gathered.
+    pub blocking_zarrs: Option<Array<dyn ReadableStorageTraits>>,
+    pub strategy: ReadStrategy,
 }
 
 impl std::fmt::Debug for ZarrArray {
@@ -47,37 +50,22 @@ impl std::fmt::Debug for ZarrArray {
             .field("location", &self.location)
             .field("shape", &self.meta.shape)
             .field("chunk_shape", &self.meta.chunk_shape)
-            .field("partial_reads", &self.partial_reads)
-            .field("plain_chunks", &self.plain_chunks)
-            .field("zstd_chunks", &self.zstd_chunks)
+            .field("store", &self.store)
+            .field("strategy", &self.strategy)
             .finish()
     }
 }
 
 impl ZarrArray {
-    /// Opens the array at `location`: a local folder path or a `file://` URL naming the array
-    /// folder (the one holding `zarr.json` or `.zarray`).
-    pub async fn open(location: &str) -> Result<Self> {
-        let dir = local_dir(location)?;
-        let store = FilesystemStore::new(&dir).map_err(|e| Error::NotFound {
-            location: location.to_string(),
-            reason: e.to_string(),
-        })?;
-        let store = Arc::new(store);
-        let blocking_storage: Arc<dyn ReadableStorageTraits> = store.clone();
-        let storage: Arc<dyn AsyncReadableStorageTraits> =
-            Arc::new(SyncToAsyncStorageAdapter::new(store, TokioBlockingPool));
-
+    /// Opens the array at `location`: a local folder, a `file://` URL, or an object-store URL
+    /// naming the array (the prefix holding `zarr.json` or `.zarray`). Costs one read for v3
+    /// (`zarr.json`), two or three for v2 (`zarr.json` missing, `.zarray`, `.zattrs`).
+    pub(crate) async fn open(location: &str, storage: &StorageOptions) -> Result<Self> {
+        let store = ZarrStore::open(location, storage)?;
         let base = location.trim_end_matches('/');
         let get = |key: &'static str| {
-            let storage = Arc::clone(&storage);
-            async move {
-                let store_key = StoreKey::new(key).map_err(|e| Error::Internal(e.to_string()))?;
-                storage.get(&store_key).await.map_err(|e| Error::NotFound {
-                    location: format!("{base}/{key}"),
-                    reason: e.to_string(),
-                })
-            }
+            let store = &store;
+            async move { store.get(key).await.map_err(|e| read_error(base, key, e)) }
         };
         // The format is detected from the files present: zarr.json (v3) or .zarray (v2).
         let (meta_path, meta) = if let Some(text) = get("zarr.json").await? {
@@ -97,90 +85,76 @@ impl ZarrArray {
                         .into(),
             });
         };
-        let invalid = |reason: String| Error::InvalidMetadata {
-            path: meta_path.clone(),
-            reason,
-        };
-        let array =
-            Array::new_with_metadata(storage, "/", meta.zarrs_metadata.clone()).map_err(|e| {
-                let reason = e.to_string();
-                if reason.contains("codec") {
-                    Error::UnsupportedCodec {
-                        path: meta_path.clone(),
-                        reason,
+        let zarrs =
+            Array::new_with_metadata(store.zarrs_storage(), "/", meta.zarrs_metadata.clone())
+                .map_err(|e| {
+                    let reason = e.to_string();
+                    if reason.contains("codec") {
+                        Error::UnsupportedCodec {
+                            path: meta_path.clone(),
+                            reason,
+                        }
+                    } else {
+                        Error::InvalidMetadata {
+                            path: meta_path.clone(),
+                            reason,
+                        }
                     }
-                } else {
-                    invalid(reason)
-                }
-            })?;
-        let blocking_array =
-            Array::new_with_metadata(blocking_storage.clone(), "/", meta.zarrs_metadata.clone())
-                .map_err(|e| invalid(e.to_string()))?;
-        let codecs = array.codecs();
-        let capability = codecs.partial_decoder_capability();
-        let packed = codecs.array_to_array_codecs().is_empty()
-            && codecs.array_to_bytes_codec().as_any().is::<BytesCodec>();
-        let plain_chunks = packed && codecs.bytes_to_bytes_codecs().is_empty();
-        let zstd_chunks =
-            packed && matches!(codecs.bytes_to_bytes_codecs(), [c] if c.as_any().is::<ZstdCodec>());
+                })?;
+        let blocking_zarrs = match store.blocking() {
+            Some(fs) => Some(
+                Array::new_with_metadata(
+                    fs as std::sync::Arc<dyn ReadableStorageTraits>,
+                    "/",
+                    meta.zarrs_metadata.clone(),
+                )
+                .map_err(|e| Error::InvalidMetadata {
+                    path: meta_path.clone(),
+                    reason: e.to_string(),
+                })?,
+            ),
+            None => None,
+        };
+        let strategy = read_strategy(&zarrs);
         Ok(ZarrArray {
             location: location.to_string(),
             meta,
-            array,
-            blocking_array,
-            blocking_store: blocking_storage,
-            partial_reads: capability.partial_read && capability.partial_decode,
-            plain_chunks,
-            zstd_chunks,
+            store,
+            zarrs,
+            blocking_zarrs,
+            strategy,
         })
     }
-}
 
-/// Runs the filesystem store's reads on tokio's blocking pool. zarrs' filesystem store reads
-/// into uninitialised buffers at an offset; object_store's `LocalFileSystem` zeroes each
-/// buffer before reading into it, which cost 15% of an uncompressed scan (BENCHMARKS.md).
-struct TokioBlockingPool;
-
-impl SyncToAsyncSpawnBlocking for TokioBlockingPool {
-    async fn spawn_blocking<F, R>(&self, f: F) -> R
-    where
-        F: FnOnce() -> R + Send + 'static,
-        R: Send + 'static,
-    {
-        tokio::task::spawn_blocking(f)
-            .await
-            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+    /// The store key of a chunk (`c/0/1`, `0.1`).
+    pub(crate) fn chunk_key(&self, indices: &[u64]) -> String {
+        self.zarrs.chunk_key(indices).to_string()
     }
 }
 
-/// Resolves a LOCATION to a local folder; object-store URLs are not supported yet.
-fn local_dir(location: &str) -> Result<PathBuf> {
-    let path = if let Some(rest) = location.strip_prefix("file://") {
-        let url = url::Url::parse(location).map_err(|e| Error::InvalidOption {
-            option: "LOCATION".into(),
-            reason: format!("'{location}' is not a valid file:// URL: {e}"),
-        })?;
-        url.to_file_path().map_err(|_| Error::InvalidOption {
-            option: "LOCATION".into(),
-            reason: format!("'{location}' does not name a local path ({rest})"),
-        })?
-    } else if location.contains("://") {
-        return Err(Error::InvalidOption {
-            option: "LOCATION".into(),
-            reason: format!("'{location}': only local paths and file:// URLs are supported"),
-        });
-    } else {
-        PathBuf::from(location)
-    };
-    match std::fs::metadata(&path) {
-        Ok(m) if m.is_dir() => Ok(path),
-        Ok(_) => Err(Error::NotFound {
-            location: location.to_string(),
-            reason: "not a folder: LOCATION must name a Zarr array folder".into(),
-        }),
-        Err(e) => Err(Error::NotFound {
-            location: location.to_string(),
-            reason: e.to_string(),
-        }),
+/// The metadata read of `key` failed for another reason than absence.
+fn read_error(base: &str, key: &str, source: crate::error::BoxError) -> Error {
+    match source.downcast::<object_store::Error>() {
+        Ok(e) => Error::ObjectStore {
+            location: format!("{base}/{key}"),
+            source: *e,
+        },
+        Err(other) => Error::NotFound {
+            location: format!("{base}/{key}"),
+            reason: other.to_string(),
+        },
+    }
+}
+
+fn read_strategy(array: &Array<dyn AsyncReadableStorageTraits>) -> ReadStrategy {
+    let codecs = array.codecs();
+    let capability = codecs.partial_decoder_capability();
+    let packed = codecs.array_to_array_codecs().is_empty()
+        && codecs.array_to_bytes_codec().as_any().is::<BytesCodec>();
+    match codecs.bytes_to_bytes_codecs() {
+        [] if packed => ReadStrategy::Plain,
+        [c] if packed && c.as_any().is::<ZstdCodec>() => ReadStrategy::ZstdPrefix,
+        _ if capability.partial_read && capability.partial_decode => ReadStrategy::PartialDecoder,
+        _ => ReadStrategy::CodecChain,
     }
 }

@@ -1,137 +1,219 @@
-//! Reading one chunk into a RecordBatch: fetch its encoded bytes asynchronously, then run the
-//! codec chain and the field decoders on a blocking thread so the async workers stay free.
+//! Reading one chunk into record batches, by the array's [`ReadStrategy`] and store: bytes are
+//! fetched asynchronously (or read on the decoding thread, for local pieces), then the codec
+//! chain and the field decoders run on a blocking thread so the async workers stay free.
 
 use std::borrow::Cow;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
-use arrow::compute::prep_null_mask_filter;
+use arrow::array::{RecordBatch, RecordBatchOptions};
 use arrow::datatypes::SchemaRef;
-use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
 use zarrs::array::{ArraySubset, ArrayToBytesCodecTraits, CodecOptions};
 use zarrs::storage::byte_range::ByteRange;
-use zarrs::storage::Bytes;
+use zarrs::storage::{Bytes, ReadableStorageTraits};
 
-use super::array::ZarrArray;
-use super::decode::{check_bounds, decode_field, Gather};
-use super::element::{field_offsets, ElementType};
+use super::array::{ReadStrategy, ZarrArray};
+use super::chunk_columns::ChunkColumns;
+use super::chunk_read::ChunkRead;
+use super::decode::{check_bounds, Gather};
+use super::metrics::ChunkMetrics;
 use super::row_filter::RowFilter;
 use super::schema::ColumnSource;
-use super::selection::ChunkRead;
 use super::zstd_prefix::decode_prefix;
-use crate::error::{Error, Result};
-
-/// Per-partition counters shown by EXPLAIN ANALYZE.
-#[derive(Debug, Clone)]
-pub struct ChunkMetrics {
-    pub chunks_fetched: Count,
-    pub chunks_missing: Count,
-    pub chunks_skipped: Count,
-    /// Chunks of which only the box holding the selected rows was fetched and decoded.
-    pub chunks_read_in_part: Count,
-    /// Chunks fetched whole but decompressed only up to their last selected row (zstd).
-    pub chunks_decoded_in_part: Count,
-    /// Encoded bytes of whole chunks, decoded bytes of chunks read in part.
-    pub bytes_read: Count,
-    pub decode_time: Time,
-}
-
-impl ChunkMetrics {
-    pub fn new(metrics: &ExecutionPlanMetricsSet, partition: usize) -> Self {
-        ChunkMetrics {
-            chunks_fetched: MetricBuilder::new(metrics).counter("chunks_fetched", partition),
-            chunks_missing: MetricBuilder::new(metrics).counter("chunks_missing", partition),
-            chunks_skipped: MetricBuilder::new(metrics).counter("chunks_skipped", partition),
-            chunks_decoded_in_part: MetricBuilder::new(metrics)
-                .counter("chunks_decoded_in_part", partition),
-            chunks_read_in_part: MetricBuilder::new(metrics)
-                .counter("chunks_read_in_part", partition),
-            bytes_read: MetricBuilder::new(metrics).counter("bytes_read", partition),
-            decode_time: MetricBuilder::new(metrics).subset_time("decode_time", partition),
-        }
-    }
-}
+use crate::error::{BoxError, Error, Result};
 
 /// What to produce from each chunk: the projected columns and their schema.
 #[derive(Debug)]
-pub struct ChunkReader {
+pub(crate) struct ChunkReader {
     pub array: Arc<ZarrArray>,
     pub columns: Vec<ColumnSource>,
     pub schema: SchemaRef,
     /// Evaluated per chunk before the other columns are decoded.
     pub filter: Option<Arc<RowFilter>>,
-    /// How much of a plain chunk to read at a time ([`PIECE_BYTES`]).
-    pub piece_bytes: u64,
+    /// How much of a plain local chunk to read at a time.
+    pub piece_bytes: usize,
 }
 
-/// Bytes of a plain chunk read and gathered at a time: small enough that the kernel's copy is
-/// still in the core's cache when the fields are gathered from it (BENCHMARKS.md).
-pub const PIECE_BYTES: u64 = 1 << 20;
-
 impl ChunkReader {
-    /// Fetches and decodes one chunk's selected rows, as one batch or (read in pieces) several.
-    /// A chunk absent from the store reads as the fill value.
-    pub async fn read(
+    /// Whether element bytes are needed at all: not when only dimension columns (or none, for
+    /// `count(*)`) are wanted, by the output and by the row filter.
+    fn needs_values(&self) -> bool {
+        let filter_columns = self.filter.iter().flat_map(|f| f.columns.iter());
+        self.columns
+            .iter()
+            .chain(filter_columns)
+            .any(|c| !matches!(c, ColumnSource::Dimension(_)))
+    }
+
+    /// Reads one chunk's selected rows, as one batch or (read in pieces) several. A chunk
+    /// absent from the store reads as the fill value.
+    pub(crate) async fn read(
         self: Arc<Self>,
         read: ChunkRead,
         metrics: ChunkMetrics,
     ) -> Result<Vec<RecordBatch>> {
-        // Nothing to decode when only dimension columns (or none, for count(*)) are wanted,
-        // by the output and by the row filter.
-        let filter_columns = self.filter.iter().flat_map(|f| f.columns.iter());
-        let needs_values = self
-            .columns
-            .iter()
-            .chain(filter_columns)
-            .any(|c| !matches!(c, ColumnSource::Dimension(_)));
-        if needs_values && self.array.partial_reads {
-            let part = read.bounding_box();
-            if part.is_some() || self.array.plain_chunks {
-                let (start, shape) =
-                    part.unwrap_or_else(|| (vec![0; read.shape.len()], read.shape.clone()));
+        if !self.needs_values() {
+            return on_blocking_thread(move || {
+                Ok(vec![self.batch(
+                    &read,
+                    &[],
+                    Gather::Positions(vec![]),
+                    false,
+                )?])
+            })
+            .await;
+        }
+        let remote = self.array.store.is_remote();
+        // The box of the chunk holding every selected element (`None`: the whole chunk).
+        let part = read.bounding_box();
+        match self.array.strategy {
+            ReadStrategy::Plain if read.shape.is_empty() => {}
+            ReadStrategy::Plain if remote => return self.read_plain_remote(read, metrics).await,
+            ReadStrategy::Plain => {
+                let (start, shape) = part.unwrap_or_else(|| whole(&read));
                 return on_blocking_thread(move || {
                     let _timer = metrics.decode_time.timer();
-                    self.read_in_pieces(&read, &start, &shape, &metrics)
+                    self.read_local_in_pieces(&read, &start, &shape, &metrics)
                 })
                 .await;
             }
-        }
-        let encoded = if needs_values {
-            let encoded = self
-                .array
-                .array
-                .async_retrieve_encoded_chunk(&read.indices)
-                .await
-                .map_err(|e| self.chunk_error(&read, e.to_string()))?;
-            match &encoded {
-                Some(bytes) => {
-                    metrics.chunks_fetched.add(1);
-                    metrics.bytes_read.add(bytes.len());
+            ReadStrategy::PartialDecoder if part.is_some() => {
+                let (start, shape) = part.unwrap_or_else(|| whole(&read));
+                if remote {
+                    return self.read_through_decoder(read, start, shape, metrics).await;
                 }
-                None => metrics.chunks_missing.add(1),
+                return on_blocking_thread(move || {
+                    let _timer = metrics.decode_time.timer();
+                    self.read_local_in_pieces(&read, &start, &shape, &metrics)
+                })
+                .await;
             }
-            encoded
-        } else {
-            None
-        };
+            _ => {}
+        }
+        let key = self.array.chunk_key(&read.indices);
+        let encoded = self
+            .array
+            .store
+            .get(&key)
+            .await
+            .map_err(|e| self.chunk_error(&read, e))?;
+        metrics.requests.add(1);
+        match &encoded {
+            Some(bytes) => {
+                metrics.chunks_fetched.add(1);
+                metrics.bytes_read.add(bytes.len());
+            }
+            None => metrics.chunks_missing.add(1),
+        }
         on_blocking_thread(move || {
             let _timer = metrics.decode_time.timer();
-            Ok(vec![self.decode(&read, encoded, needs_values, &metrics)?])
+            Ok(vec![self.decode(&read, encoded, &metrics)?])
         })
         .await
     }
 
-    /// Reads the box of the chunk at `start` of `shape` (the whole chunk, or the part holding
-    /// the selected rows) on this thread: for uncompressed chunks only the box's byte ranges
-    /// are read, for sharded ones only the inner chunks it touches.
+    /// A plain chunk in an object store: one ranged request for the rows of the first
+    /// dimension that hold the selection (with every trailing dimension whole, a contiguous
+    /// run of the stored bytes), which also reports the stored size, checked against the
+    /// chunk's decoded size.
+    async fn read_plain_remote(
+        self: Arc<Self>,
+        read: ChunkRead,
+        metrics: ChunkMetrics,
+    ) -> Result<Vec<RecordBatch>> {
+        let (start, shape) = read.bounding_box().unwrap_or_else(|| whole(&read));
+        let slice_bytes = self.decoded_len(&read.shape[1..])?;
+        let first = start[0];
+        let rows = shape[0];
+        let mut run_start = vec![0; read.shape.len()];
+        run_start[0] = first;
+        let mut run_shape = read.shape.clone();
+        run_shape[0] = rows;
+        let range = first * slice_bytes..(first + rows) * slice_bytes;
+        let key = self.array.chunk_key(&read.indices);
+        let fetched = self
+            .array
+            .store
+            .get_range(&key, range)
+            .await
+            .map_err(|e| self.chunk_error(&read, e))?;
+        metrics.requests.add(1);
+        let Some((bytes, stored)) = fetched else {
+            metrics.chunks_missing.add(1);
+            return on_blocking_thread(move || Ok(vec![self.decode(&read, None, &metrics)?])).await;
+        };
+        let expected = self.decoded_len(&read.shape)?;
+        if stored != expected {
+            return Err(self.chunk_error(
+                &read,
+                format!("uncompressed chunk holds {stored} bytes, expected {expected}").into(),
+            ));
+        }
+        if run_shape == read.shape {
+            metrics.chunks_fetched.add(1);
+        } else {
+            metrics.chunks_read_in_part.add(1);
+        }
+        metrics.bytes_read.add(bytes.len());
+        on_blocking_thread(move || {
+            let _timer = metrics.decode_time.timer();
+            let run = read.within(&run_start, &run_shape);
+            let gather = run.gather(self.array.meta.element.size());
+            Ok(vec![self.batch(&run, &bytes, gather, true)?])
+        })
+        .await
+    }
+
+    /// A chunk in an object store read in part through zarrs' async partial decoder (sharded
+    /// arrays: the shard index, then only the inner chunks the box touches). The inner chunks
+    /// are uncompressed (or the strategy would not be chosen), so decoding is a copy.
+    async fn read_through_decoder(
+        self: Arc<Self>,
+        read: ChunkRead,
+        start: Vec<u64>,
+        shape: Vec<u64>,
+        metrics: ChunkMetrics,
+    ) -> Result<Vec<RecordBatch>> {
+        let error = |e: &dyn std::fmt::Display| self.chunk_error(&read, e.to_string().into());
+        let decoder = self
+            .array
+            .zarrs
+            .async_partial_decoder(&read.indices)
+            .await
+            .map_err(|e| error(&e))?;
+        let ranges: Vec<_> = start.iter().zip(&shape).map(|(&s, &n)| s..s + n).collect();
+        let decoded = decoder
+            .partial_decode(
+                &ArraySubset::new_with_ranges(&ranges),
+                &CodecOptions::default(),
+            )
+            .await
+            .map_err(|e| error(&e))?
+            .into_fixed()
+            .map_err(|e| error(&e))?
+            .into_owned();
+        metrics.requests.add(1);
+        metrics.chunks_read_in_part.add(1);
+        metrics.bytes_read.add(decoded.len());
+        on_blocking_thread(move || {
+            let _timer = metrics.decode_time.timer();
+            let part = read.within(&start, &shape);
+            let gather = part.gather(self.array.meta.element.size());
+            Ok(vec![self.batch(&part, &decoded, gather, true)?])
+        })
+        .await
+    }
+
+    /// Reads the box of a local chunk at `start` of `shape` (the whole chunk, or the part
+    /// holding the selected rows) on this thread: for uncompressed chunks only the box's byte
+    /// ranges are read, for sharded ones only the inner chunks it touches.
     ///
     /// Plain chunks are read in pieces of about `piece_bytes`, each gathered while the read
     /// has left it in this core's cache; a piece spanning whole trailing dimensions is one run
     /// of the chunk's bytes, read straight into the buffer the fields are gathered from. Their
     /// stored size is checked first, so a truncated chunk is an error even where its missing
     /// bytes lie outside the box.
-    fn read_in_pieces(
+    fn read_local_in_pieces(
         &self,
         read: &ChunkRead,
         start: &[u64],
@@ -139,21 +221,20 @@ impl ChunkReader {
         metrics: &ChunkMetrics,
     ) -> Result<Vec<RecordBatch>> {
         let element_size = self.array.meta.element.size();
-        let array = &self.array.blocking_array;
+        let (Some(array), Some(store)) = (&self.array.blocking_zarrs, self.array.store.blocking())
+        else {
+            return Err(Error::Internal("local read of a remote array".into()));
+        };
         let key = array.chunk_key(&read.indices);
-        let error = |e: &dyn std::fmt::Display| self.chunk_error(read, e.to_string());
-        let plain = self.array.plain_chunks;
+        let error = |e: &dyn std::fmt::Display| self.chunk_error(read, e.to_string().into());
+        let plain = self.array.strategy == ReadStrategy::Plain;
         if plain {
-            let expected = self.decoded_len(&read.shape);
-            match self
-                .array
-                .blocking_store
-                .size_key(&key)
-                .map_err(|e| error(&e))?
-            {
+            let expected = self.decoded_len(&read.shape)?;
+            metrics.requests.add(1);
+            match store.size_key(&key).map_err(|e| error(&e))? {
                 None => {
                     metrics.chunks_missing.add(1);
-                    return Ok(vec![self.decode(read, None, true, metrics)?]);
+                    return Ok(vec![self.decode(read, None, metrics)?]);
                 }
                 Some(n) if n != expected => {
                     return Err(error(&format!(
@@ -169,7 +250,7 @@ impl ChunkReader {
             metrics.chunks_read_in_part.add(1);
         }
         let max_elements = if plain {
-            (self.piece_bytes / element_size.max(1) as u64).max(1)
+            (self.piece_bytes / element_size.max(1)).max(1) as u64
         } else {
             u64::MAX
         };
@@ -183,7 +264,7 @@ impl ChunkReader {
                     .map_err(|e| error(&e))?,
             )
         };
-        let slice_bytes = read.shape.iter().skip(1).product::<u64>() * element_size as u64;
+        let slice_bytes = self.decoded_len(read.shape.get(1..).unwrap_or(&[]))?;
         let options = CodecOptions::default();
         read.pieces(start, shape, max_elements)
             .into_iter()
@@ -195,11 +276,10 @@ impl ChunkReader {
                 let bytes: &[u8] = match &decoder {
                     None => {
                         let offset = piece_start.first().map_or(0, |&i| i * slice_bytes);
-                        let length = self.decoded_len(&piece.shape);
+                        let length = self.decoded_len(&piece.shape)?;
                         let range = ByteRange::FromStart(offset, Some(length));
-                        fetched = self
-                            .array
-                            .blocking_store
+                        metrics.requests.add(1);
+                        fetched = store
                             .get_partial(&key, range)
                             .map_err(|e| error(&e))?
                             .ok_or_else(|| error(&"chunk removed while it was read"))?;
@@ -225,19 +305,25 @@ impl ChunkReader {
     }
 
     /// Bytes of `shape`'s elements, decoded (and stored, for plain chunks).
-    fn decoded_len(&self, shape: &[u64]) -> u64 {
-        shape.iter().product::<u64>() * self.array.meta.element.size() as u64
+    fn decoded_len(&self, shape: &[u64]) -> Result<u64> {
+        let element_size = self.array.meta.element.size() as u64;
+        shape
+            .iter()
+            .try_fold(element_size, |n, &d| n.checked_mul(d))
+            .ok_or_else(|| {
+                Error::Internal(format!("chunk of shape {shape:?} overflows 64-bit sizes"))
+            })
     }
 
     /// The front of a zstd chunk up to its last selected element, when the selection ends
     /// before the chunk does; `None` when the whole chunk must be decompressed.
     fn decode_front(&self, read: &ChunkRead, encoded: &[u8]) -> Result<Option<Vec<u8>>> {
-        if !self.array.zstd_chunks {
+        if self.array.strategy != ReadStrategy::ZstdPrefix {
             return Ok(None);
         }
         let end = read.end_element() as usize * self.array.meta.element.size();
-        decode_prefix(encoded, end, self.decoded_len(&read.shape) as usize)
-            .map_err(|e| self.chunk_error(read, e))
+        decode_prefix(encoded, end, self.decoded_len(&read.shape)? as usize)
+            .map_err(|e| self.chunk_error(read, e.into()))
     }
 
     /// The whole chunk through zarrs' codec chain.
@@ -247,7 +333,7 @@ impl ChunkReader {
             .iter()
             .map(|&n| NonZeroU64::new(n).ok_or_else(|| Error::Internal("empty chunk shape".into())))
             .collect::<Result<Vec<_>>>()?;
-        let array = &self.array.array;
+        let array = &self.array.zarrs;
         array
             .codecs()
             .decode(
@@ -257,16 +343,16 @@ impl ChunkReader {
                 array.fill_value(),
                 &CodecOptions::default(),
             )
-            .map_err(|e| self.chunk_error(read, e.to_string()))?
+            .map_err(|e| self.chunk_error(read, Box::new(e)))?
             .into_fixed()
-            .map_err(|e| self.chunk_error(read, e.to_string()))
+            .map_err(|e| self.chunk_error(read, Box::new(e)))
     }
 
-    fn chunk_error(&self, read: &ChunkRead, reason: String) -> Error {
+    pub(crate) fn chunk_error(&self, read: &ChunkRead, source: BoxError) -> Error {
         Error::Chunk {
             path: self.array.location.clone(),
-            key: self.array.array.chunk_key(&read.indices).to_string(),
-            reason,
+            key: self.array.chunk_key(&read.indices),
+            source,
         }
     }
 
@@ -275,7 +361,6 @@ impl ChunkReader {
         &self,
         read: &ChunkRead,
         encoded: Option<Bytes>,
-        needs_values: bool,
         metrics: &ChunkMetrics,
     ) -> Result<RecordBatch> {
         let meta = &self.array.meta;
@@ -301,7 +386,7 @@ impl ChunkReader {
                 },
             ),
         };
-        self.batch(read, &bytes, gather, needs_values)
+        self.batch(read, &bytes, gather, true)
     }
 
     /// The projected columns of `read`'s rows, found in `bytes` at `gather`.
@@ -314,17 +399,10 @@ impl ChunkReader {
     ) -> Result<RecordBatch> {
         let element_size = self.array.meta.element.size();
         if needs_values {
-            check_bounds(bytes, &gather, element_size).map_err(|e| self.chunk_error(read, e))?;
+            check_bounds(bytes, &gather, element_size)
+                .map_err(|e| self.chunk_error(read, e.into()))?;
         }
-        let mut columns = ChunkColumns {
-            reader: self,
-            read,
-            bytes,
-            gather,
-            rows: read.rows,
-            dims: None,
-            decoded: Vec::new(),
-        };
+        let mut columns = ChunkColumns::new(self, read, bytes, gather);
         if let Some(filter) = &self.filter {
             columns.apply(filter)?;
         }
@@ -333,14 +411,15 @@ impl ChunkReader {
             .iter()
             .map(|source| columns.get(*source))
             .collect::<Result<Vec<_>>>()?;
-        let rows = columns.rows;
-        let options = RecordBatchOptions::new().with_row_count(Some(rows));
-        Ok(RecordBatch::try_new_with_options(
-            Arc::clone(&self.schema),
-            arrays,
-            &options,
-        )?)
+        let options = RecordBatchOptions::new().with_row_count(Some(columns.rows()));
+        RecordBatch::try_new_with_options(Arc::clone(&self.schema), arrays, &options)
+            .map_err(|e| Error::arrow("assembling a chunk's batch", e))
     }
+}
+
+/// The box of a whole chunk, as (start, shape).
+fn whole(read: &ChunkRead) -> (Vec<u64>, Vec<u64>) {
+    (vec![0; read.shape.len()], read.shape.clone())
 }
 
 /// Runs `f` on tokio's blocking pool: codecs and field decoding stay off the async workers.
@@ -352,134 +431,24 @@ async fn on_blocking_thread<T: Send + 'static>(
         .map_err(|e| Error::Internal(format!("chunk decoding task failed: {e}")))?
 }
 
-/// The columns of one chunk's selected rows, decoded on demand and kept for reuse.
-struct ChunkColumns<'a> {
-    reader: &'a ChunkReader,
-    read: &'a ChunkRead,
-    bytes: &'a [u8],
-    gather: Gather,
-    rows: usize,
-    /// Dimension index columns, computed once when first needed.
-    dims: Option<Vec<ArrayRef>>,
-    /// Columns already decoded (for the row filter), reused when also projected.
-    decoded: Vec<(ColumnSource, ArrayRef)>,
-}
-
-impl ChunkColumns<'_> {
-    fn get(&mut self, source: ColumnSource) -> Result<ArrayRef> {
-        if let Some((_, array)) = self.decoded.iter().find(|(s, _)| *s == source) {
-            return Ok(Arc::clone(array));
-        }
-        let meta = &self.reader.array.meta;
-        let error = |e| self.reader.chunk_error(self.read, e);
-        match source {
-            ColumnSource::Dimension(d) => {
-                let dims = self
-                    .dims
-                    .get_or_insert_with(|| self.read.dimension_columns());
-                Ok(Arc::clone(&dims[d]))
-            }
-            ColumnSource::Field(i) => {
-                let ElementType::Struct(fields) = &meta.element else {
-                    return Err(Error::Internal("field column of a non-struct array".into()));
-                };
-                let offset = field_offsets(fields)[i];
-                decode_field(
-                    &fields[i].ty,
-                    self.bytes,
-                    &self.gather,
-                    offset,
-                    &fields[i].name,
-                )
-                .map_err(error)
-            }
-            ColumnSource::Element => {
-                decode_field(&meta.element, self.bytes, &self.gather, 0, "value").map_err(error)
-            }
-        }
-    }
-
-    /// Decodes the filter's columns, evaluates it, and narrows the rows to the matches.
-    fn apply(&mut self, filter: &RowFilter) -> Result<()> {
-        // Dimension columns are computed for all rows, so they must exist before the rows
-        // are narrowed.
-        let wants_dims = self
-            .reader
-            .columns
-            .iter()
-            .any(|c| matches!(c, ColumnSource::Dimension(_)));
-        if wants_dims && self.dims.is_none() {
-            self.dims = Some(self.read.dimension_columns());
-        }
-        let inputs = filter
-            .columns
-            .iter()
-            .map(|source| self.get(*source))
-            .collect::<Result<Vec<_>>>()?;
-        let options = RecordBatchOptions::new().with_row_count(Some(self.rows));
-        let batch = RecordBatch::try_new_with_options(
-            Arc::clone(&filter.schema),
-            inputs.clone(),
-            &options,
-        )?;
-        let mask = filter
-            .predicate
-            .evaluate(&batch)
-            .and_then(|v| v.into_array(self.rows))
-            .map_err(|e| Error::Internal(format!("row filter {}: {e}", filter.display)))?;
-        let mask = mask.as_boolean_opt().ok_or_else(|| {
-            Error::Internal(format!("row filter {} is not boolean", filter.display))
-        })?;
-        // NULL keeps no row.
-        let mask = if mask.null_count() > 0 {
-            prep_null_mask_filter(mask)
-        } else {
-            mask.clone()
-        };
-        // Filter columns the output also wants are kept, narrowed to the matches; the byte
-        // positions of the matches are only needed to decode the other projected fields.
-        let projected = |c: &ColumnSource| {
-            !matches!(c, ColumnSource::Dimension(_)) && self.reader.columns.contains(c)
-        };
-        let decodes_more = self
-            .reader
-            .columns
-            .iter()
-            .any(|c| projected(c) && !filter.columns.contains(c));
-        if decodes_more {
-            self.gather = self.gather.filter(&mask);
-        } else {
-            self.gather = Gather::Positions(Vec::new());
-        }
-        self.rows = mask.true_count();
-        if let Some(dims) = &mut self.dims {
-            for d in dims.iter_mut() {
-                *d = arrow::compute::filter(d, &mask)?;
-            }
-        }
-        self.decoded = filter
-            .columns
-            .iter()
-            .zip(inputs)
-            .filter(|(source, _)| projected(source))
-            .map(|(source, array)| Ok((*source, arrow::compute::filter(&array, &mask)?)))
-            .collect::<Result<_>>()?;
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use arrow::compute::concat_batches;
     use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 
     use super::*;
+    use crate::storage::StorageOptions;
+    use crate::zarr::chunk_plan::plan_chunk_reads;
     use crate::zarr::schema::table_columns;
-    use crate::zarr::selection::{plan_chunk_reads, Selection};
+    use crate::zarr::selection::Selection;
 
-    async fn read_all(location: &str, piece_bytes: u64) -> RecordBatch {
-        let array = Arc::new(ZarrArray::open(location).await.unwrap());
-        assert!(array.partial_reads && array.plain_chunks, "{location}");
+    async fn read_all(location: &str, piece_bytes: usize) -> RecordBatch {
+        let array = Arc::new(
+            ZarrArray::open(location, &StorageOptions::new())
+                .await
+                .unwrap(),
+        );
+        assert_eq!(array.strategy, ReadStrategy::Plain, "{location}");
         let (schema, columns) = table_columns(&array.meta).unwrap();
         let reads = plan_chunk_reads(
             &array.meta.shape,
@@ -518,22 +487,26 @@ mod tests {
             ("zarr_v3/all_types.zarr", 6),
         ] {
             let location = format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"));
-            let whole = read_all(&location, u64::MAX).await;
+            let whole = read_all(&location, usize::MAX).await;
             let pieces = read_all(&location, 1).await;
             assert_eq!(whole.num_rows(), rows, "{name}");
             assert_eq!(whole, pieces, "{name}");
         }
-        // Compressed and sharded chunks are not plain: their stored size says nothing.
-        for name in [
-            "codec_sharded.zarr",
-            "codec_transpose.zarr",
-            "struct_1d.zarr",
+    }
+
+    #[tokio::test]
+    async fn the_read_strategy_follows_the_codecs() {
+        for (name, strategy) in [
+            ("codec_uncompressed.zarr", ReadStrategy::Plain),
+            ("codec_sharded.zarr", ReadStrategy::PartialDecoder),
+            ("codec_transpose.zarr", ReadStrategy::CodecChain),
+            ("struct_1d.zarr", ReadStrategy::ZstdPrefix),
         ] {
             let location = format!("{}/tests/data/zarr_v3/{name}", env!("CARGO_MANIFEST_DIR"));
-            assert!(
-                !ZarrArray::open(&location).await.unwrap().plain_chunks,
-                "{name}"
-            );
+            let array = ZarrArray::open(&location, &StorageOptions::new())
+                .await
+                .unwrap();
+            assert_eq!(array.strategy, strategy, "{name}");
         }
     }
 }

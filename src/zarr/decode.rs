@@ -42,10 +42,6 @@ impl Gather {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The largest start position, if any element is selected.
     fn max_position(&self) -> Option<usize> {
         match self {
@@ -56,14 +52,6 @@ impl Gather {
                 count,
             } => Some(start + stride * (count - 1)),
             Gather::Positions(p) => p.iter().copied().max(),
-        }
-    }
-
-    /// Keeps the first `n` elements.
-    pub fn truncate(&mut self, n: usize) {
-        match self {
-            Gather::Strided { count, .. } => *count = (*count).min(n),
-            Gather::Positions(p) => p.truncate(n),
         }
     }
 

@@ -8,10 +8,15 @@ use datafusion::common::Result;
 use datafusion::datasource::TableProvider;
 use datafusion::logical_expr::CreateExternalTable;
 
+use super::options::ZarrOptions;
 use super::table::ZarrTable;
 use crate::scan_util::check_external_table;
 
-/// Creates a [`ZarrTable`] from `CREATE EXTERNAL TABLE`; register it under the name `ZARR`.
+/// Creates a [`ZarrTable`] from `CREATE EXTERNAL TABLE ... STORED AS ZARR LOCATION '...'
+/// [OPTIONS (...)]` (see [`ZarrOptions`] for the options). [`register_table_factories`]
+/// registers it under the name `ZARR`.
+///
+/// [`register_table_factories`]: crate::register_table_factories
 #[derive(Debug, Default)]
 pub struct ZarrTableFactory;
 
@@ -23,6 +28,9 @@ impl TableProviderFactory for ZarrTableFactory {
         cmd: &CreateExternalTable,
     ) -> Result<Arc<dyn TableProvider>> {
         check_external_table(cmd, "ZARR")?;
-        Ok(Arc::new(ZarrTable::open(&cmd.location).await?))
+        let options = ZarrOptions::from_sql(&cmd.options)?;
+        Ok(Arc::new(
+            ZarrTable::open_with(&cmd.location, options).await?,
+        ))
     }
 }

@@ -17,21 +17,9 @@ use crate::error::Error;
 /// The name of the single value column of an array whose elements are not structs.
 pub const VALUE_COLUMN: &str = "value";
 
-/// Which metadata flavour an array was written with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ZarrFormat {
-    /// Zarr v3 with the `struct` data type, or a plain (non-struct) v3 data type.
-    V3,
-    /// Zarr v3 with the legacy `structured` data type name (zarr-python 3.1.x).
-    V3Structured,
-    /// Zarr v2 (`.zarray`), NumPy dtypes.
-    V2,
-}
-
 /// Everything ndfusion needs to read an array as a table.
 #[derive(Debug, Clone)]
 pub struct ArrayMeta {
-    pub format: ZarrFormat,
     pub shape: Vec<u64>,
     /// Shape of the (outer) chunks that are stored as single objects.
     pub chunk_shape: Vec<u64>,
@@ -154,11 +142,6 @@ fn parse_v3_doc(doc: Value) -> Result<ArrayMeta, MetaError> {
     let v3: ArrayMetadataV3 = serde_json::from_value(zarrs_doc)
         .map_err(|e| format!("metadata not accepted by zarrs: {e}"))?;
     Ok(ArrayMeta {
-        format: if legacy {
-            ZarrFormat::V3Structured
-        } else {
-            ZarrFormat::V3
-        },
         shape,
         chunk_shape,
         dimension_names,

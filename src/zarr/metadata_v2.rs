@@ -12,7 +12,7 @@ use zarrs::array::{ArrayMetadata, ArrayMetadataV2};
 use super::data_type_v3::numpy_time_scale;
 use super::element::{ByteOrder, ElementType, ScalarKind, StructField};
 use super::fill_value::encode_fill_value;
-use super::metadata::{default_dimension_names, ArrayMeta, ZarrFormat};
+use super::metadata::{default_dimension_names, ArrayMeta};
 use crate::error::Error;
 
 /// Parses `.zarray` (and `.zattrs` when present); `path` names `.zarray` in errors.
@@ -75,7 +75,6 @@ pub fn parse_v2(path: &str, zarray: &[u8], zattrs: Option<&[u8]>) -> Result<Arra
     let v2: ArrayMetadataV2 = serde_json::from_value(zarrs_doc)
         .map_err(|e| invalid(format!("metadata not accepted by zarrs: {e}")))?;
     Ok(ArrayMeta {
-        format: ZarrFormat::V2,
         shape,
         chunk_shape,
         dimension_names: default_dimension_names(names),

@@ -1,29 +1,35 @@
 //! Zarr arrays as tables.
 //!
-//! The flow of a query (see ARCHITECTURE.md): [`table::ZarrTable`] opens an array
-//! ([`array`], [`metadata`], [`data_type_v3`], [`fill_value`]) and plans a
-//! [`scan::ZarrScanExec`] over the chunks a [`selection::Selection`] touches; each partition
-//! reads its chunks with [`chunk_reader::ChunkReader`], which decodes element bytes into Arrow
-//! columns with [`decode`] (zstd chunks whose selection ends early through
-//! [`zstd_prefix`]).
+//! The flow of a query (see ARCHITECTURE.md): [`ZarrTable`] opens an array (`array.rs`: store,
+//! metadata, read strategy) and plans a `ZarrScanExec` (`scan.rs`) over the chunks a
+//! `Selection` touches (`pruning.rs`, `selection.rs`, `chunk_plan.rs`); each partition reads
+//! its chunks with `ChunkReader` (`chunk_reader.rs`), which decodes element bytes into Arrow
+//! columns (`chunk_columns.rs`, `decode.rs`).
 
-pub mod array;
-pub mod chunk_reader;
-pub mod data_type_v3;
-pub mod decode;
-pub mod element;
-pub mod factory;
-pub mod fill_value;
-pub mod index_set;
-pub mod metadata;
-pub mod metadata_v2;
-pub mod pruning;
-pub mod row_filter;
-pub mod scan;
-pub mod schema;
-pub mod selection;
-pub mod table;
-pub mod zstd_prefix;
+mod array;
+mod chunk_columns;
+mod chunk_plan;
+mod chunk_read;
+mod chunk_reader;
+mod data_type_v3;
+mod decode;
+mod element;
+mod factory;
+mod fill_value;
+mod index_set;
+mod metadata;
+mod metadata_v2;
+mod metrics;
+mod options;
+mod pruning;
+mod row_filter;
+mod scan;
+mod schema;
+mod selection;
+mod store;
+mod table;
+mod zstd_prefix;
 
 pub use factory::ZarrTableFactory;
+pub use options::ZarrOptions;
 pub use table::ZarrTable;

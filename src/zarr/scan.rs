@@ -25,16 +25,18 @@ use futures::{StreamExt, TryStreamExt};
 use crate::scan_util::limit_rows;
 
 use super::array::ZarrArray;
-use super::chunk_reader::{ChunkMetrics, ChunkReader, PIECE_BYTES};
+use super::chunk_plan::{chunk_count, plan_chunk_reads};
+use super::chunk_read::ChunkRead;
+use super::chunk_reader::ChunkReader;
+use super::metrics::ChunkMetrics;
+use super::options::ZarrOptions;
 use super::row_filter::RowFilter;
 use super::schema::ColumnSource;
-use super::selection::{chunk_count, plan_chunk_reads, ChunkRead, Selection};
+use super::selection::Selection;
 
-/// How many chunks a partition fetches ahead of the one it decodes.
-const CHUNK_PREFETCH: usize = 2;
-
+/// The scan of a Zarr array: EXPLAIN shows it as `ZarrScanExec`.
 #[derive(Debug)]
-pub struct ZarrScanExec {
+pub(crate) struct ZarrScanExec {
     reader: Arc<ChunkReader>,
     /// Projected column names, for EXPLAIN.
     column_names: Vec<String>,
@@ -44,20 +46,39 @@ pub struct ZarrScanExec {
     selected_chunks: usize,
     limit: Option<usize>,
     target_partitions: usize,
+    session_batch_size: usize,
+    options: ZarrOptions,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
 
+/// What a scan reads: the array, the projected columns, the row filter and selection.
+pub(crate) struct ScanRequest {
+    pub array: Arc<ZarrArray>,
+    pub schema: SchemaRef,
+    pub columns: Vec<ColumnSource>,
+    pub filter: Option<Arc<RowFilter>>,
+    pub selection: Selection,
+    pub limit: Option<usize>,
+    pub target_partitions: usize,
+    /// The session's batch size when the plan was made (EXPLAIN VERBOSE).
+    pub session_batch_size: usize,
+    pub options: ZarrOptions,
+}
+
 impl ZarrScanExec {
-    pub fn new(
-        array: Arc<ZarrArray>,
-        schema: SchemaRef,
-        columns: Vec<ColumnSource>,
-        filter: Option<Arc<RowFilter>>,
-        selection: Selection,
-        limit: Option<usize>,
-        target_partitions: usize,
-    ) -> Self {
+    pub(crate) fn new(request: ScanRequest) -> Self {
+        let ScanRequest {
+            array,
+            schema,
+            columns,
+            filter,
+            selection,
+            limit,
+            target_partitions,
+            session_batch_size,
+            options,
+        } = request;
         let meta = &array.meta;
         let reads = plan_chunk_reads(&meta.shape, &meta.chunk_shape, &selection);
         let selected_chunks = reads.len();
@@ -80,13 +101,15 @@ impl ZarrScanExec {
                 columns,
                 schema,
                 filter,
-                piece_bytes: PIECE_BYTES,
+                piece_bytes: options.piece_bytes(),
             }),
             selection,
             partitions,
             selected_chunks,
             limit,
             target_partitions,
+            session_batch_size,
+            options,
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
         }
@@ -150,6 +173,17 @@ impl DisplayAs for ZarrScanExec {
                 if let Some(limit) = self.limit {
                     write!(f, ", limit={limit}")?;
                 }
+                // EXPLAIN shows the options a user set; EXPLAIN VERBOSE all in force (the
+                // batch size as the session's when not set).
+                let options = match t {
+                    DisplayFormatType::Verbose => self
+                        .options
+                        .describe(self.session_batch_size, self.reader.array.store.is_remote()),
+                    _ => self.options.describe_set(),
+                };
+                if !options.is_empty() {
+                    write!(f, ", options=({options})")?;
+                }
                 Ok(())
             }
             DisplayFormatType::TreeRender => {
@@ -192,7 +226,12 @@ impl ExecutionPlan for ZarrScanExec {
         let Some(reads) = self.partitions.get(partition) else {
             return internal_err!("ZarrScanExec has no partition {partition}");
         };
-        let batch_size = context.session_config().batch_size().max(1);
+        let batch_size = self
+            .options
+            .batch_size(context.session_config().batch_size());
+        let in_flight = self
+            .options
+            .chunks_in_flight(self.reader.array.store.is_remote());
         let metrics = ChunkMetrics::new(&self.metrics, partition);
         if partition == 0 {
             metrics
@@ -207,7 +246,7 @@ impl ExecutionPlan for ZarrScanExec {
         };
         let stream = futures::stream::iter(reads.clone())
             .map(move |read| Arc::clone(&reader).read(read, metrics.clone()))
-            .buffered(CHUNK_PREFETCH)
+            .buffered(in_flight)
             .map_err(datafusion::error::DataFusionError::from)
             .map_ok(move |batches| {
                 // Zero-copy slices of at most `batch_size` rows.
@@ -239,15 +278,17 @@ impl ExecutionPlan for ZarrScanExec {
     }
 
     fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
-        Some(Arc::new(ZarrScanExec::new(
-            Arc::clone(&self.reader.array),
-            Arc::clone(&self.reader.schema),
-            self.reader.columns.clone(),
-            self.reader.filter.clone(),
-            self.selection.clone(),
+        Some(Arc::new(ZarrScanExec::new(ScanRequest {
+            array: Arc::clone(&self.reader.array),
+            schema: Arc::clone(&self.reader.schema),
+            columns: self.reader.columns.clone(),
+            filter: self.reader.filter.clone(),
+            selection: self.selection.clone(),
             limit,
-            self.target_partitions,
-        )))
+            target_partitions: self.target_partitions,
+            session_batch_size: self.session_batch_size,
+            options: self.options.clone(),
+        })))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

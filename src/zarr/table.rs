@@ -14,9 +14,10 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::logical_expr::utils::conjunction;
 
 use super::array::ZarrArray;
+use super::options::ZarrOptions;
 use super::pruning::{filter_region, intersect_all, Dimensions};
 use super::row_filter::RowFilter;
-use super::scan::ZarrScanExec;
+use super::scan::{ScanRequest, ZarrScanExec};
 use super::schema::{table_columns, ColumnSource};
 use super::selection::Selection;
 use crate::error::Error;
@@ -25,8 +26,11 @@ use crate::scan_util::project_columns;
 /// A Zarr array as a table: one row per element, an Int64 index column per dimension, then one
 /// column per top-level struct field (or one `value` column).
 ///
+/// Filters on dimension columns select chunks (the others are never fetched); other filters
+/// run inside the scan. Every filter is exact, so DataFusion does not evaluate it again.
+///
 /// ```no_run
-/// # async fn demo() -> datafusion::error::Result<()> {
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let ctx = ndfusion::new_session_context();
 /// let table = ndfusion::ZarrTable::open("tests/data/zarr_v3/struct_1d.zarr").await?;
 /// ctx.register_table("points", std::sync::Arc::new(table))?;
@@ -38,12 +42,21 @@ pub struct ZarrTable {
     array: Arc<ZarrArray>,
     schema: SchemaRef,
     columns: Vec<ColumnSource>,
+    options: ZarrOptions,
 }
 
 impl ZarrTable {
-    /// Opens the array at `location` (a local folder path or a `file://` URL).
-    pub async fn open(location: &str) -> Result<Self> {
-        let array = ZarrArray::open(location).await?;
+    /// Opens the array at `location` with the default [`ZarrOptions`]: a local folder path, a
+    /// `file://` URL, or an object-store URL (`s3://`, `gs://`, `az://`, `abfs://`,
+    /// `http(s)://`) naming the array's folder or prefix. Credentials come from the
+    /// environment.
+    pub async fn open(location: &str) -> crate::Result<Self> {
+        Self::open_with(location, ZarrOptions::new()).await
+    }
+
+    /// Opens the array at `location` with `options`.
+    pub async fn open_with(location: &str, options: ZarrOptions) -> crate::Result<Self> {
+        let array = ZarrArray::open(location, options.storage()).await?;
         let (schema, columns) =
             table_columns(&array.meta).map_err(|reason| Error::InvalidMetadata {
                 path: location.to_string(),
@@ -53,7 +66,13 @@ impl ZarrTable {
             array: Arc::new(array),
             schema,
             columns,
+            options,
         })
+    }
+
+    /// The options the table was opened with.
+    pub fn options(&self) -> &ZarrOptions {
+        &self.options
     }
 
     /// The array's shape.
@@ -118,15 +137,17 @@ impl TableProvider for ZarrTable {
             .transpose()?
             .map(Arc::new);
         let (schema, columns) = project_columns(&self.schema, &self.columns, projection)?;
-        Ok(Arc::new(ZarrScanExec::new(
-            Arc::clone(&self.array),
+        Ok(Arc::new(ZarrScanExec::new(ScanRequest {
+            array: Arc::clone(&self.array),
             schema,
             columns,
             filter,
             selection,
             limit,
-            state.config().target_partitions(),
-        )))
+            target_partitions: state.config().target_partitions(),
+            session_batch_size: state.config().batch_size(),
+            options: self.options.clone(),
+        })))
     }
 
     /// Every filter is exact: dimension filters select chunks and rows, any other filter runs

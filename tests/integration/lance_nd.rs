@@ -9,10 +9,10 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Float64Type, Schema};
 use serde_json::Value;
 
-use ndfusion::lance_nd::{
-    read_nd_batches, write_nd_batches, Casting, LanceNdError, NdScan, WriteOptions,
+use ndfusion::{
+    read_nd_batches, write_nd_batches, Casting, Dim, Error, NdArrowArray, NdRecordBatch,
+    ReadOptions, WriteOptions,
 };
-use ndfusion::nd::{Dim, NdArrowArray, NdRecordBatch};
 
 const DATA: &str = "tests/data/lance_nd";
 
@@ -118,28 +118,27 @@ fn assert_rows_match(batches: &[NdRecordBatch], rows: &Value) {
 async fn pylance_tables_read_back_exactly() {
     let expected = expected();
     for name in ["doc_example", "evolved"] {
-        let batches = read_nd_batches(&format!("{DATA}/{name}.lance"), &NdScan::default())
+        let batches = read_nd_batches(&format!("{DATA}/{name}.lance"), &ReadOptions::new())
             .await
             .unwrap();
         assert_rows_match(&batches, &expected[name]["rows"]);
     }
-    let doc = read_nd_batches(&format!("{DATA}/doc_example.lance"), &NdScan::default())
+    let doc = read_nd_batches(&format!("{DATA}/doc_example.lance"), &ReadOptions::new())
         .await
         .unwrap();
     // Row 0's grid comes from its arrays: temperature (x=3, y=4).
     assert_eq!(doc[0].grid(), &[Dim::new("x", 3), Dim::new("y", 4)]);
     assert_eq!(doc[1].grid(), &[Dim::new("station", 3)]);
     // A filter and a projection.
-    let scan = NdScan {
-        arrays: Some(vec!["temperature".into()]),
-        filter: Some("__global_attrs__.id = 'c'".into()),
-    };
+    let scan = ReadOptions::new()
+        .with_arrays(["temperature"])
+        .with_filter("__global_attrs__.id = 'c'");
     let c = read_nd_batches(&format!("{DATA}/doc_example.lance"), &scan)
         .await
         .unwrap();
     assert_eq!(c.len(), 1);
     // The filter the SQL provider pushes uses pylance's BTREE index on __global_attrs__.id.
-    let many = ndfusion::lance_nd::open_lance_nd(&format!("{DATA}/many.lance"))
+    let many = lance::Dataset::open(&format!("{DATA}/many.lance"))
         .await
         .unwrap();
     let mut scanner = many.scan();
@@ -212,12 +211,7 @@ fn doc_example_batches() -> Vec<NdRecordBatch> {
 }
 
 async fn arrow_schema(uri: &str) -> Schema {
-    Schema::from(
-        ndfusion::lance_nd::open_lance_nd(uri)
-            .await
-            .unwrap()
-            .schema(),
-    )
+    Schema::from(lance::Dataset::open(uri).await.unwrap().schema())
 }
 
 #[tokio::test]
@@ -225,7 +219,7 @@ async fn ndfusion_writes_what_pylance_writes() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("doc.lance").to_string_lossy().to_string();
     let batches = doc_example_batches();
-    write_nd_batches(&uri, &batches, &WriteOptions::default())
+    write_nd_batches(&uri, &batches, &WriteOptions::new())
         .await
         .unwrap();
     // Same schema as pylance's table: field order, types, nullability, extension metadata,
@@ -238,13 +232,13 @@ async fn ndfusion_writes_what_pylance_writes() {
         Some(&"1".to_string())
     );
     // Created with Lance file version 2.2 (nested field addition needs it).
-    let dataset = ndfusion::lance_nd::open_lance_nd(&uri).await.unwrap();
+    let dataset = lance::Dataset::open(&uri).await.unwrap();
     assert_eq!(
         dataset.manifest().data_storage_format.version.to_string(),
         "2.2"
     );
     // Same rows.
-    let back = read_nd_batches(&uri, &NdScan::default()).await.unwrap();
+    let back = read_nd_batches(&uri, &ReadOptions::new()).await.unwrap();
     assert_eq!(back, batches);
     assert_rows_match(&back, &expected()["doc_example"]["rows"]);
 }
@@ -257,7 +251,7 @@ async fn schema_grows_over_three_appends() {
         .join("evolved.lance")
         .to_string_lossy()
         .to_string();
-    let opts = WriteOptions::default();
+    let opts = WriteOptions::new();
     let first = NdRecordBatch::try_new(
         vec![(
             "temperature".into(),
@@ -304,7 +298,7 @@ async fn schema_grows_over_three_appends() {
         .await
         .unwrap();
 
-    let back = read_nd_batches(&uri, &NdScan::default()).await.unwrap();
+    let back = read_nd_batches(&uri, &ReadOptions::new()).await.unwrap();
     assert_eq!(back, vec![first, second, third]);
     // The same rows pylance's evolved table holds.
     assert_rows_match(&back, &expected()["evolved"]["rows"]);
@@ -329,7 +323,7 @@ fn int_batch(name: &str, values: ArrayRef, id: &str) -> NdRecordBatch {
 async fn type_changes_fail_unless_a_cast_is_allowed() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("t.lance").to_string_lossy().to_string();
-    let opts = WriteOptions::default();
+    let opts = WriteOptions::new();
     write_nd_batches(
         &uri,
         &[int_batch("a", Arc::new(Int64Array::from(vec![1, 2])), "1")],
@@ -342,7 +336,7 @@ async fn type_changes_fail_unless_a_cast_is_allowed() {
     let err = write_nd_batches(&uri, std::slice::from_ref(&narrower), &opts)
         .await
         .unwrap_err();
-    assert!(matches!(err, LanceNdError::TypeMismatch { .. }));
+    assert!(matches!(err, Error::TypeMismatch { .. }));
     let message = err.to_string();
     assert!(
         message.contains("array 'a'") && message.contains("Int64") && message.contains("Int32"),
@@ -350,17 +344,14 @@ async fn type_changes_fail_unless_a_cast_is_allowed() {
     );
     // The failed write left the table as it was.
     assert_eq!(
-        read_nd_batches(&uri, &NdScan::default())
+        read_nd_batches(&uri, &ReadOptions::new())
             .await
             .unwrap()
             .len(),
         1
     );
 
-    let safe = WriteOptions {
-        casting: Casting::Safe,
-        ..Default::default()
-    };
+    let safe = WriteOptions::new().with_casting(Casting::Safe);
     write_nd_batches(&uri, std::slice::from_ref(&narrower), &safe)
         .await
         .unwrap();
@@ -368,15 +359,12 @@ async fn type_changes_fail_unless_a_cast_is_allowed() {
     assert!(write_nd_batches(&uri, std::slice::from_ref(&floats), &safe)
         .await
         .is_err());
-    let unsafe_ = WriteOptions {
-        casting: Casting::Unsafe,
-        ..Default::default()
-    };
+    let unsafe_ = WriteOptions::new().with_casting(Casting::Unsafe);
     write_nd_batches(&uri, std::slice::from_ref(&floats), &unsafe_)
         .await
         .unwrap();
 
-    let back = read_nd_batches(&uri, &NdScan::default()).await.unwrap();
+    let back = read_nd_batches(&uri, &ReadOptions::new()).await.unwrap();
     let values: Vec<i64> = back
         .iter()
         .flat_map(|b| {
@@ -399,13 +387,13 @@ async fn a_write_with_conflicting_types_writes_nothing() {
         int_batch("a", Arc::new(Int64Array::from(vec![1])), "1"),
         int_batch("a", Arc::new(Float64Array::from(vec![1.5])), "2"),
     ];
-    let err = write_nd_batches(&uri, &batches, &WriteOptions::default())
+    let err = write_nd_batches(&uri, &batches, &WriteOptions::new())
         .await
         .unwrap_err();
     assert!(err.to_string().contains("array 'a'"), "{err}");
     assert!(matches!(
-        read_nd_batches(&uri, &NdScan::default()).await,
-        Err(LanceNdError::NotFound { .. })
+        read_nd_batches(&uri, &ReadOptions::new()).await,
+        Err(Error::NotFound { .. })
     ));
 }
 
@@ -429,21 +417,23 @@ async fn lance_tables_without_the_marker_are_refused() {
     let err = write_nd_batches(
         &uri,
         &[int_batch("a", Arc::new(Int64Array::from(vec![1])), "1")],
-        &WriteOptions::default(),
+        &WriteOptions::new(),
     )
     .await
     .unwrap_err();
-    assert!(matches!(err, LanceNdError::NotLanceNd { .. }), "{err}");
+    assert!(matches!(err, Error::NotLanceNd { .. }), "{err}");
     assert!(err.to_string().contains("without the lance-nd marker"));
-    let err = read_nd_batches(&uri, &NdScan::default()).await.unwrap_err();
-    assert!(matches!(err, LanceNdError::NotLanceNd { .. }));
+    let err = read_nd_batches(&uri, &ReadOptions::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotLanceNd { .. }));
 }
 
 #[tokio::test]
 async fn concurrent_appends_both_land_or_fail_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("c.lance").to_string_lossy().to_string();
-    let opts = WriteOptions::default();
+    let opts = WriteOptions::new();
     write_nd_batches(
         &uri,
         &[int_batch("a", Arc::new(Int64Array::from(vec![0])), "0")],
@@ -456,7 +446,7 @@ async fn concurrent_appends_both_land_or_fail_cleanly() {
             let uri = uri.clone();
             tokio::spawn(async move {
                 let batch = int_batch("a", Arc::new(Int64Array::from(vec![i])), &i.to_string());
-                write_nd_batches(&uri, &[batch], &WriteOptions::default()).await
+                write_nd_batches(&uri, &[batch], &WriteOptions::new()).await
             })
         })
         .collect();
@@ -464,10 +454,10 @@ async fn concurrent_appends_both_land_or_fail_cleanly() {
     for w in writers {
         match w.await.unwrap() {
             Ok(()) => landed += 1,
-            Err(e) => assert!(matches!(e, LanceNdError::Conflict { .. }), "{e}"),
+            Err(e) => assert!(matches!(e, Error::Conflict { .. }), "{e}"),
         }
     }
-    let back = read_nd_batches(&uri, &NdScan::default()).await.unwrap();
+    let back = read_nd_batches(&uri, &ReadOptions::new()).await.unwrap();
     assert_eq!(back.len(), landed);
     assert!(landed >= 2);
 }
@@ -476,10 +466,7 @@ async fn concurrent_appends_both_land_or_fail_cleanly() {
 async fn statistics_columns_hold_min_and_max() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("s.lance").to_string_lossy().to_string();
-    let opts = WriteOptions {
-        statistics: true,
-        ..Default::default()
-    };
+    let opts = WriteOptions::new().with_statistics(true);
     let batches = [
         NdRecordBatch::try_new(
             vec![(
@@ -496,7 +483,7 @@ async fn statistics_columns_hold_min_and_max() {
         .unwrap(),
     ];
     write_nd_batches(&uri, &batches, &opts).await.unwrap();
-    let dataset = ndfusion::lance_nd::open_lance_nd(&uri).await.unwrap();
+    let dataset = lance::Dataset::open(&uri).await.unwrap();
     let mut scanner = dataset.scan();
     scanner.project(&["__stats__:v"]).unwrap();
     let batch = scanner.try_into_batch().await.unwrap();
@@ -513,7 +500,7 @@ async fn statistics_columns_hold_min_and_max() {
     assert_eq!((min.value(1), max.value(1)), (7.5, 7.5));
     // Reads at the nd level ignore the statistics columns.
     assert_eq!(
-        read_nd_batches(&uri, &NdScan::default()).await.unwrap(),
+        read_nd_batches(&uri, &ReadOptions::new()).await.unwrap(),
         batches.to_vec()
     );
 }
@@ -537,10 +524,7 @@ fn pretty(batches: &[arrow::array::RecordBatch]) -> String {
 async fn sql_over_an_ndfusion_table_with_statistics() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("stats.lance").to_string_lossy().to_string();
-    let opts = WriteOptions {
-        statistics: true,
-        ..Default::default()
-    };
+    let opts = WriteOptions::new().with_statistics(true);
     let batches: Vec<NdRecordBatch> = (0..5)
         .map(|i| {
             let values: Vec<f64> = (0..4).map(|k| (i * 10 + k) as f64).collect();
@@ -622,17 +606,14 @@ async fn sql_over_an_ndfusion_table_with_statistics() {
 async fn integer_statistics_are_exact() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("i.lance").to_string_lossy().to_string();
-    let opts = WriteOptions {
-        statistics: true,
-        ..Default::default()
-    };
+    let opts = WriteOptions::new().with_statistics(true);
     let big = i64::MAX - 1;
     let batches = [
         int_batch("a", Arc::new(Int64Array::from(vec![big, -3, 7])), "1"),
         int_batch("b", Arc::new(Int64Array::from(vec![1])), "2"),
     ];
     write_nd_batches(&uri, &batches, &opts).await.unwrap();
-    let dataset = ndfusion::lance_nd::open_lance_nd(&uri).await.unwrap();
+    let dataset = lance::Dataset::open(&uri).await.unwrap();
     let mut scanner = dataset.scan();
     scanner.project(&["__stats__:a"]).unwrap();
     let batch = scanner.try_into_batch().await.unwrap();

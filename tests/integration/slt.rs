@@ -32,7 +32,7 @@ impl sqllogictest::AsyncDB for Ndfusion {
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, SqlError> {
         let err =
-            |e: datafusion::error::DataFusionError| SqlError(ndfusion::cli::error_message(&e));
+            |e: datafusion::error::DataFusionError| SqlError(ndfusion::Error::user_message(&e));
         let df = self.ctx.sql(sql).await.map_err(err)?;
         let is_query = !df.schema().fields().is_empty();
         let batches = df.collect().await.map_err(err)?;

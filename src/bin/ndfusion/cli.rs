@@ -1,9 +1,4 @@
-//! The `ndfusion` command line: run SQL from arguments, files or standard input, or start an
-//! interactive REPL with demo tables.
-
-pub mod demo;
-pub mod output;
-pub mod repl;
+//! The command line: run SQL from arguments, files or standard input, or start the REPL.
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
@@ -14,7 +9,8 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::DFParser;
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
 
-pub use output::OutputFormat;
+use crate::output::{self, OutputFormat};
+use crate::{demo, repl};
 
 /// Query N-dimensional data (Zarr, lance-nd) with SQL.
 #[derive(Debug, clap::Parser)]
@@ -53,7 +49,7 @@ enum Source {
 
 /// Runs the CLI; returns the process exit code.
 pub async fn run(args: Args, matches: &clap::ArgMatches) -> i32 {
-    let ctx = crate::new_session_context();
+    let ctx = ndfusion::new_session_context();
     let sources = ordered_sources(&args, matches);
     let interactive = sources.is_empty() && std::io::stdin().is_terminal();
 
@@ -103,13 +99,10 @@ fn exit_code(result: Result<()>) -> i32 {
     }
 }
 
-/// The user-facing message of an error: external errors (ndfusion's own) without DataFusion's
-/// "External error: " prefix.
+/// The user-facing message of an error: ndfusion's own without DataFusion's "External
+/// error: " prefix.
 pub fn error_message(e: &DataFusionError) -> String {
-    match e.find_root() {
-        DataFusionError::External(inner) => inner.to_string(),
-        _ => e.to_string(),
-    }
+    ndfusion::Error::user_message(e)
 }
 
 /// `-c` and `-f` values in the order they were given.

@@ -9,7 +9,7 @@ use datafusion::prelude::SessionContext;
 
 use datafusion::datasource::TableProvider;
 
-use crate::{LanceNdTable, ZarrTable};
+use ndfusion::{LanceNdTable, ZarrTable};
 
 /// Name, path below the data folder, and a one-line description of each demo table.
 pub const DEMO_TABLES: &[(&str, &str, &str)] = &[

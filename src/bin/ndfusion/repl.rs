@@ -6,7 +6,8 @@ use datafusion::prelude::SessionContext;
 use rustyline::error::ReadlineError;
 use rustyline::DefaultEditor;
 
-use super::{demo, error_message, run_sql, Args, Printer};
+use crate::cli::{error_message, run_sql, Args, Printer};
+use crate::demo;
 
 const HELP: &str = "\
 Statements end with ';' and may span lines.
@@ -14,9 +15,11 @@ Statements end with ';' and may span lines.
   \\d NAME     describe a table
   \\?          this help
   \\q          quit (or Ctrl-D)
-Register your own data:
+Register your own data (local paths, s3://, gs://, az://, http(s)://):
   CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '/path/to/array.zarr';
-  CREATE EXTERNAL TABLE n STORED AS LANCE_ND LOCATION '/path/to/table.lance';";
+  CREATE EXTERNAL TABLE n STORED AS LANCE_ND LOCATION '/path/to/table.lance';
+  CREATE EXTERNAL TABLE s STORED AS ZARR LOCATION 's3://bucket/array.zarr'
+    OPTIONS ('aws.region' 'us-east-1', 'aws.skip_signature' 'true');";
 
 /// Runs the REPL until `\q` or end of input; returns the exit code.
 pub async fn run(ctx: &SessionContext, args: &Args) -> i32 {
@@ -97,7 +100,10 @@ async fn meta_command(ctx: &SessionContext, command: &str, printer: &mut Printer
         (Some("\\d"), None) => "SELECT table_name, table_type FROM information_schema.tables \
              WHERE table_schema = 'public' ORDER BY table_name"
             .to_string(),
-        (Some("\\d"), Some(name)) => format!("DESCRIBE {name}"),
+        (Some("\\d"), Some(name)) => {
+            describe_options(ctx, name).await;
+            format!("DESCRIBE {name}")
+        }
         _ => {
             eprintln!("Unknown command {command}; \\? lists the commands.");
             return MetaOutcome::Continue;
@@ -107,6 +113,21 @@ async fn meta_command(ctx: &SessionContext, command: &str, printer: &mut Printer
         eprintln!("Error: {}", error_message(&e));
     }
     MetaOutcome::Continue
+}
+
+/// The options an ndfusion table was opened with (secrets as `***`).
+async fn describe_options(ctx: &SessionContext, name: &str) {
+    let Ok(table) = ctx.table_provider(name).await else {
+        return;
+    };
+    let options = if let Some(zarr) = table.downcast_ref::<ndfusion::ZarrTable>() {
+        zarr.options().to_string()
+    } else if let Some(lance) = table.downcast_ref::<ndfusion::LanceNdTable>() {
+        lance.options().to_string()
+    } else {
+        return;
+    };
+    println!("options: {options}");
 }
 
 fn print_banner(ctx: &SessionContext) {

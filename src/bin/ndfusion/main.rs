@@ -1,7 +1,12 @@
 //! The `ndfusion` command: see `ndfusion --help`.
 
+mod cli;
+mod demo;
+mod output;
+mod repl;
+
 use clap::{CommandFactory, FromArgMatches};
-use ndfusion::cli::{run, Args};
+use cli::{run, Args};
 
 /// Decoded chunks are large, short-lived buffers freed on other threads than the ones that
 /// allocated them; glibc's per-thread arenas keep such memory, so a long scan's peak memory

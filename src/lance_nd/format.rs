@@ -1,0 +1,53 @@
+//! What makes a Lance table a lance-nd table, and how Lance's errors are reported.
+
+use lance::Dataset;
+
+use crate::error::Error;
+
+/// Schema metadata key and value that mark a Lance table as lance-nd.
+pub(crate) const FORMAT_KEY: &str = "lance_nd:format";
+pub(crate) const FORMAT_VERSION: &str = "1";
+/// Prefix of the optional per-array statistics columns, `__stats__:<array>`.
+pub(crate) const STATS_PREFIX: &str = "__stats__:";
+
+/// A Lance error on the table at `uri`: conflicts and missing tables get their own variants.
+/// `left` says what a failed write left behind, for conflicts.
+pub(crate) fn lance_error(uri: &str, e: lance::Error, left: &str) -> Error {
+    match e {
+        lance::Error::CommitConflict { .. }
+        | lance::Error::RetryableCommitConflict { .. }
+        | lance::Error::IncompatibleTransaction { .. } => Error::Conflict {
+            uri: uri.to_string(),
+            left: left.to_string(),
+            source: e,
+        },
+        lance::Error::DatasetNotFound { .. } => Error::NotFound {
+            location: uri.to_string(),
+            reason: "no lance-nd table here (no Lance manifest)".into(),
+        },
+        e => Error::Lance {
+            uri: uri.to_string(),
+            source: e,
+        },
+    }
+}
+
+/// A Lance error while reading the table at `uri`.
+pub(crate) fn read_error(uri: &str, e: lance::Error) -> Error {
+    lance_error(uri, e, "nothing was written")
+}
+
+/// Checks the lance-nd marker of an opened table.
+pub(crate) fn check_marker(dataset: &Dataset, uri: &str) -> Result<(), Error> {
+    let marker = dataset
+        .schema()
+        .metadata
+        .get(FORMAT_KEY)
+        .map(String::as_str);
+    if marker != Some(FORMAT_VERSION) {
+        return Err(Error::NotLanceNd {
+            uri: uri.to_string(),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,54 @@
+//! Sessions that know ndfusion's formats.
+
+use std::sync::Arc;
+
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::prelude::{SessionConfig, SessionContext};
+
+use crate::lance_nd::LanceNdTableFactory;
+use crate::zarr::ZarrTableFactory;
+
+/// The `STORED AS` name of Zarr tables.
+pub const ZARR_FORMAT: &str = "ZARR";
+/// The `STORED AS` name of lance-nd tables.
+pub const LANCE_ND_FORMAT: &str = "LANCE_ND";
+
+/// Registers ndfusion's table factories (`STORED AS ZARR`, `STORED AS LANCE_ND`) on an
+/// existing context.
+///
+/// ```
+/// let ctx = datafusion::prelude::SessionContext::new();
+/// ndfusion::register_table_factories(&ctx);
+/// ```
+pub fn register_table_factories(ctx: &SessionContext) {
+    let state = ctx.state_ref();
+    let mut state = state.write();
+    let factories = state.table_factories_mut();
+    factories.insert(ZARR_FORMAT.to_string(), Arc::new(ZarrTableFactory));
+    factories.insert(LANCE_ND_FORMAT.to_string(), Arc::new(LanceNdTableFactory));
+}
+
+/// A context with DataFusion's default features (struct field access included), the
+/// information schema, and ndfusion's table factories.
+///
+/// ```
+/// # async fn demo() -> datafusion::error::Result<()> {
+/// let ctx = ndfusion::new_session_context();
+/// ctx.sql("CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION 'tests/data/zarr_v3/grid_2d.zarr'")
+///     .await?;
+/// # Ok(()) }
+/// ```
+pub fn new_session_context() -> SessionContext {
+    new_session_context_with_config(SessionConfig::new().with_information_schema(true))
+}
+
+/// Like [`new_session_context`], with a given configuration.
+pub fn new_session_context_with_config(config: SessionConfig) -> SessionContext {
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_default_features()
+        .build();
+    let ctx = SessionContext::new_with_state(state);
+    register_table_factories(&ctx);
+    ctx
+}

@@ -1,0 +1,163 @@
+//! The columns of one chunk's selected rows: decoded on demand from the chunk's element bytes,
+//! narrowed by the row filter before the other columns are decoded.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
+use arrow::compute::prep_null_mask_filter;
+
+use super::chunk_read::ChunkRead;
+use super::chunk_reader::ChunkReader;
+use super::decode::{decode_field, Gather};
+use super::element::{field_offsets, ElementType};
+use super::row_filter::RowFilter;
+use super::schema::ColumnSource;
+use crate::error::{Error, Result};
+
+/// The columns of one chunk's selected rows, decoded on demand and kept for reuse.
+pub(crate) struct ChunkColumns<'a> {
+    reader: &'a ChunkReader,
+    read: &'a ChunkRead,
+    bytes: &'a [u8],
+    gather: Gather,
+    rows: usize,
+    /// Dimension index columns, computed once when first needed.
+    dims: Option<Vec<ArrayRef>>,
+    /// Columns already decoded (for the row filter), reused when also projected.
+    decoded: Vec<(ColumnSource, ArrayRef)>,
+}
+
+impl<'a> ChunkColumns<'a> {
+    pub(crate) fn new(
+        reader: &'a ChunkReader,
+        read: &'a ChunkRead,
+        bytes: &'a [u8],
+        gather: Gather,
+    ) -> Self {
+        ChunkColumns {
+            reader,
+            read,
+            bytes,
+            gather,
+            rows: read.rows,
+            dims: None,
+            decoded: Vec::new(),
+        }
+    }
+
+    /// Rows left after the row filter.
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub(crate) fn get(&mut self, source: ColumnSource) -> Result<ArrayRef> {
+        if let Some((_, array)) = self.decoded.iter().find(|(s, _)| *s == source) {
+            return Ok(Arc::clone(array));
+        }
+        let meta = &self.reader.array.meta;
+        let error = |e: String| self.reader.chunk_error(self.read, e.into());
+        match source {
+            ColumnSource::Dimension(d) => {
+                let dims = self
+                    .dims
+                    .get_or_insert_with(|| self.read.dimension_columns());
+                Ok(Arc::clone(&dims[d]))
+            }
+            ColumnSource::Field(i) => {
+                let ElementType::Struct(fields) = &meta.element else {
+                    return Err(Error::Internal("field column of a non-struct array".into()));
+                };
+                let offset = field_offsets(fields)[i];
+                decode_field(
+                    &fields[i].ty,
+                    self.bytes,
+                    &self.gather,
+                    offset,
+                    &fields[i].name,
+                )
+                .map_err(error)
+            }
+            ColumnSource::Element => {
+                decode_field(&meta.element, self.bytes, &self.gather, 0, "value").map_err(error)
+            }
+        }
+    }
+
+    /// Decodes the filter's columns, evaluates it, and narrows the rows to the matches.
+    pub(crate) fn apply(&mut self, filter: &RowFilter) -> Result<()> {
+        // Dimension columns are computed for all rows, so they must exist before the rows
+        // are narrowed.
+        let wants_dims = self
+            .reader
+            .columns
+            .iter()
+            .any(|c| matches!(c, ColumnSource::Dimension(_)));
+        if wants_dims && self.dims.is_none() {
+            self.dims = Some(self.read.dimension_columns());
+        }
+        let inputs = filter
+            .columns
+            .iter()
+            .map(|source| self.get(*source))
+            .collect::<Result<Vec<_>>>()?;
+        let options = RecordBatchOptions::new().with_row_count(Some(self.rows));
+        let batch =
+            RecordBatch::try_new_with_options(Arc::clone(&filter.schema), inputs.clone(), &options)
+                .map_err(|e| Error::arrow("assembling the row filter's input", e))?;
+        let mask = filter
+            .predicate
+            .evaluate(&batch)
+            .and_then(|v| v.into_array(self.rows))
+            .map_err(|source| Error::Filter {
+                filter: filter.display.clone(),
+                source,
+            })?;
+        let mask = mask.as_boolean_opt().ok_or_else(|| Error::Filter {
+            filter: filter.display.clone(),
+            source: datafusion::error::DataFusionError::Plan(format!(
+                "the filter gives {}, not booleans",
+                mask.data_type()
+            )),
+        })?;
+        // NULL keeps no row.
+        let mask = if mask.null_count() > 0 {
+            prep_null_mask_filter(mask)
+        } else {
+            mask.clone()
+        };
+        // Filter columns the output also wants are kept, narrowed to the matches; the byte
+        // positions of the matches are only needed to decode the other projected fields.
+        let projected = |c: &ColumnSource| {
+            !matches!(c, ColumnSource::Dimension(_)) && self.reader.columns.contains(c)
+        };
+        let decodes_more = self
+            .reader
+            .columns
+            .iter()
+            .any(|c| projected(c) && !filter.columns.contains(c));
+        if decodes_more {
+            self.gather = self.gather.filter(&mask);
+        } else {
+            self.gather = Gather::Positions(Vec::new());
+        }
+        self.rows = mask.true_count();
+        if let Some(dims) = &mut self.dims {
+            for d in dims.iter_mut() {
+                *d = arrow::compute::filter(d, &mask)
+                    .map_err(|e| Error::arrow("filtering dimension columns", e))?;
+            }
+        }
+        self.decoded = filter
+            .columns
+            .iter()
+            .zip(inputs)
+            .filter(|(source, _)| projected(source))
+            .map(|(source, array)| {
+                let kept = arrow::compute::filter(&array, &mask)
+                    .map_err(|e| Error::arrow("filtering the row filter's columns", e))?;
+                Ok((*source, kept))
+            })
+            .collect::<Result<_>>()?;
+        Ok(())
+    }
+}

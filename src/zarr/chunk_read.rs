@@ -1,0 +1,433 @@
+//! Reading one chunk: which chunk, which of its elements, and the geometry that follows from
+//! that: the byte positions of the selected elements ([`Gather`]), the dimension index
+//! columns, the bounding box of the selection and its pieces, in C order within the chunk.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Int64Array};
+
+use super::decode::Gather;
+use super::selection::{box_is_empty, box_len, IndexBox};
+
+/// Reading one chunk: which chunk, and which of its elements.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ChunkRead {
+    /// Position of the chunk in the chunk grid.
+    pub indices: Vec<u64>,
+    /// Array index of the chunk's first element.
+    pub origin: Vec<u64>,
+    /// Full shape of the decoded chunk (edge chunks are stored whole).
+    pub shape: Vec<u64>,
+    /// Selected chunk-local boxes (disjoint), inside the array's bounds.
+    pub local: Vec<IndexBox>,
+    /// How many of the selected rows to produce (a pushed-down limit may cut the last chunk).
+    pub rows: usize,
+}
+
+impl ChunkRead {
+    /// Where the selected elements start, when they are one contiguous run of the chunk in C
+    /// order: single indices on the leading dimensions, one range, then whole dimensions.
+    fn contiguous_start(&self) -> Option<u64> {
+        let [b] = self.local.as_slice() else {
+            return None;
+        };
+        if b.iter().any(|set| set.ranges().len() != 1) {
+            return None;
+        }
+        let mut d = b.len();
+        while d > 0 && b[d - 1].len() == self.shape[d - 1] {
+            d -= 1;
+        }
+        d = d.saturating_sub(1);
+        if b[..d].iter().any(|set| set.len() != 1) {
+            return None;
+        }
+        let strides = c_strides(&self.shape);
+        Some(
+            b.iter()
+                .zip(&strides)
+                .map(|(set, stride)| set.ranges()[0].start * stride)
+                .sum(),
+        )
+    }
+
+    /// Chunk-local element indices of the selected rows, in C order, cut at `rows`.
+    fn elements(&self) -> Vec<u64> {
+        let strides = c_strides(&self.shape);
+        let mut elements = Vec::with_capacity(self.local.iter().map(box_len).sum::<u64>() as usize);
+        for b in &self.local {
+            let lists: Vec<Vec<u64>> = b.iter().map(|s| s.indices().collect()).collect();
+            for_each_index(&lists, |index| {
+                elements.push(index.iter().zip(&strides).map(|(i, s)| i * s).sum());
+            });
+        }
+        if self.local.len() > 1 {
+            // Disjoint boxes interleave in C order.
+            elements.sort_unstable();
+        }
+        elements.truncate(self.rows);
+        elements
+    }
+
+    /// One past the last selected element of the chunk, in C order.
+    pub fn end_element(&self) -> u64 {
+        let strides = c_strides(&self.shape);
+        self.local
+            .iter()
+            .filter_map(|b| {
+                b.iter()
+                    .zip(&strides)
+                    .map(|(set, stride)| set.ranges().last().map(|r| (r.end - 1) * stride))
+                    .sum::<Option<u64>>()
+            })
+            .max()
+            .map_or(0, |last| last + 1)
+    }
+
+    /// The smallest box of the chunk that holds every selected element, as (start, shape) in
+    /// chunk coordinates; `None` when that box is the whole chunk.
+    pub fn bounding_box(&self) -> Option<(Vec<u64>, Vec<u64>)> {
+        let mut start = self.shape.clone();
+        let mut end = vec![0; self.shape.len()];
+        for b in &self.local {
+            for (d, set) in b.iter().enumerate() {
+                if let (Some(first), Some(last)) = (set.ranges().first(), set.ranges().last()) {
+                    start[d] = start[d].min(first.start);
+                    end[d] = end[d].max(last.end);
+                }
+            }
+        }
+        if start.iter().all(|&s| s == 0) && end == self.shape {
+            return None;
+        }
+        let shape = end.iter().zip(&start).map(|(e, s)| e - s).collect();
+        Some((start, shape))
+    }
+
+    /// The same read with the chunk narrowed to the box at `start` of `shape` (which holds every
+    /// selected element): its bytes are then the decoded box, not the whole chunk.
+    pub fn within(&self, start: &[u64], shape: &[u64]) -> ChunkRead {
+        let mut read = ChunkRead {
+            indices: self.indices.clone(),
+            origin: self.origin.iter().zip(start).map(|(o, s)| o + s).collect(),
+            shape: shape.to_vec(),
+            local: self
+                .local
+                .iter()
+                .map(|b| {
+                    b.iter()
+                        .zip(start)
+                        .zip(shape)
+                        .map(|((set, &s), &n)| set.local(s, n))
+                        .collect()
+                })
+                .collect(),
+            rows: self.rows,
+        };
+        read.local.retain(|b| !box_is_empty(b));
+        read
+    }
+
+    /// The read of the box at `start` of `shape` (chunk coordinates, holding every selected
+    /// element) as pieces along its first dimension of at most `max_elements` elements each
+    /// (at least one slice of the first dimension), each narrowed to its own box. Pieces with
+    /// no selected element are left out; together the pieces produce `rows` rows.
+    pub fn pieces(&self, start: &[u64], shape: &[u64], max_elements: u64) -> Vec<ChunkRead> {
+        let Some((&first, inner)) = shape.split_first() else {
+            return vec![self.within(start, shape)];
+        };
+        let slice: u64 = inner.iter().product();
+        let step = (max_elements / slice.max(1)).max(1);
+        let mut remaining = self.rows;
+        let mut pieces = Vec::new();
+        let mut offset = 0;
+        while offset < first && remaining > 0 {
+            let n = step.min(first - offset);
+            let mut piece_start = start.to_vec();
+            piece_start[0] += offset;
+            let mut piece_shape = shape.to_vec();
+            piece_shape[0] = n;
+            let mut piece = self.within(&piece_start, &piece_shape);
+            let selected: u64 = piece.local.iter().map(box_len).sum();
+            piece.rows = remaining.min(selected as usize);
+            remaining -= piece.rows;
+            if piece.rows > 0 {
+                pieces.push(piece);
+            }
+            offset += n;
+        }
+        pieces
+    }
+
+    /// Byte positions of the selected elements inside the decoded chunk, in C order.
+    pub fn gather(&self, element_size: usize) -> Gather {
+        if let Some(start) = self.contiguous_start() {
+            return Gather::Strided {
+                start: start as usize * element_size,
+                stride: element_size,
+                count: self.rows,
+            };
+        }
+        Gather::Positions(
+            self.elements()
+                .into_iter()
+                .map(|e| e as usize * element_size)
+                .collect(),
+        )
+    }
+
+    /// The Int64 index column of each dimension for the selected rows.
+    pub fn dimension_columns(&self) -> Vec<ArrayRef> {
+        let rank = self.shape.len();
+        if self.local.len() == 1 {
+            return self.single_box_dimension_columns();
+        }
+        let strides = c_strides(&self.shape);
+        let elements = self.elements();
+        (0..rank)
+            .map(|d| {
+                let values: Vec<i64> = elements
+                    .iter()
+                    .map(|e| (self.origin[d] + (e / strides[d]) % self.shape[d]) as i64)
+                    .collect();
+                Arc::new(Int64Array::from(values)) as ArrayRef
+            })
+            .collect()
+    }
+
+    /// One box: each value repeats `inner` times and the pattern repeats, no division needed.
+    fn single_box_dimension_columns(&self) -> Vec<ArrayRef> {
+        let lists: Vec<Vec<u64>> = self.local[0]
+            .iter()
+            .map(|s| s.indices().collect())
+            .collect();
+        let total: usize = lists.iter().map(Vec::len).product();
+        let rows = self.rows.min(total);
+        (0..lists.len())
+            .map(|d| {
+                let inner: usize = lists[d + 1..].iter().map(Vec::len).product();
+                let mut values = Vec::with_capacity(rows);
+                'fill: while values.len() < rows {
+                    for &i in &lists[d] {
+                        let v = (self.origin[d] + i) as i64;
+                        values.extend(std::iter::repeat_n(v, inner));
+                        if values.len() >= rows {
+                            break 'fill;
+                        }
+                    }
+                }
+                values.truncate(rows);
+                Arc::new(Int64Array::from(values)) as ArrayRef
+            })
+            .collect()
+    }
+}
+
+fn c_strides(shape: &[u64]) -> Vec<u64> {
+    let mut strides = vec![1; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1] * shape[d + 1];
+    }
+    strides
+}
+
+/// Visits the cartesian product of `lists` in C order.
+pub(crate) fn for_each_index(lists: &[Vec<u64>], mut f: impl FnMut(&[u64])) {
+    if lists.iter().any(Vec::is_empty) {
+        return;
+    }
+    let mut at = vec![0usize; lists.len()];
+    let mut index: Vec<u64> = lists.iter().map(|l| l[0]).collect();
+    loop {
+        f(&index);
+        // Odometer step, last dimension fastest.
+        let mut d = lists.len();
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            at[d] += 1;
+            if at[d] < lists[d].len() {
+                index[d] = lists[d][at[d]];
+                break;
+            }
+            at[d] = 0;
+            index[d] = lists[d][0];
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
+mod tests {
+    use super::*;
+    use crate::zarr::chunk_plan::plan_chunk_reads;
+    use crate::zarr::index_set::IndexSet;
+    use crate::zarr::selection::Selection;
+    use arrow::array::AsArray;
+    use arrow::datatypes::Int64Type;
+
+    fn ints(a: &ArrayRef) -> Vec<i64> {
+        a.as_primitive::<Int64Type>().values().to_vec()
+    }
+
+    fn set(n: u64, r: Vec<std::ops::Range<u64>>) -> IndexSet {
+        IndexSet::from_ranges(n, r)
+    }
+
+    #[test]
+    fn selection_inside_chunks_gives_c_order_positions_and_indices() {
+        let sel = Selection::from_boxes(vec![vec![set(4, vec![1..3]), set(6, vec![2..3, 4..9])]])
+            .unwrap();
+        assert_eq!(sel.len(), 6);
+        let reads = plan_chunk_reads(&[4, 6], &[4, 3], &sel);
+        assert_eq!(reads.len(), 2);
+        let first = &reads[0];
+        assert_eq!(first.gather(1), Gather::Positions(vec![5, 8]));
+        let dims = first.dimension_columns();
+        assert_eq!(ints(&dims[0]), vec![1, 2]);
+        assert_eq!(ints(&dims[1]), vec![2, 2]);
+        let second = &reads[1];
+        assert_eq!(second.origin, vec![0, 3]);
+        assert_eq!(second.gather(1), Gather::Positions(vec![4, 5, 7, 8]));
+        let dims = second.dimension_columns();
+        assert_eq!(ints(&dims[0]), vec![1, 1, 2, 2]);
+        assert_eq!(ints(&dims[1]), vec![4, 5, 4, 5]);
+    }
+
+    #[test]
+    fn a_contiguous_run_inside_a_chunk_is_strided() {
+        // Rows 2..4 of a 4 x 3 chunk: one run of 6 elements starting at element 6.
+        let sel =
+            Selection::from_boxes(vec![vec![set(8, vec![2..4]), set(3, vec![0..3])]]).unwrap();
+        let reads = plan_chunk_reads(&[8, 3], &[4, 3], &sel);
+        assert_eq!(
+            reads[0].gather(2),
+            Gather::Strided {
+                start: 12,
+                stride: 2,
+                count: 6
+            }
+        );
+        // One row, a range of columns: still one run.
+        let sel =
+            Selection::from_boxes(vec![vec![set(4, vec![1..2]), set(3, vec![1..3])]]).unwrap();
+        let read = &plan_chunk_reads(&[4, 3], &[4, 3], &sel)[0];
+        assert_eq!(
+            read.gather(1),
+            Gather::Strided {
+                start: 4,
+                stride: 1,
+                count: 2
+            }
+        );
+    }
+
+    /// Two boxes inside one 6 x 6 chunk at origin (6, 0) of a 12 x 6 array: chunk rows 1..3 x
+    /// cols 1..2 and rows 4..5 x cols 3..5.
+    fn two_boxes_in_one_chunk() -> ChunkRead {
+        let sel = Selection::from_boxes(vec![
+            vec![set(12, vec![7..9]), set(6, vec![1..2])],
+            vec![set(12, vec![10..11]), set(6, vec![3..5])],
+        ])
+        .unwrap();
+        plan_chunk_reads(&[12, 6], &[6, 6], &sel).pop().unwrap()
+    }
+
+    #[test]
+    fn a_read_narrowed_to_its_bounding_box_keeps_rows_and_indices() {
+        let read = two_boxes_in_one_chunk();
+        let (start, shape) = read.bounding_box().unwrap();
+        assert_eq!((start.clone(), shape.clone()), (vec![1, 1], vec![4, 4]));
+        let part = read.within(&start, &shape);
+        assert_eq!(part.rows, read.rows);
+        assert_eq!(part.origin, vec![7, 1]);
+        // Positions in the 4 x 4 box: (0,0), (1,0), (3,2), (3,3).
+        assert_eq!(part.gather(1), Gather::Positions(vec![0, 4, 14, 15]));
+        let (whole, narrowed) = (read.dimension_columns(), part.dimension_columns());
+        for d in 0..2 {
+            assert_eq!(ints(&whole[d]), ints(&narrowed[d]));
+        }
+        assert_eq!(ints(&narrowed[0]), vec![7, 8, 10, 10]);
+        assert_eq!(ints(&narrowed[1]), vec![1, 1, 3, 4]);
+    }
+
+    #[test]
+    fn the_end_element_follows_the_last_selected_element_in_c_order() {
+        let read = two_boxes_in_one_chunk();
+        // Chunk rows 1..3 x col 1 end at (2, 1) = 13; row 4 x cols 3..5 ends at (4, 4) = 28.
+        assert_eq!(read.end_element(), 29);
+        let whole = plan_chunk_reads(&[12, 6], &[6, 6], &Selection::all(&[12, 6]));
+        assert_eq!(whole[0].end_element(), 36);
+    }
+
+    #[test]
+    fn pieces_split_the_first_dimension_and_keep_every_row_once() {
+        let read = two_boxes_in_one_chunk();
+        // Whole chunk, two rows of 6 per piece: rows 0-1, 2-3 (row 2 selected), 4-5.
+        let pieces = read.pieces(&[0, 0], &[6, 6], 12);
+        let origins: Vec<_> = pieces.iter().map(|p| p.origin.clone()).collect();
+        assert_eq!(origins, vec![vec![6, 0], vec![8, 0], vec![10, 0]]);
+        assert_eq!(pieces.iter().map(|p| p.rows).collect::<Vec<_>>(), [1, 1, 2]);
+        let dims = |reads: &[ChunkRead], d: usize| -> Vec<i64> {
+            reads
+                .iter()
+                .flat_map(|r| ints(&r.dimension_columns()[d]))
+                .collect()
+        };
+        for d in 0..2 {
+            assert_eq!(dims(&pieces, d), ints(&read.dimension_columns()[d]));
+        }
+        // Piece-local positions: row 1 col 1 of piece 0 (2 x 6), row 0 cols 3..5 of piece 2.
+        assert_eq!(
+            pieces[0].gather(1),
+            Gather::Strided {
+                start: 7,
+                stride: 1,
+                count: 1
+            }
+        );
+        assert_eq!(
+            pieces[2].gather(1),
+            Gather::Strided {
+                start: 3,
+                stride: 1,
+                count: 2
+            }
+        );
+        // A limit of 3 rows stops in the last piece; less than one slice per piece is one slice.
+        let mut cut = read.clone();
+        cut.rows = 3;
+        let pieces = cut.pieces(&[0, 0], &[6, 6], 1);
+        assert_eq!(pieces.iter().map(|p| p.rows).collect::<Vec<_>>(), [1, 1, 1]);
+        assert_eq!(pieces[2].origin, vec![10, 0]);
+    }
+
+    #[test]
+    fn overlapping_boxes_become_disjoint_and_rows_stay_in_c_order() {
+        // time = 1 OR station = 2 on a 3 x 3 array, one chunk.
+        let row = vec![set(3, vec![1..2]), set(3, vec![0..3])];
+        let col = vec![set(3, vec![0..3]), set(3, vec![2..3])];
+        let sel = Selection::from_boxes(vec![row, col]).unwrap();
+        assert_eq!(sel.len(), 5);
+        assert_eq!(sel.boxes().len(), 2);
+        let reads = plan_chunk_reads(&[3, 3], &[3, 3], &sel);
+        assert_eq!(reads.len(), 1);
+        assert_eq!(reads[0].gather(1), Gather::Positions(vec![2, 3, 4, 5, 8]));
+        let dims = reads[0].dimension_columns();
+        assert_eq!(ints(&dims[0]), vec![0, 1, 1, 1, 2]);
+        assert_eq!(ints(&dims[1]), vec![2, 0, 1, 2, 2]);
+    }
+
+    #[test]
+    fn a_row_limit_cuts_positions_and_indices_alike() {
+        let shape = [3, 3];
+        let mut read = plan_chunk_reads(&shape, &[3, 3], &Selection::all(&shape)).remove(0);
+        read.rows = 4;
+        assert_eq!(read.gather(1).len(), 4);
+        let dims = read.dimension_columns();
+        assert_eq!(ints(&dims[0]), vec![0, 0, 0, 1]);
+        assert_eq!(ints(&dims[1]), vec![0, 1, 2, 0]);
+    }
+}

@@ -1,0 +1,185 @@
+//! How a Zarr table is read: batch size, chunks in flight, read piece size, storage settings.
+
+use std::collections::HashMap;
+
+use crate::error::Result;
+use crate::storage::StorageOptions;
+use crate::table_options::{positive, split_options};
+
+/// Chunks each partition fetches ahead of the one it decodes, from local folders: enough to
+/// overlap reading with decoding on a local disk.
+const LOCAL_CHUNKS_IN_FLIGHT: usize = 2;
+
+/// The same from object stores: a request costs tens of milliseconds, so many are kept in
+/// flight (object_store's own default for concurrent range requests is 10).
+const REMOTE_CHUNKS_IN_FLIGHT: usize = 16;
+
+/// Bytes of an uncompressed local chunk read and gathered at a time: small enough that the
+/// kernel's copy is still in the core's cache when the fields are gathered (BENCHMARKS.md).
+const PIECE_BYTES: usize = 1 << 20;
+
+const KEYS: &[&str] = &[
+    // rows per output batch (default: the session's datafusion.execution.batch_size)
+    "batch_size",
+    // chunks each partition reads ahead (default: 2 from local folders, 16 from object stores)
+    "chunks_in_flight",
+    // bytes of an uncompressed local chunk read at a time (default: 1048576)
+    "piece_bytes",
+];
+
+/// How a Zarr table is read.
+///
+/// From SQL, as `OPTIONS` of `CREATE EXTERNAL TABLE ... STORED AS ZARR`: `batch_size`,
+/// `chunks_in_flight`, `piece_bytes`, and the storage settings of [`StorageOptions`]. From
+/// Rust, with the builder methods:
+///
+/// ```no_run
+/// # async fn demo() -> ndfusion::Result<()> {
+/// use ndfusion::{StorageOptions, ZarrOptions, ZarrTable};
+/// let options = ZarrOptions::new()
+///     .with_chunks_in_flight(32)
+///     .with_storage(StorageOptions::new().with("aws.skip_signature", "true")?);
+/// let table = ZarrTable::open_with("s3://bucket/ocean.zarr", options).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ZarrOptions {
+    batch_size: Option<usize>,
+    chunks_in_flight: Option<usize>,
+    piece_bytes: Option<usize>,
+    storage: StorageOptions,
+}
+
+impl ZarrOptions {
+    /// The defaults: the session's batch size, 2 chunks in flight locally (16 remotely),
+    /// 1 MiB pieces, storage credentials from the environment.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Rows per output batch (at least 1), instead of the session's batch size.
+    pub fn with_batch_size(mut self, rows: usize) -> Self {
+        self.batch_size = Some(rows.max(1));
+        self
+    }
+
+    /// Chunks each partition reads ahead of the one it decodes (at least 1).
+    pub fn with_chunks_in_flight(mut self, chunks: usize) -> Self {
+        self.chunks_in_flight = Some(chunks.max(1));
+        self
+    }
+
+    /// Bytes of an uncompressed local chunk read and gathered at a time (at least 1).
+    pub fn with_piece_bytes(mut self, bytes: usize) -> Self {
+        self.piece_bytes = Some(bytes.max(1));
+        self
+    }
+
+    /// How remote locations are reached.
+    pub fn with_storage(mut self, storage: StorageOptions) -> Self {
+        self.storage = storage;
+        self
+    }
+
+    /// The storage settings.
+    pub fn storage(&self) -> &StorageOptions {
+        &self.storage
+    }
+
+    /// The options of `CREATE EXTERNAL TABLE ... OPTIONS (...)`.
+    pub(crate) fn from_sql(options: &HashMap<String, String>) -> Result<Self> {
+        let (own, storage) = split_options(options, "ZARR", KEYS)?;
+        let mut out = ZarrOptions::new().with_storage(storage);
+        for (key, value) in own {
+            let n = positive(key, &value)?;
+            out = match key {
+                "batch_size" => out.with_batch_size(n),
+                "chunks_in_flight" => out.with_chunks_in_flight(n),
+                _ => out.with_piece_bytes(n),
+            };
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn batch_size(&self, session_batch_size: usize) -> usize {
+        self.batch_size.unwrap_or(session_batch_size).max(1)
+    }
+
+    pub(crate) fn chunks_in_flight(&self, remote: bool) -> usize {
+        self.chunks_in_flight.unwrap_or(if remote {
+            REMOTE_CHUNKS_IN_FLIGHT
+        } else {
+            LOCAL_CHUNKS_IN_FLIGHT
+        })
+    }
+
+    pub(crate) fn piece_bytes(&self) -> usize {
+        self.piece_bytes.unwrap_or(PIECE_BYTES)
+    }
+
+    /// The options in force, as EXPLAIN VERBOSE shows them (secrets as `***`).
+    pub(crate) fn describe(&self, session_batch_size: usize, remote: bool) -> String {
+        let mut parts = vec![
+            format!("batch_size={}", self.batch_size(session_batch_size)),
+            format!("chunks_in_flight={}", self.chunks_in_flight(remote)),
+            format!("piece_bytes={}", self.piece_bytes()),
+        ];
+        if !self.storage.is_empty() {
+            parts.push(format!("{:?}", self.storage));
+        }
+        parts.join(", ")
+    }
+
+    /// The options set by the user, as EXPLAIN shows them; empty when all are defaults.
+    pub(crate) fn describe_set(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(n) = self.batch_size {
+            parts.push(format!("batch_size={n}"));
+        }
+        if let Some(n) = self.chunks_in_flight {
+            parts.push(format!("chunks_in_flight={n}"));
+        }
+        if let Some(n) = self.piece_bytes {
+            parts.push(format!("piece_bytes={n}"));
+        }
+        if !self.storage.is_empty() {
+            parts.push(format!("{:?}", self.storage));
+        }
+        parts.join(", ")
+    }
+}
+
+impl std::fmt::Display for ZarrOptions {
+    /// The options set (secrets as `***`), or `defaults`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.describe_set() {
+            set if set.is_empty() => f.write_str("defaults"),
+            set => f.write_str(&set),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sql_options_set_what_they_name() {
+        let map = HashMap::from([
+            ("format.chunks_in_flight".to_string(), "32".to_string()),
+            ("aws.secret_access_key".to_string(), "s3cr3t".to_string()),
+        ]);
+        let options = ZarrOptions::from_sql(&map).unwrap();
+        assert_eq!(options.chunks_in_flight(false), 32);
+        assert_eq!(options.batch_size(8192), 8192);
+        assert_eq!(
+            options.describe_set(),
+            "chunks_in_flight=32, aws.secret_access_key=***"
+        );
+        let bad = HashMap::from([("format.piece_bytes".to_string(), "-1".to_string())]);
+        assert_eq!(
+            ZarrOptions::from_sql(&bad).unwrap_err().to_string(),
+            "invalid option 'piece_bytes': expected a positive integer, found '-1'"
+        );
+    }
+}

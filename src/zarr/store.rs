@@ -1,0 +1,246 @@
+//! Where a Zarr array's objects (metadata and chunks) are read from: a local folder, read with
+//! zarrs' filesystem store on blocking threads, or an object store, read asynchronously.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+use zarrs::filesystem::FilesystemStore;
+use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
+use zarrs::storage::storage_adapter::sync_to_async::{
+    SyncToAsyncSpawnBlocking, SyncToAsyncStorageAdapter,
+};
+use zarrs::storage::{
+    AsyncMaybeBytesIterator, AsyncReadableStorageTraits, Bytes, MaybeBytes, ReadableStorageTraits,
+    StorageError, StoreKey,
+};
+
+use crate::error::{BoxError, Error, Result};
+use crate::storage::{resolve, RemoteStore, Resolved, StorageOptions};
+
+/// The store of one Zarr array.
+#[derive(Clone)]
+pub(crate) enum ZarrStore {
+    /// A local folder.
+    Local(Arc<FilesystemStore>),
+    /// A prefix of an object store.
+    Remote(RemoteStore),
+}
+
+impl std::fmt::Debug for ZarrStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ZarrStore::Local(_) => f.write_str("Local"),
+            ZarrStore::Remote(r) => write!(f, "Remote({})", r.display("")),
+        }
+    }
+}
+
+impl ZarrStore {
+    /// The store of the array at `location`. Nothing is read yet.
+    pub(crate) fn open(location: &str, options: &StorageOptions) -> Result<Self> {
+        match resolve(location, options)? {
+            Resolved::Local(path) => {
+                let dir = local_dir(location, &path)?;
+                let store = FilesystemStore::new(&dir).map_err(|e| Error::NotFound {
+                    location: location.to_string(),
+                    reason: e.to_string(),
+                })?;
+                Ok(ZarrStore::Local(Arc::new(store)))
+            }
+            Resolved::Remote(remote) => Ok(ZarrStore::Remote(remote)),
+        }
+    }
+
+    pub(crate) fn is_remote(&self) -> bool {
+        matches!(self, ZarrStore::Remote(_))
+    }
+
+    /// The whole object at `key`; `None` when there is none.
+    pub(crate) async fn get(&self, key: &str) -> Result<Option<Bytes>, BoxError> {
+        match self {
+            ZarrStore::Local(fs) => {
+                let fs = Arc::clone(fs);
+                let key = StoreKey::new(key)?;
+                Ok(tokio::task::spawn_blocking(move || fs.get(&key)).await??)
+            }
+            ZarrStore::Remote(remote) => match remote.store.get(&remote.path(key)).await {
+                Ok(result) => Ok(Some(result.bytes().await?)),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(Box::new(e)),
+            },
+        }
+    }
+
+    /// Bytes `range` of the object at `key`, with the object's whole size, in one request;
+    /// `None` when there is no such object.
+    pub(crate) async fn get_range(
+        &self,
+        key: &str,
+        range: Range<u64>,
+    ) -> Result<Option<(Bytes, u64)>, BoxError> {
+        match self {
+            ZarrStore::Local(fs) => {
+                let fs = Arc::clone(fs);
+                let key = StoreKey::new(key)?;
+                tokio::task::spawn_blocking(move || -> Result<_, BoxError> {
+                    let Some(size) = fs.size_key(&key)? else {
+                        return Ok(None);
+                    };
+                    let bytes = fs.get_partial(
+                        &key,
+                        ByteRange::FromStart(range.start, Some(range.end - range.start)),
+                    )?;
+                    Ok(bytes.map(|b| (b, size)))
+                })
+                .await?
+            }
+            ZarrStore::Remote(remote) => {
+                let options = GetOptions {
+                    range: Some(GetRange::Bounded(range)),
+                    ..GetOptions::default()
+                };
+                match remote.store.get_opts(&remote.path(key), options).await {
+                    Ok(result) => {
+                        let size = result.meta.size;
+                        Ok(Some((result.bytes().await?, size)))
+                    }
+                    Err(object_store::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(Box::new(e)),
+                }
+            }
+        }
+    }
+
+    /// The store as zarrs reads it: chunk keys, codecs and partial decoders of an `Array`.
+    pub(crate) fn zarrs_storage(&self) -> Arc<dyn AsyncReadableStorageTraits> {
+        match self {
+            ZarrStore::Local(fs) => Arc::new(SyncToAsyncStorageAdapter::new(
+                Arc::clone(fs),
+                TokioBlockingPool,
+            )),
+            ZarrStore::Remote(remote) => Arc::new(ObjectStoreStorage(remote.clone())),
+        }
+    }
+
+    /// The local store, for reads made on the thread that decodes them.
+    pub(crate) fn blocking(&self) -> Option<Arc<FilesystemStore>> {
+        match self {
+            ZarrStore::Local(fs) => Some(Arc::clone(fs)),
+            ZarrStore::Remote(_) => None,
+        }
+    }
+}
+
+/// A local LOCATION must be a folder (the array's, holding `zarr.json` or `.zarray`).
+fn local_dir(location: &str, path: &Path) -> Result<PathBuf> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Ok(path.to_path_buf()),
+        Ok(_) => Err(Error::NotFound {
+            location: location.to_string(),
+            reason: "not a folder: LOCATION must name a Zarr array folder".into(),
+        }),
+        Err(e) => Err(Error::NotFound {
+            location: location.to_string(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// Runs the filesystem store's reads on tokio's blocking pool. zarrs' filesystem store reads
+/// into uninitialised buffers at an offset; object_store's `LocalFileSystem` zeroes each
+/// buffer before reading into it, which cost 15% of an uncompressed scan (BENCHMARKS.md).
+struct TokioBlockingPool;
+
+impl SyncToAsyncSpawnBlocking for TokioBlockingPool {
+    async fn spawn_blocking<F, R>(&self, f: F) -> R
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        tokio::task::spawn_blocking(f)
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+    }
+}
+
+/// zarrs' async storage over an object store. Unlike `zarrs_object_store` 0.7, a read of known
+/// byte ranges is one request (no HEAD first), and a suffix (a shard index) is one request.
+struct ObjectStoreStorage(RemoteStore);
+
+fn storage_error(e: object_store::Error) -> StorageError {
+    StorageError::Other(e.to_string())
+}
+
+#[async_trait::async_trait]
+impl AsyncReadableStorageTraits for ObjectStoreStorage {
+    async fn get(&self, key: &StoreKey) -> Result<MaybeBytes, StorageError> {
+        match self.0.store.get(&self.0.path(key.as_str())).await {
+            Ok(result) => Ok(Some(result.bytes().await.map_err(storage_error)?)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(storage_error(e)),
+        }
+    }
+
+    async fn get_partial_many<'a>(
+        &'a self,
+        key: &StoreKey,
+        byte_ranges: ByteRangeIterator<'a>,
+    ) -> Result<AsyncMaybeBytesIterator<'a>, StorageError> {
+        let path = self.0.path(key.as_str());
+        let ranges: Vec<ByteRange> = byte_ranges.collect();
+        let bounded: Option<Vec<Range<u64>>> = ranges
+            .iter()
+            .map(|r| match r {
+                ByteRange::FromStart(offset, Some(length)) => Some(*offset..offset + length),
+                _ => None,
+            })
+            .collect();
+        let result = match bounded {
+            // Known ranges: object_store coalesces nearby ones and fetches them concurrently.
+            Some(bounded) => self.0.store.get_ranges(&path, &bounded).await,
+            None => {
+                futures::stream::iter(ranges)
+                    .map(|r| {
+                        let range = match r {
+                            ByteRange::FromStart(offset, Some(length)) => {
+                                GetRange::Bounded(offset..offset + length)
+                            }
+                            ByteRange::FromStart(offset, None) => GetRange::Offset(offset),
+                            ByteRange::Suffix(length) => GetRange::Suffix(length),
+                        };
+                        let options = GetOptions {
+                            range: Some(range),
+                            ..GetOptions::default()
+                        };
+                        let (store, path) = (&self.0.store, &path);
+                        async move { store.get_opts(path, options).await?.bytes().await }
+                    })
+                    .buffered(8)
+                    .try_collect()
+                    .await
+            }
+        };
+        match result {
+            Ok(parts) => Ok(Some(
+                futures::stream::iter(parts.into_iter().map(Ok)).boxed(),
+            )),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(storage_error(e)),
+        }
+    }
+
+    async fn size_key(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {
+        match self.0.store.head(&self.0.path(key.as_str())).await {
+            Ok(meta) => Ok(Some(meta.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(storage_error(e)),
+        }
+    }
+
+    fn supports_get_partial(&self) -> bool {
+        true
+    }
+}
