@@ -19,7 +19,7 @@ use url::Url;
 
 use super::format::{check_marker, read_error};
 use crate::error::Result;
-use crate::storage::{resolve, Resolved, StorageOptions};
+use crate::storage::{resolve, RemoteStore, Resolved, StorageOptions};
 
 /// A lance-nd table's location, resolved.
 #[derive(Debug, Clone)]
@@ -31,6 +31,8 @@ pub(crate) struct TableLocation {
     uri: String,
     /// For remote tables: a Lance session whose store registry knows `uri`'s scheme.
     session: Option<Arc<Session>>,
+    /// For remote tables: the store, to tell why a table is absent.
+    remote: Option<RemoteStore>,
 }
 
 impl TableLocation {
@@ -40,6 +42,7 @@ impl TableLocation {
                 shown: location.to_string(),
                 uri: path.to_string_lossy().to_string(),
                 session: None,
+                remote: None,
             }),
             Resolved::Remote(remote) => {
                 let registry = ObjectStoreRegistry::default();
@@ -59,6 +62,7 @@ impl TableLocation {
                     shown: remote.display(""),
                     uri: url.to_string(),
                     session: Some(Arc::new(session)),
+                    remote: Some(remote),
                 })
             }
         }
@@ -84,7 +88,19 @@ impl TableLocation {
         match builder.load().await {
             Ok(dataset) => Ok(Some(dataset)),
             Err(lance::Error::DatasetNotFound { .. }) => Ok(None),
-            Err(e) => Err(read_error(&self.shown, e)),
+            Err(e) => {
+                let missing = self
+                    .remote
+                    .as_ref()
+                    .and_then(|r| r.missing_container(&e.to_string()));
+                match missing {
+                    Some(reason) => Err(crate::Error::NotFound {
+                        location: self.shown.clone(),
+                        reason,
+                    }),
+                    None => Err(read_error(&self.shown, e)),
+                }
+            }
         }
     }
 

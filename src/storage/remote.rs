@@ -74,6 +74,36 @@ impl RemoteStore {
         path
     }
 
+    /// Why nothing was found at the root: the bucket (or container) is missing, or nothing is
+    /// stored below the root. `None` when neither can be told (HTTP has no listing).
+    pub(crate) async fn why_absent(&self) -> Option<String> {
+        match self.store.list_with_delimiter(Some(&self.root)).await {
+            Ok(listing) if listing.objects.is_empty() && listing.common_prefixes.is_empty() => {
+                Some("nothing is stored at this location".into())
+            }
+            Ok(_) => None,
+            Err(e) => self.missing_container(&e.to_string()),
+        }
+    }
+
+    /// "the bucket 'b' does not exist", when a store's error says so.
+    pub(crate) fn missing_container(&self, error: &str) -> Option<String> {
+        let missing = ["NoSuchBucket", "ContainerNotFound", "bucket does not exist"]
+            .iter()
+            .any(|code| error.contains(code));
+        let what = if self.url.scheme().starts_with("a") {
+            "container"
+        } else {
+            "bucket"
+        };
+        missing.then(|| {
+            format!(
+                "the {what} '{}' does not exist",
+                self.url.host_str().unwrap_or_default()
+            )
+        })
+    }
+
     /// The location of `key` as a user would write it, for messages.
     pub(crate) fn display(&self, key: &str) -> String {
         if key.is_empty() {

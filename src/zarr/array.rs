@@ -78,11 +78,12 @@ impl ZarrArray {
             let meta = parse_v2(&path, &text, attrs.as_deref())?;
             (path, meta)
         } else {
+            let reason = store.why_absent().await.unwrap_or_else(|| {
+                "neither zarr.json nor .zarray here: LOCATION must name a Zarr array folder".into()
+            });
             return Err(Error::NotFound {
                 location: location.to_string(),
-                reason:
-                    "neither zarr.json nor .zarray here: LOCATION must name a Zarr array folder"
-                        .into(),
+                reason,
             });
         };
         let zarrs =

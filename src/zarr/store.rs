@@ -114,6 +114,14 @@ impl ZarrStore {
         }
     }
 
+    /// Why a remote location holds no array, when the store can tell.
+    pub(crate) async fn why_absent(&self) -> Option<String> {
+        match self {
+            ZarrStore::Local(_) => None,
+            ZarrStore::Remote(remote) => remote.why_absent().await,
+        }
+    }
+
     /// The store as zarrs reads it: chunk keys, codecs and partial decoders of an `Array`.
     pub(crate) fn zarrs_storage(&self) -> Arc<dyn AsyncReadableStorageTraits> {
         match self {
@@ -170,6 +178,30 @@ impl SyncToAsyncSpawnBlocking for TokioBlockingPool {
 /// byte ranges is one request (no HEAD first), and a suffix (a shard index) is one request.
 struct ObjectStoreStorage(RemoteStore);
 
+/// One range of an object. Stores without suffix requests (Azure) get a HEAD first.
+async fn get_any_range(
+    store: &dyn ObjectStore,
+    path: &object_store::path::Path,
+    range: GetRange,
+) -> object_store::Result<Bytes> {
+    let options = GetOptions {
+        range: Some(range.clone()),
+        ..GetOptions::default()
+    };
+    match store.get_opts(path, options).await {
+        Err(object_store::Error::NotSupported { .. }) => {
+            let size = store.head(path).await?.size;
+            let bounded = match range {
+                GetRange::Suffix(n) => size.saturating_sub(n)..size,
+                GetRange::Offset(o) => o.min(size)..size,
+                GetRange::Bounded(r) => r,
+            };
+            store.get_range(path, bounded).await
+        }
+        result => result?.bytes().await,
+    }
+}
+
 fn storage_error(e: object_store::Error) -> StorageError {
     StorageError::Other(e.to_string())
 }
@@ -211,12 +243,7 @@ impl AsyncReadableStorageTraits for ObjectStoreStorage {
                             ByteRange::FromStart(offset, None) => GetRange::Offset(offset),
                             ByteRange::Suffix(length) => GetRange::Suffix(length),
                         };
-                        let options = GetOptions {
-                            range: Some(range),
-                            ..GetOptions::default()
-                        };
-                        let (store, path) = (&self.0.store, &path);
-                        async move { store.get_opts(path, options).await?.bytes().await }
+                        get_any_range(self.0.store.as_ref(), &path, range)
                     })
                     .buffered(8)
                     .try_collect()

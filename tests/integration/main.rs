@@ -4,4 +4,6 @@ mod zarr_fixtures;
 
 mod cli;
 mod lance_nd;
+mod object_stores;
+mod servers;
 mod slt;

@@ -83,8 +83,7 @@ fn push_row(rows: &mut Vec<Vec<String>>, cells: Vec<String>) {
     rows.extend(rest);
 }
 
-#[tokio::test]
-async fn sql_files() {
+fn sql_files_in_repo() -> Vec<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sql");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
@@ -93,15 +92,24 @@ async fn sql_files() {
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no .slt files in {}", dir.display());
+    files
+}
+
+fn runner() -> sqllogictest::Runner<Ndfusion, impl sqllogictest::MakeConnection<Conn = Ndfusion>> {
+    let mut runner = sqllogictest::Runner::new(|| async {
+        Ok(Ndfusion {
+            ctx: ndfusion::new_session_context(),
+        })
+    });
+    runner.set_var("REPO".into(), env!("CARGO_MANIFEST_DIR").into());
+    runner
+}
+
+#[tokio::test]
+async fn sql_files() {
     let mut failures = Vec::new();
-    for file in &files {
-        let mut runner = sqllogictest::Runner::new(|| async {
-            Ok(Ndfusion {
-                ctx: ndfusion::new_session_context(),
-            })
-        });
-        runner.set_var("REPO".into(), env!("CARGO_MANIFEST_DIR").into());
-        if let Err(e) = runner.run_file_async(file).await {
+    for file in &sql_files_in_repo() {
+        if let Err(e) = runner().run_file_async(file).await {
             failures.push(format!("{}: {e}", file.display()));
         }
     }
@@ -109,5 +117,124 @@ async fn sql_files() {
         failures.is_empty(),
         "sqllogictest failures:\n{}",
         failures.join("\n\n")
+    );
+}
+
+/// Runs the queries of every `sql/*.slt` file (but those `skip_file` names) with each table's
+/// `LOCATION 'tests/data/...'` moved to `{base}/tests/data/...` and `options` added to its
+/// OPTIONS: the answers must be those of the local files. Records that expect an error or
+/// show a plan are left out (they name the location); returns how many records ran.
+pub async fn run_sql_files_at(
+    base: &str,
+    options: &[(&str, String)],
+    skip_file: impl Fn(&str) -> bool,
+) -> usize {
+    use sqllogictest::{QueryExpect, Record, StatementExpect};
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for file in &sql_files_in_repo() {
+        let name = file.file_name().unwrap().to_string_lossy().to_string();
+        if skip_file(&name) {
+            continue;
+        }
+        let mut runner = runner();
+        for record in sqllogictest::parse_file::<DefaultColumnType>(file).unwrap() {
+            let record = match record {
+                Record::Statement {
+                    expected: StatementExpect::Error(_),
+                    ..
+                }
+                | Record::Query {
+                    expected: QueryExpect::Error(_),
+                    ..
+                } => continue,
+                Record::Query { ref sql, .. } if sql.trim_start().starts_with("EXPLAIN") => {
+                    continue
+                }
+                Record::Statement {
+                    loc,
+                    conditions,
+                    connection,
+                    sql,
+                    expected,
+                    retry,
+                } => Record::Statement {
+                    loc,
+                    conditions,
+                    connection,
+                    sql: relocate(&sql, base, options),
+                    expected,
+                    retry,
+                },
+                other => other,
+            };
+            ran += 1;
+            if let Err(e) = runner.run_async(record).await {
+                failures.push(format!("{name} at {base}: {e}"));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "sqllogictest failures:\n{}",
+        failures.join("\n\n")
+    );
+    ran
+}
+
+/// `LOCATION 'tests/data/x'` (or `'file://${REPO}/tests/data/x'`) becomes
+/// `LOCATION '{base}/tests/data/x'` with `options` in its OPTIONS.
+fn relocate(sql: &str, base: &str, options: &[(&str, String)]) -> String {
+    let Some(start) = sql.find("LOCATION '") else {
+        return sql.to_string();
+    };
+    let value_start = start + "LOCATION '".len();
+    let value_end = value_start + sql[value_start..].find('\'').unwrap();
+    let location = &sql[value_start..value_end];
+    let relative = location.trim_start_matches("file://${REPO}/");
+    assert!(relative.starts_with("tests/data/"), "{sql}");
+    let pairs: Vec<String> = options
+        .iter()
+        .map(|(k, v)| format!("'{k}' '{v}'"))
+        .collect();
+    let rest = &sql[value_end + 1..];
+    let rest = match rest.find("OPTIONS (") {
+        _ if pairs.is_empty() => rest.to_string(),
+        Some(i) => format!(
+            "{}OPTIONS ({}, {}",
+            &rest[..i],
+            pairs.join(", "),
+            &rest[i + "OPTIONS (".len()..]
+        ),
+        None => format!(
+            "{} OPTIONS ({})",
+            rest.trim_end().trim_end_matches(';'),
+            pairs.join(", ")
+        ),
+    };
+    format!(
+        "{}'{base}/{relative}'{rest}",
+        &sql[..start + "LOCATION ".len()]
+    )
+}
+
+#[test]
+fn locations_are_moved_and_options_added() {
+    let options = [("aws.region", "r".to_string())];
+    assert_eq!(
+        relocate(
+            "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION 'tests/data/a.zarr'",
+            "s3://b",
+            &options
+        ),
+        "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION 's3://b/tests/data/a.zarr' OPTIONS ('aws.region' 'r')"
+    );
+    assert_eq!(
+        relocate(
+            "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION 'file://${REPO}/tests/data/a.zarr' OPTIONS ('batch_size' '1')",
+            "s3://b",
+            &options
+        ),
+        "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION 's3://b/tests/data/a.zarr' OPTIONS ('aws.region' 'r', 'batch_size' '1')"
     );
 }

@@ -1,0 +1,452 @@
+//! Tables in object stores, against real servers on 127.0.0.1 (`servers.rs`): the fixtures are
+//! uploaded and the sql/ files' queries must give the local answers; faults give clear errors.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{Float64Array, Int64Array, RecordBatch};
+use arrow::util::pretty::pretty_format_batches;
+use datafusion::prelude::SessionContext;
+use futures::StreamExt;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+use ndfusion::{
+    read_nd_batches, write_nd_batches, Dim, Error, NdArrowArray, NdRecordBatch, ReadOptions,
+    StorageOptions, WriteOptions, ZarrOptions, ZarrTable,
+};
+
+use crate::servers::{self, Server, AZURE_ACCOUNT, AZURE_KEY, S3_KEY_ID, S3_SECRET};
+use crate::slt::run_sql_files_at;
+
+const BUCKET: &str = "data";
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn s3_options(server: &Server) -> Vec<(&'static str, String)> {
+    vec![
+        ("aws.endpoint", server.endpoint()),
+        ("aws.allow_http", "true".into()),
+        ("aws.access_key_id", S3_KEY_ID.into()),
+        ("aws.secret_access_key", S3_SECRET.into()),
+        ("aws.region", "us-east-1".into()),
+        // Fault tests must fail fast; the defaults retry for a minute.
+        ("client.max_retries", "2".into()),
+        ("client.retry_timeout", "5".into()),
+    ]
+}
+
+fn storage(options: &[(&'static str, String)]) -> StorageOptions {
+    StorageOptions::from_map(options.iter().map(|(k, v)| (*k, v.clone()))).unwrap()
+}
+
+fn s3_store(server: &Server) -> Arc<dyn ObjectStore> {
+    Arc::new(
+        object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(server.endpoint())
+            .with_allow_http(true)
+            .with_bucket_name(BUCKET)
+            .with_access_key_id(S3_KEY_ID)
+            .with_secret_access_key(S3_SECRET)
+            .with_region("us-east-1")
+            .build()
+            .unwrap(),
+    )
+}
+
+async fn upload_fixtures(store: &Arc<dyn ObjectStore>) {
+    servers::upload(store, &repo().join("tests/data"), "tests/data").await;
+}
+
+async fn collect(ctx: &SessionContext, sql: &str) -> Vec<RecordBatch> {
+    ctx.sql(sql).await.unwrap().collect().await.unwrap()
+}
+
+async fn query_error(ctx: &SessionContext, sql: &str) -> String {
+    let result = match ctx.sql(sql).await {
+        Ok(df) => df.collect().await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    Error::user_message(&result.expect_err(sql))
+}
+
+fn options_sql(options: &[(&str, String)]) -> String {
+    if options.is_empty() {
+        return String::new();
+    }
+    let pairs: Vec<String> = options
+        .iter()
+        .map(|(k, v)| format!("'{k}' '{v}'"))
+        .collect();
+    format!("OPTIONS ({})", pairs.join(", "))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_tables_answer_the_sql_files_like_local_ones() {
+    let server = servers::seaweedfs(BUCKET);
+    upload_fixtures(&s3_store(&server)).await;
+    let ran = run_sql_files_at("s3://data", &s3_options(&server), |_| false).await;
+    assert!(ran > 100, "only {ran} records ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gcs_tables_answer_the_sql_files_like_local_ones() {
+    let (server, account) = servers::fake_gcs(BUCKET, (&repo().join("tests/data"), "tests/data"));
+    let options = [
+        (
+            "gcp.service_account_path",
+            account.to_string_lossy().to_string(),
+        ),
+        ("client.allow_http", "true".to_string()),
+    ];
+    let ran = run_sql_files_at("gs://data", &options, |_| false).await;
+    assert!(ran > 100, "only {ran} records ran ({})", server.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn azure_tables_answer_the_sql_files_like_local_ones() {
+    let server = servers::azurite(BUCKET);
+    let endpoint = format!("{}/{AZURE_ACCOUNT}", server.endpoint());
+    let store: Arc<dyn ObjectStore> = Arc::new(
+        object_store::azure::MicrosoftAzureBuilder::new()
+            .with_account(AZURE_ACCOUNT)
+            .with_access_key(AZURE_KEY)
+            .with_container_name(BUCKET)
+            .with_endpoint(endpoint.clone())
+            .with_allow_http(true)
+            .build()
+            .unwrap(),
+    );
+    upload_fixtures(&store).await;
+    let options = [
+        ("azure.account_name", AZURE_ACCOUNT.to_string()),
+        ("azure.access_key", AZURE_KEY.to_string()),
+        ("azure.endpoint", endpoint),
+        ("azure.allow_http", "true".to_string()),
+    ];
+    let ran = run_sql_files_at("az://data", &options, |_| false).await;
+    assert!(ran > 100, "only {ran} records ran ({})", server.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_zarr_tables_answer_the_sql_files_like_local_ones() {
+    let server = servers::nginx(repo());
+    let base = server.endpoint();
+    // Lance finds a table's latest version by listing, which plain HTTP cannot do.
+    let ran = run_sql_files_at(&base, &[], |name| name.starts_with("lance_nd")).await;
+    assert!(ran > 80, "only {ran} records ran");
+
+    // Opening a v3 array is one request (zarr.json), a v2 array three (zarr.json is absent,
+    // then .zarray and .zattrs); nothing is listed.
+    for (path, requests) in [
+        ("tests/data/zarr_v3/grid_2d.zarr", 1),
+        ("tests/data/zarr_v2/grid_2d.zarr", 3),
+    ] {
+        let before = server.requests();
+        ZarrTable::open(&format!("{base}/{path}")).await.unwrap();
+        let made: Vec<String> = server.requests()[before.len()..].to_vec();
+        assert_eq!(made.len(), requests, "{path}: {made:?}");
+        assert!(made.iter().all(|r| r.starts_with("GET ")), "{made:?}");
+    }
+}
+
+/// The SQL for `t` at `location`, with `options`.
+fn create(table: &str, location: &str, options: &[(&str, String)]) -> String {
+    format!(
+        "CREATE EXTERNAL TABLE {table} STORED AS ZARR LOCATION '{location}' {}",
+        options_sql(options)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_faults_are_clear_errors() {
+    let mut server = servers::seaweedfs(BUCKET);
+    let store = s3_store(&server);
+    let grid = "tests/data/zarr_v3/grid_2d.zarr";
+    servers::upload(&store, &repo().join(grid), "deleted.zarr").await;
+    servers::upload(&store, &repo().join(grid), "garbage.zarr").await;
+    servers::upload(&store, &repo().join(grid), "grid.zarr").await;
+    store
+        .delete(&ObjectPath::from("deleted.zarr/c/1/1"))
+        .await
+        .unwrap();
+    store
+        .put(
+            &ObjectPath::from("garbage.zarr/c/1/1"),
+            PutPayload::from_static(b"not a zstd frame"),
+        )
+        .await
+        .unwrap();
+    let options = s3_options(&server);
+    let ctx = ndfusion::new_session_context();
+
+    // A deleted chunk reads as the fill value, as the same chunk deleted from a local copy.
+    let local = tempfile::tempdir().unwrap();
+    servers::copy_dir(&repo().join(grid), local.path());
+    std::fs::remove_file(local.path().join("c/1/1")).unwrap();
+    ctx.sql(&create("deleted", "s3://data/deleted.zarr", &options))
+        .await
+        .unwrap();
+    ctx.sql(&create("local", &local.path().to_string_lossy(), &[]))
+        .await
+        .unwrap();
+    let query = |t: &str| {
+        format!("SELECT time, station, temp, pressure, ok FROM {t} ORDER BY time, station")
+    };
+    let remote = pretty_format_batches(&collect(&ctx, &query("deleted")).await)
+        .unwrap()
+        .to_string();
+    let expected = pretty_format_batches(&collect(&ctx, &query("local")).await)
+        .unwrap()
+        .to_string();
+    assert_eq!(remote, expected);
+
+    // A chunk replaced by garbage is an error naming its key.
+    ctx.sql(&create("garbage", "s3://data/garbage.zarr", &options))
+        .await
+        .unwrap();
+    let message = query_error(&ctx, "SELECT sum(temp) FROM garbage").await;
+    assert!(
+        message.starts_with("cannot read chunk 'c/1/1' of s3://data/garbage.zarr"),
+        "{message}"
+    );
+
+    // Wrong credentials: an error naming the object, without the secret.
+    let mut wrong = options.clone();
+    wrong.retain(|(k, _)| *k != "aws.secret_access_key");
+    wrong.push(("aws.secret_access_key", "not-the-secret-42".into()));
+    let message = query_error(&ctx, &create("wrong", "s3://data/grid.zarr", &wrong)).await;
+    assert!(
+        message.starts_with("object store error at s3://data/grid.zarr/zarr.json"),
+        "{message}"
+    );
+    assert!(!message.contains("not-the-secret-42"), "{message}");
+
+    // A bucket that does not exist is named.
+    let message = query_error(
+        &ctx,
+        &create("nobucket", "s3://no-such-bucket/a.zarr", &options),
+    )
+    .await;
+    assert_eq!(
+        message,
+        "cannot open s3://no-such-bucket/a.zarr: the bucket 'no-such-bucket' does not exist"
+    );
+    let message = query_error(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE nb STORED AS LANCE_ND LOCATION 's3://no-such-bucket/t.lance' {}",
+            options_sql(&options)
+        ),
+    )
+    .await;
+    assert_eq!(
+        message,
+        "cannot open s3://no-such-bucket/t.lance: the bucket 'no-such-bucket' does not exist"
+    );
+    let message = query_error(&ctx, &create("empty", "s3://data/none.zarr", &options)).await;
+    assert_eq!(
+        message,
+        "cannot open s3://data/none.zarr: nothing is stored at this location"
+    );
+
+    // The server stopped in the middle of a scan: the query fails within the retry budget.
+    let mut slow = options.clone();
+    slow.push(("chunks_in_flight", "1".into()));
+    slow.push(("batch_size", "1".into()));
+    ctx.sql(&create("grid", "s3://data/grid.zarr", &slow))
+        .await
+        .unwrap();
+    let config = ctx.copied_config().with_target_partitions(1);
+    let single = SessionContext::new_with_config(config);
+    let table = ctx.table_provider("grid").await.unwrap();
+    single.register_table("grid", table).unwrap();
+    let mut stream = single
+        .sql("SELECT temp FROM grid")
+        .await
+        .unwrap()
+        .execute_stream()
+        .await
+        .unwrap();
+    assert!(stream.next().await.unwrap().is_ok());
+    server.stop();
+    let start = Instant::now();
+    let mut failure = None;
+    while let Some(batch) = stream.next().await {
+        if let Err(e) = batch {
+            failure = Some(Error::user_message(&e));
+            break;
+        }
+    }
+    let message = failure.expect("the scan went on without its server");
+    assert!(
+        start.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        start.elapsed()
+    );
+    assert!(
+        message.starts_with("cannot read chunk 'c/0/1' of s3://data/grid.zarr"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_cli_exits_non_zero_when_the_store_is_down() {
+    let server = servers::seaweedfs(BUCKET);
+    let mut options = s3_options(&server);
+    drop(server);
+    options.retain(|(k, _)| *k != "client.retry_timeout");
+    options.push(("client.retry_timeout", "1".into()));
+    let output = Command::new(env!("CARGO_BIN_EXE_ndfusion"))
+        .args(["--quiet", "-c"])
+        .arg(create("t", "s3://data/grid.zarr", &options))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("Error: object store error at s3://data/grid.zarr/zarr.json"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(S3_SECRET), "{stderr}");
+}
+
+/// One nd record batch: `temperature` over (x, y), optionally `salinity` over x, and global
+/// attribute `id`.
+fn nd_batch(id: &str, offset: f64, salinity: bool) -> NdRecordBatch {
+    let temperature = NdArrowArray::try_new(
+        Arc::new(Float64Array::from_iter_values(
+            (0..6).map(|i| offset + i as f64),
+        )),
+        vec![Dim::new("x", 2), Dim::new("y", 3)],
+        vec![],
+    )
+    .unwrap();
+    let mut arrays = vec![("temperature".to_string(), temperature)];
+    if salinity {
+        let s = NdArrowArray::try_new(
+            Arc::new(Float64Array::from(vec![35.0, 35.5])),
+            vec![Dim::new("x", 2)],
+            vec![],
+        )
+        .unwrap();
+        arrays.push(("salinity".to_string(), s));
+    }
+    let id = Arc::new(arrow::array::StringArray::from(vec![id])) as arrow::array::ArrayRef;
+    NdRecordBatch::try_new(arrays, vec![("id".to_string(), id)]).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_lance_nd_tables_are_written_and_read_like_local_ones() {
+    let server = servers::seaweedfs(BUCKET);
+    let options = s3_options(&server);
+    let write = WriteOptions::new().with_storage(storage(&options));
+    let read = ReadOptions::new().with_storage(storage(&options));
+    let local = tempfile::tempdir().unwrap();
+    let local_uri = local.path().join("t.lance").to_string_lossy().to_string();
+    let remote_uri = "s3://data/tables/t.lance";
+    // Create, append, then append with a new array and statistics (schema evolution).
+    let writes = [
+        vec![nd_batch("a", 0.0, false)],
+        vec![nd_batch("b", 10.0, false), nd_batch("c", 20.0, false)],
+        vec![nd_batch("d", 30.0, true)],
+    ];
+    for batches in &writes {
+        write_nd_batches(&local_uri, batches, &WriteOptions::new())
+            .await
+            .unwrap();
+        write_nd_batches(remote_uri, batches, &write).await.unwrap();
+    }
+    let from_local = read_nd_batches(&local_uri, &ReadOptions::new())
+        .await
+        .unwrap();
+    let from_remote = read_nd_batches(remote_uri, &read).await.unwrap();
+    assert_eq!(from_remote.len(), 4);
+    assert_eq!(from_remote, from_local);
+    assert!(from_remote[0].array("salinity").is_none());
+    assert!(from_remote[3].array("salinity").is_some());
+
+    // SQL over the remote table, with the global-attribute filter pushed into Lance.
+    let ctx = ndfusion::new_session_context();
+    ctx.sql(&format!(
+        "CREATE EXTERNAL TABLE t STORED AS LANCE_ND LOCATION '{remote_uri}' {}",
+        options_sql(&options)
+    ))
+    .await
+    .unwrap();
+    let batches = collect(
+        &ctx,
+        "SELECT count(*) AS n, sum(temperature) AS s FROM t WHERE __global_attrs__.id IN ('b', 'd')",
+    )
+    .await;
+    let n = batches[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap();
+    let s = batches[0]
+        .column(1)
+        .as_any()
+        .downcast_ref::<Float64Array>()
+        .unwrap();
+    // Rows b and d: 6 cells each, temperatures 10..15 and 30..35.
+    assert_eq!((n.value(0), s.value(0)), (12, 75.0 + 195.0));
+
+    // A table that is not there, remotely.
+    let message = ndfusion::LanceNdTable::open_with(
+        "s3://data/tables/none.lance",
+        ndfusion::LanceNdOptions::new().with_storage(storage(&options)),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        message.starts_with("cannot open s3://data/tables/none.lance: no lance-nd table here"),
+        "{message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_the_application_built_serves_zarr_and_lance_nd() {
+    let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    upload_fixtures(&store).await;
+    let storage = StorageOptions::new().with_object_store(Arc::clone(&store));
+    let table = ZarrTable::open_with(
+        "tests/data/zarr_v3/grid_2d.zarr",
+        ZarrOptions::new().with_storage(storage.clone()),
+    )
+    .await
+    .unwrap();
+    let ctx = ndfusion::new_session_context();
+    ctx.register_table("grid", Arc::new(table)).unwrap();
+    ctx.sql(
+        "CREATE EXTERNAL TABLE local STORED AS ZARR LOCATION 'tests/data/zarr_v3/grid_2d.zarr'",
+    )
+    .await
+    .unwrap();
+    let query = |t: &str| {
+        format!("SELECT station, sum(temp) AS t, max(pressure) AS p FROM {t} GROUP BY station ORDER BY station")
+    };
+    assert_eq!(
+        pretty_format_batches(&collect(&ctx, &query("grid")).await)
+            .unwrap()
+            .to_string(),
+        pretty_format_batches(&collect(&ctx, &query("local")).await)
+            .unwrap()
+            .to_string()
+    );
+    let batches = read_nd_batches(
+        "tests/data/lance_nd/doc_example.lance",
+        &ReadOptions::new().with_storage(storage),
+    )
+    .await
+    .unwrap();
+    let local = read_nd_batches("tests/data/lance_nd/doc_example.lance", &ReadOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(batches, local);
+}
