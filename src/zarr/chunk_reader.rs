@@ -165,8 +165,9 @@ impl ChunkReader {
     }
 
     /// A chunk in an object store read in part through zarrs' async partial decoder (sharded
-    /// arrays: the shard index, then only the inner chunks the box touches). The inner chunks
-    /// are uncompressed (or the strategy would not be chosen), so decoding is a copy.
+    /// arrays: the shard index, then only the inner chunks the box touches). zarrs decodes
+    /// inner chunks where the decoder is polled, so it is driven on a blocking thread: the
+    /// requests wait there, the decompression stays off the async workers.
     async fn read_through_decoder(
         self: Arc<Self>,
         read: ChunkRead,
@@ -174,29 +175,32 @@ impl ChunkReader {
         shape: Vec<u64>,
         metrics: ChunkMetrics,
     ) -> Result<Vec<RecordBatch>> {
-        let error = |e: &dyn std::fmt::Display| self.chunk_error(&read, e.to_string().into());
-        let decoder = self
-            .array
-            .zarrs
-            .async_partial_decoder(&read.indices)
-            .await
-            .map_err(|e| error(&e))?;
-        let ranges: Vec<_> = start.iter().zip(&shape).map(|(&s, &n)| s..s + n).collect();
-        let decoded = decoder
-            .partial_decode(
-                &ArraySubset::new_with_ranges(&ranges),
-                &CodecOptions::default(),
-            )
-            .await
-            .map_err(|e| error(&e))?
-            .into_fixed()
-            .map_err(|e| error(&e))?
-            .into_owned();
-        metrics.requests.add(1);
-        metrics.chunks_read_in_part.add(1);
-        metrics.bytes_read.add(decoded.len());
+        let runtime = tokio::runtime::Handle::current();
         on_blocking_thread(move || {
             let _timer = metrics.decode_time.timer();
+            let error = |e: &dyn std::fmt::Display| self.chunk_error(&read, e.to_string().into());
+            let ranges: Vec<_> = start.iter().zip(&shape).map(|(&s, &n)| s..s + n).collect();
+            let decoded = runtime.block_on(async {
+                let decoder = self
+                    .array
+                    .zarrs
+                    .async_partial_decoder(&read.indices)
+                    .await
+                    .map_err(|e| error(&e))?;
+                decoder
+                    .partial_decode(
+                        &ArraySubset::new_with_ranges(&ranges),
+                        &CodecOptions::default(),
+                    )
+                    .await
+                    .map_err(|e| error(&e))?
+                    .into_fixed()
+                    .map(std::borrow::Cow::into_owned)
+                    .map_err(|e| error(&e))
+            })?;
+            metrics.requests.add(1);
+            metrics.chunks_read_in_part.add(1);
+            metrics.bytes_read.add(decoded.len());
             let part = read.within(&start, &shape);
             let gather = part.gather(self.array.meta.element.size());
             Ok(vec![self.batch(&part, &decoded, gather, true)?])

@@ -152,6 +152,45 @@ async fn http_zarr_tables_answer_the_sql_files_like_local_ones() {
         assert_eq!(made.len(), requests, "{path}: {made:?}");
         assert!(made.iter().all(|r| r.starts_with("GET ")), "{made:?}");
     }
+
+    // Chunks read in part are ranged GETs: an uncompressed chunk, the rows of the selection;
+    // a shard, its index (a suffix) and the inner chunks the selection touches. The answers
+    // are those of the local files.
+    let ctx = ndfusion::new_session_context();
+    let query = "SELECT station, pressure FROM {t} WHERE time = 1 AND station < 3 ORDER BY station";
+    // Elements are 13 bytes (float32, float64, bool), a chunk row 3 elements: row 1 of chunk
+    // c/0/0 is bytes 39..78.
+    for (name, first_request_ranges) in [
+        ("codec_uncompressed", vec!["bytes=39-77"]),
+        ("codec_sharded", vec!["bytes=-"]),
+    ] {
+        let path = format!("tests/data/zarr_v3/{name}.zarr");
+        ctx.sql(&create(
+            &format!("{name}_remote"),
+            &format!("{base}/{path}"),
+            &[],
+        ))
+        .await
+        .unwrap();
+        ctx.sql(&create(name, &path, &[])).await.unwrap();
+        let before = server.requests().len();
+        let remote = collect(&ctx, &query.replace("{t}", &format!("{name}_remote"))).await;
+        let made: Vec<String> = server.requests()[before..].to_vec();
+        let local = collect(&ctx, &query.replace("{t}", name)).await;
+        assert_eq!(
+            pretty_format_batches(&remote).unwrap().to_string(),
+            pretty_format_batches(&local).unwrap().to_string()
+        );
+        assert!(!made.is_empty());
+        assert!(
+            made.iter()
+                .all(|r| r.contains(&format!("{path}/c/0/0 ")) && !r.ends_with(" -")),
+            "{name}: {made:?}"
+        );
+        for range in first_request_ranges {
+            assert!(made.iter().any(|r| r.contains(range)), "{name}: {made:?}");
+        }
+    }
 }
 
 /// The SQL for `t` at `location`, with `options`.
@@ -291,6 +330,41 @@ async fn s3_faults_are_clear_errors() {
     assert!(
         message.starts_with("cannot read chunk 'c/0/1' of s3://data/grid.zarr"),
         "{message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_requests_that_fail_while_the_server_restarts_are_retried() {
+    let mut server = servers::seaweedfs(BUCKET);
+    let grid = "tests/data/zarr_v3/grid_2d.zarr";
+    servers::upload(&s3_store(&server), &repo().join(grid), "grid.zarr").await;
+    let mut options = s3_options(&server);
+    options.retain(|(k, _)| !k.starts_with("client."));
+    options.push(("client.retry_timeout", "60".into()));
+    let ctx = ndfusion::new_session_context();
+    ctx.sql(&create("remote", "s3://data/grid.zarr", &options))
+        .await
+        .unwrap();
+    ctx.sql(&create("local", grid, &[])).await.unwrap();
+    let query = |t: &str| format!("SELECT time, station, temp FROM {t} ORDER BY time, station");
+    let expected = pretty_format_batches(&collect(&ctx, &query("local")).await)
+        .unwrap()
+        .to_string();
+
+    server.stop();
+    let running = {
+        let ctx = ctx.clone();
+        let sql = query("remote");
+        tokio::spawn(async move { ctx.sql(&sql).await?.collect().await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _server = tokio::task::spawn_blocking(move || server.restart_seaweedfs())
+        .await
+        .unwrap();
+    let batches = running.await.unwrap().expect("retries outlast the restart");
+    assert_eq!(
+        pretty_format_batches(&batches).unwrap().to_string(),
+        expected
     );
 }
 

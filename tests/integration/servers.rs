@@ -64,11 +64,30 @@ pub struct Server {
     child: Option<Child>,
     pub port: u16,
     dir: tempfile::TempDir,
+    /// Builds the command again, for restarts.
+    command: Option<Box<dyn Fn() -> Command + Send>>,
 }
 
 impl Server {
-    fn spawn(name: &'static str, mut command: Command, port: u16, dir: tempfile::TempDir) -> Self {
-        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
+    fn spawn(name: &'static str, command: Command, port: u16, dir: tempfile::TempDir) -> Self {
+        let mut server = Server {
+            name,
+            child: None,
+            port,
+            dir,
+            command: None,
+        };
+        server.child = Some(server.start(command));
+        server
+    }
+
+    fn start(&self, mut command: Command) -> Child {
+        let name = self.name;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("server.log"))
+            .unwrap();
         command
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -80,15 +99,15 @@ impl Server {
                 Ok(())
             });
         }
-        let child = command
+        command
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-        Server {
-            name,
-            child: Some(child),
-            port,
-            dir,
-        }
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"))
+    }
+
+    /// Starts a stopped server again, on the same port and data.
+    pub fn restart(&mut self) {
+        let command = (self.command.as_ref().expect("this server cannot restart"))();
+        self.child = Some(self.start(command));
     }
 
     /// Waits until `ready` holds (at most 60 s), or fails with the server's log.
@@ -114,7 +133,8 @@ impl Server {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
 
-    /// The requests nginx served so far (`GET /path HTTP/1.1`), oldest first.
+    /// The requests nginx served so far (`GET /path HTTP/1.1 bytes=0-99`, `-` without a
+    /// range), oldest first.
     pub fn requests(&self) -> Vec<String> {
         std::fs::read_to_string(self.dir.path().join("access.log"))
             .unwrap_or_default()
@@ -162,28 +182,47 @@ pub fn seaweedfs(bucket: &str) -> Server {
         ("admin.port", free_port()),
         ("admin.port.grpc", free_port()),
     ];
-    let mut command = Command::new(bin("weed"));
-    command
-        .arg("mini")
-        .arg(format!("-dir={}", dir.path().display()))
-        .args([
-            "-ip=127.0.0.1",
-            "-ip.bind=127.0.0.1",
-            "-master.telemetry=false",
-            "-admin.ui=false",
-            "-webdav=false",
-            "-s3.port.iceberg=0",
-            "-s3.port.lance=0",
-        ])
-        .arg(format!("-s3.port={port}"))
-        .arg(format!("-bucket={bucket}"))
-        .env("AWS_ACCESS_KEY_ID", S3_KEY_ID)
-        .env("AWS_SECRET_ACCESS_KEY", S3_SECRET);
-    for (flag, p) in ports {
-        command.arg(format!("-{flag}={p}"));
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let bucket = bucket.to_string();
+    let command = move || {
+        let mut command = Command::new(bin("weed"));
+        command
+            .arg("mini")
+            .arg(format!("-dir={}", data.display()))
+            .args([
+                "-ip=127.0.0.1",
+                "-ip.bind=127.0.0.1",
+                "-master.telemetry=false",
+                "-admin.ui=false",
+                "-webdav=false",
+                "-s3.port.iceberg=0",
+                "-s3.port.lance=0",
+            ])
+            .arg(format!("-s3.port={port}"))
+            .arg(format!("-bucket={bucket}"))
+            .env("AWS_ACCESS_KEY_ID", S3_KEY_ID)
+            .env("AWS_SECRET_ACCESS_KEY", S3_SECRET);
+        for (flag, p) in ports {
+            command.arg(format!("-{flag}={p}"));
+        }
+        command
+    };
+    let mut server = Server::spawn("SeaweedFS", command(), port, dir);
+    server.command = Some(Box::new(command));
+    server.wait_until(seaweedfs_ready)
+}
+
+fn seaweedfs_ready(server: &Server) -> bool {
+    http_status(server.port, "GET", "/", &[]) == Some(403)
+}
+
+impl Server {
+    /// Restarts SeaweedFS and waits until it answers.
+    pub fn restart_seaweedfs(mut self) -> Self {
+        self.restart();
+        self.wait_until(seaweedfs_ready)
     }
-    Server::spawn("SeaweedFS", command, port, dir)
-        .wait_until(|s| http_status(s.port, "GET", "/", &[]) == Some(403))
 }
 
 /// nginx serving `root` (range requests answered with 206).
@@ -194,7 +233,7 @@ pub fn nginx(root: &Path) -> Server {
     let config = format!(
         "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
          events {{ worker_connections 256; }}\n\
-         http {{\n  log_format requests '$request';\n  access_log {d}/access.log requests;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+         http {{\n  log_format requests '$request $http_range';\n  access_log {d}/access.log requests;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
          fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
          server {{\n    listen 127.0.0.1:{port};\n    root {};\n  }}\n}}\n",
         root.display()
