@@ -3,7 +3,11 @@
 //!     cargo bench --bench compare                  # full size (50M records, 100k nd batches)
 //!     cargo bench --bench compare -- --records 5000000 --batches 10000   # smaller
 //!
+//!     cargo bench --bench compare -- --only s3     # one section: zarr, lance_nd or s3
+//!
 //! Data is generated once into `target/bench-data` (or `$NDFUSION_BENCH_DIR`) and reused.
+//! The s3 section serves the zstd array from SeaweedFS on 127.0.0.1 (installed by
+//! scripts/install-test-servers.sh, started as the tests start it).
 //! Baselines: a tight Rust loop over zarrs-decoded chunk bytes (the limit), and, when
 //! `python3.12` with zarr 3.4.2 / pylance 14.0.2 is present, zarr-python + numpy and
 //! pylance + pyarrow on the same files.
@@ -22,7 +26,11 @@ use zarrs::array::{
 };
 use zarrs::filesystem::FilesystemStore;
 
-/// The allocator the `ndfusion` binary uses (see src/bin/ndfusion.rs).
+#[allow(dead_code)]
+#[path = "../tests/integration/servers.rs"]
+mod servers;
+
+/// The allocator the `ndfusion` binary uses (see src/bin/ndfusion/main.rs).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -38,6 +46,14 @@ struct Args {
     /// `--run FORMAT LOCATION SQL`: only run one query (for profilers and the memory check).
     run: Option<(String, String, String)>,
     repeat: usize,
+    /// `--only SECTION`: zarr, lance_nd or s3.
+    only: Option<String>,
+}
+
+impl Args {
+    fn runs(&self, section: &str) -> bool {
+        self.only.as_deref().is_none_or(|only| only == section)
+    }
 }
 
 fn args() -> Args {
@@ -45,12 +61,14 @@ fn args() -> Args {
     let mut batches = 100_000;
     let mut run = None;
     let mut repeat = 1;
+    let mut only = None;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--records" => records = it.next().and_then(|v| v.parse().ok()).expect("--records N"),
             "--batches" => batches = it.next().and_then(|v| v.parse().ok()).expect("--batches N"),
             "--repeat" => repeat = it.next().and_then(|v| v.parse().ok()).expect("--repeat N"),
+            "--only" => only = Some(it.next().expect("--only zarr|lance_nd|s3")),
             "--run" => {
                 let mut next = || it.next().expect("--run FORMAT LOCATION SQL");
                 run = Some((next(), next(), next()));
@@ -69,6 +87,7 @@ fn args() -> Args {
         dir,
         run,
         repeat,
+        only,
     }
 }
 
@@ -386,6 +405,9 @@ async fn main() {
     }
 
     for compressed in [true, false] {
+        if !args.runs("zarr") {
+            break;
+        }
         let label = if compressed { "zstd" } else { "uncompressed" };
         let path = args
             .dir
@@ -489,7 +511,168 @@ async fn main() {
         }
     }
 
-    // lance-nd
+    let mut s3_requests = Vec::new();
+    if args.runs("s3") {
+        s3_requests = s3_section(&args, &mut rows, py).await;
+    }
+    if args.runs("lance_nd") {
+        lance_nd_section(&args, &mut rows, &mut peaks, py).await;
+    }
+
+    print_rows(&rows);
+    if !peaks.is_empty() {
+        println!("\n| data | query (own process) | RSS before (MiB) | peak RSS (MiB) |");
+        println!("|---|---|---:|---:|");
+        for (group, query, before, peak) in peaks {
+            println!("| {group} | `{query}` | {before:.0} | {peak:.0} |");
+        }
+    }
+    if !s3_requests.is_empty() {
+        println!("\n| data | query | requests | bytes fetched |");
+        println!("|---|---|---:|---:|");
+        for (group, query, requests, bytes) in s3_requests {
+            println!("| {group} | {query} | {requests} | {bytes} |");
+        }
+    }
+}
+
+/// The zstd array served by SeaweedFS on loopback: ndfusion against the same queries on the
+/// local files and against zarr-python reading the same objects (obstore's S3 store).
+/// Returns (data, query, requests, bytes fetched) of each ndfusion query.
+async fn s3_section(
+    args: &Args,
+    rows: &mut Vec<Row>,
+    py: bool,
+) -> Vec<(String, String, usize, usize)> {
+    let path = args.dir.join(format!("records_{}_zstd.zarr", args.records));
+    if !path.join("zarr.json").exists() {
+        println!("generating {}", path.display());
+        generate_zarr(&path, args.records, true);
+    }
+    let server = servers::seaweedfs("bench");
+    let store: Arc<dyn object_store::ObjectStore> = Arc::new(
+        object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(server.endpoint())
+            .with_allow_http(true)
+            .with_bucket_name("bench")
+            .with_access_key_id(servers::S3_KEY_ID)
+            .with_secret_access_key(servers::S3_SECRET)
+            .with_region("us-east-1")
+            .build()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    servers::upload(&store, &path, "records.zarr").await;
+    println!(
+        "uploaded {} to SeaweedFS in {:.1} s",
+        path.display(),
+        start.elapsed().as_secs_f64()
+    );
+    let storage = ndfusion::StorageOptions::from_map([
+        ("aws.endpoint", server.endpoint()),
+        ("aws.allow_http", "true".into()),
+        ("aws.access_key_id", servers::S3_KEY_ID.into()),
+        ("aws.secret_access_key", servers::S3_SECRET.into()),
+        ("aws.region", "us-east-1".into()),
+    ])
+    .unwrap();
+    let ctx = ndfusion::new_session_context();
+    let remote = ndfusion::ZarrTable::open_with(
+        "s3://bench/records.zarr",
+        ndfusion::ZarrOptions::new().with_storage(storage),
+    )
+    .await
+    .unwrap();
+    ctx.register_table("s3", Arc::new(remote)).unwrap();
+    let local = ndfusion::ZarrTable::open(&path.to_string_lossy())
+        .await
+        .unwrap();
+    ctx.register_table("t", Arc::new(local)).unwrap();
+
+    let n = args.records as usize;
+    let (lo, hi) = (n / 2, n / 2 + n / 100);
+    let full_q = "SELECT sum(value) FROM {t}";
+    let range_q = format!("SELECT sum(value) FROM {{t}} WHERE i >= {lo} AND i < {hi}");
+    let group = format!(
+        "Zarr {}M records, zstd, S3 (SeaweedFS, loopback)",
+        n / 1_000_000
+    );
+    let pyt = if py {
+        python_medians(&format!(
+            "{PY_TIMER}\nimport zarr, obstore\n\
+             s = obstore.store.S3Store('bench', endpoint={endpoint:?}, access_key_id={key:?}, \
+             secret_access_key={secret:?}, region='us-east-1', client_options={{'allow_http': True}})\n\
+             a = zarr.open_array(zarr.storage.ObjectStore(s, read_only=True), path='records.zarr', mode='r')\n\
+             r = {{'full': med(lambda: a[...]['value'].sum()), 'range': med(lambda: a[{lo}:{hi}]['value'].sum())}}\n\
+             print(json.dumps(r))",
+            endpoint = server.endpoint(),
+            key = servers::S3_KEY_ID,
+            secret = servers::S3_SECRET,
+        ))
+    } else {
+        None
+    };
+    let mut requests = Vec::new();
+    for (label, query, key) in [
+        ("sum(value)", full_q.to_string(), "full"),
+        ("sum(value), 1% dimension range", range_q, "range"),
+    ] {
+        let (on_s3, on_disk) = (query.replace("{t}", "s3"), query.replace("{t}", "t"));
+        let (ours, _) = median(|| sql(&ctx, &on_s3)).await;
+        let (local, _) = median(|| sql(&ctx, &on_disk)).await;
+        rows.push(Row {
+            group: group.clone(),
+            query: label.into(),
+            ours,
+            baseline: "ndfusion, local files".into(),
+            theirs: Some(local),
+        });
+        rows.push(Row {
+            group: group.clone(),
+            query: label.into(),
+            ours,
+            baseline: "zarr-python + obstore, same S3 objects".into(),
+            theirs: pyt.as_ref().and_then(|v| v[key].as_f64()),
+        });
+        let (made, fetched) = scan_counters(&ctx, &on_s3).await;
+        requests.push((group.clone(), label.to_string(), made, fetched));
+    }
+    requests
+}
+
+/// Runs `query` once and sums the scan's `requests` and `bytes_read` counters.
+async fn scan_counters(ctx: &datafusion::prelude::SessionContext, query: &str) -> (usize, usize) {
+    use datafusion::physical_plan::ExecutionPlan;
+    fn sum(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
+        let own = plan
+            .metrics()
+            .and_then(|m| m.sum_by_name(name))
+            .map_or(0, |v| v.as_usize());
+        own + plan
+            .children()
+            .into_iter()
+            .map(|c| sum(c, name))
+            .sum::<usize>()
+    }
+    let plan = ctx
+        .sql(query)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())
+        .await
+        .unwrap();
+    (sum(&plan, "requests"), sum(&plan, "bytes_read"))
+}
+
+async fn lance_nd_section(
+    args: &Args,
+    rows: &mut Vec<Row>,
+    peaks: &mut Vec<(String, String, f64, f64)>,
+    py: bool,
+) {
     let path = args.dir.join(format!("nd_{}.lance", args.batches));
     let uri = path.to_string_lossy().to_string();
     if !path.exists() {
@@ -572,13 +755,6 @@ async fn main() {
         baseline: "ndfusion id lookup".into(),
         theirs: Some(lookup),
     });
-
-    print_rows(&rows);
-    println!("\n| data | query (own process) | RSS before (MiB) | peak RSS (MiB) |");
-    println!("|---|---|---:|---:|");
-    for (group, query, before, peak) in peaks {
-        println!("| {group} | `{query}` | {before:.0} | {peak:.0} |");
-    }
 }
 
 async fn generate_lance_nd(uri: &str, batches: usize) {

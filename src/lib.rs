@@ -47,7 +47,7 @@ mod storage;
 mod table_options;
 mod zarr;
 
-pub use error::{BoxError, Error, Result};
+pub use error::{Error, Result};
 pub use lance_nd::{
     read_nd_batches, write_nd_batches, Casting, LanceNdOptions, LanceNdTable, LanceNdTableFactory,
     ReadOptions, WriteOptions,

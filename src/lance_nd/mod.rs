@@ -1,5 +1,5 @@
-//! lance-nd tables: Lance tables whose rows are nd record batches (see the lance-nd "Table
-//! Layout" and ../shared/notes/formats.md §3).
+//! lance-nd tables: Lance tables whose rows are nd record batches (ARCHITECTURE.md, "The
+//! lance-nd table layout").
 //!
 //! `writer/` appends batches with schema evolution; `reader.rs` reads them back as
 //! [`NdRecordBatch`](crate::NdRecordBatch)es; `table.rs` is the SQL table, whose scan

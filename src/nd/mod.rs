@@ -1,7 +1,7 @@
 //! The nd-arrow model: named N-d arrays ([`NdArrowArray`]) on a shared grid
 //! ([`NdRecordBatch`]), broadcasting and materializing them, and their Arrow encoding
 //! (`nd_arrow.array`, `nd_arrow.global_attributes`). nd-arrow-array is not on the registry,
-//! so ndfusion implements the format itself (see ../shared/notes/formats.md §2).
+//! so ndfusion implements the format itself (ARCHITECTURE.md, "The nd-arrow encoding").
 
 mod array;
 pub(crate) mod arrow_encoding;
