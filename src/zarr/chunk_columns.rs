@@ -77,6 +77,10 @@ impl<'a> ChunkColumns<'a> {
                 )
                 .map_err(error)
             }
+            ColumnSource::GlobalAttrs => match &self.reader.global_attrs {
+                Some(attrs) => attrs.repeated(self.rows),
+                None => Err(Error::Internal("no global attributes".into())),
+            },
             ColumnSource::Element => {
                 decode_field(&meta.element, self.bytes, &self.gather, 0, "value").map_err(error)
             }
@@ -127,9 +131,7 @@ impl<'a> ChunkColumns<'a> {
         };
         // Filter columns the output also wants are kept, narrowed to the matches; the byte
         // positions of the matches are only needed to decode the other projected fields.
-        let projected = |c: &ColumnSource| {
-            !matches!(c, ColumnSource::Dimension(_)) && self.reader.columns.contains(c)
-        };
+        let projected = |c: &ColumnSource| c.reads_elements() && self.reader.columns.contains(c);
         let decodes_more = self
             .reader
             .columns

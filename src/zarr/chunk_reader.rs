@@ -13,6 +13,7 @@ use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::{Bytes, ReadableStorageTraits};
 
 use super::array::{ReadStrategy, ZarrArray};
+use super::attributes::GlobalAttrs;
 use super::chunk_columns::ChunkColumns;
 use super::chunk_read::ChunkRead;
 use super::decode::{check_bounds, Gather};
@@ -32,6 +33,8 @@ pub(crate) struct ChunkReader {
     pub filter: Option<Arc<RowFilter>>,
     /// How much of a plain local chunk to read at a time.
     pub piece_bytes: usize,
+    /// The `__global_attrs__` value, when the table has the column.
+    pub global_attrs: Option<GlobalAttrs>,
 }
 
 impl ChunkReader {
@@ -42,7 +45,7 @@ impl ChunkReader {
         self.columns
             .iter()
             .chain(filter_columns)
-            .any(|c| !matches!(c, ColumnSource::Dimension(_)))
+            .any(ColumnSource::reads_elements)
     }
 
     /// Reads one chunk's selected rows, as one batch or (read in pieces) several. A chunk
@@ -453,7 +456,7 @@ mod tests {
                 .unwrap(),
         );
         assert_eq!(array.strategy, ReadStrategy::Plain, "{location}");
-        let (schema, columns) = table_columns(&array.meta).unwrap();
+        let (schema, columns) = table_columns(&array.meta, None).unwrap();
         let reads = plan_chunk_reads(
             &array.meta.shape,
             &array.meta.chunk_shape,
@@ -465,6 +468,7 @@ mod tests {
             schema: Arc::clone(&schema),
             filter: None,
             piece_bytes,
+            global_attrs: None,
         });
         let metrics = ChunkMetrics::new(&ExecutionPlanMetricsSet::new(), 0);
         let mut batches = Vec::new();

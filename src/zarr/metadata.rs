@@ -31,6 +31,8 @@ pub struct ArrayMeta {
     pub fill_value: Vec<u8>,
     /// The metadata given to zarrs, with the data type replaced by raw bits.
     pub zarrs_metadata: ArrayMetadata,
+    /// The array's attributes (v3 `attributes`, v2 `.zattrs`).
+    pub attributes: serde_json::Map<String, Value>,
 }
 
 /// Parses a `zarr.json` document; `path` names it in errors.
@@ -47,8 +49,10 @@ pub fn parse_v3(path: &str, text: &[u8]) -> Result<ArrayMeta, Error> {
         path: path.to_string(),
         reason,
     };
-    let doc: Value =
-        serde_json::from_slice(text).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
+    let doc: Value = serde_json::from_slice(text).map_err(|source| Error::MetadataJson {
+        path: path.to_string(),
+        source,
+    })?;
     parse_v3_doc(doc).map_err(|e| match e {
         MetaError::Invalid(r) => invalid(r),
         MetaError::DataType(r) => data_type_error(r),
@@ -141,7 +145,13 @@ fn parse_v3_doc(doc: Value) -> Result<ArrayMeta, MetaError> {
     zarrs_doc["fill_value"] = Value::Array(fill_value.iter().map(|b| Value::from(*b)).collect());
     let v3: ArrayMetadataV3 = serde_json::from_value(zarrs_doc)
         .map_err(|e| format!("metadata not accepted by zarrs: {e}"))?;
+    let attributes = match obj.get("attributes") {
+        None | Some(Value::Null) => serde_json::Map::new(),
+        Some(Value::Object(map)) => map.clone(),
+        Some(other) => return Err(format!("attributes must be an object, found {other}").into()),
+    };
     Ok(ArrayMeta {
+        attributes,
         shape,
         chunk_shape,
         dimension_names,

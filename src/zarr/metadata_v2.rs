@@ -74,7 +74,13 @@ pub fn parse_v2(path: &str, zarray: &[u8], zattrs: Option<&[u8]>) -> Result<Arra
         Value::String(base64::engine::general_purpose::STANDARD.encode(&fill_value));
     let v2: ArrayMetadataV2 = serde_json::from_value(zarrs_doc)
         .map_err(|e| invalid(format!("metadata not accepted by zarrs: {e}")))?;
+    let attributes = match attrs {
+        None | Some(Value::Null) => serde_json::Map::new(),
+        Some(Value::Object(map)) => map,
+        Some(other) => return Err(invalid(format!(".zattrs must be an object, found {other}"))),
+    };
     Ok(ArrayMeta {
+        attributes,
         shape,
         chunk_shape,
         dimension_names: default_dimension_names(names),

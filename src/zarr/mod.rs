@@ -7,6 +7,7 @@
 //! columns (`chunk_columns.rs`, `decode.rs`).
 
 mod array;
+mod attributes;
 mod chunk_columns;
 mod chunk_plan;
 mod chunk_read;

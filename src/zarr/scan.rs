@@ -25,6 +25,7 @@ use futures::{StreamExt, TryStreamExt};
 use crate::scan_util::limit_rows;
 
 use super::array::ZarrArray;
+use super::attributes::GlobalAttrs;
 use super::chunk_plan::{chunk_count, plan_chunk_reads};
 use super::chunk_read::ChunkRead;
 use super::chunk_reader::ChunkReader;
@@ -63,6 +64,7 @@ pub(crate) struct ScanRequest {
     pub target_partitions: usize,
     /// The session's batch size when the plan was made (EXPLAIN VERBOSE).
     pub session_batch_size: usize,
+    pub global_attrs: Option<GlobalAttrs>,
     pub options: ZarrOptions,
 }
 
@@ -77,6 +79,7 @@ impl ZarrScanExec {
             limit,
             target_partitions,
             session_batch_size,
+            global_attrs,
             options,
         } = request;
         let meta = &array.meta;
@@ -102,6 +105,7 @@ impl ZarrScanExec {
                 schema,
                 filter,
                 piece_bytes: options.piece_bytes(),
+                global_attrs,
             }),
             selection,
             partitions,
@@ -287,6 +291,7 @@ impl ExecutionPlan for ZarrScanExec {
             limit,
             target_partitions: self.target_partitions,
             session_batch_size: self.session_batch_size,
+            global_attrs: self.reader.global_attrs.clone(),
             options: self.options.clone(),
         })))
     }

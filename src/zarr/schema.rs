@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
+use super::attributes::GlobalAttrs;
 use super::element::ElementType;
 use super::metadata::{ArrayMeta, VALUE_COLUMN};
 
@@ -17,10 +18,23 @@ pub enum ColumnSource {
     Field(usize),
     /// The whole element (arrays whose elements are not structs).
     Element,
+    /// The table's attributes, the same on every row.
+    GlobalAttrs,
 }
 
-/// Dimension index columns first, then one column per top-level struct field (or `value`).
-pub fn table_columns(meta: &ArrayMeta) -> Result<(SchemaRef, Vec<ColumnSource>), String> {
+impl ColumnSource {
+    /// Whether the column comes from the elements' bytes (not from indices or attributes).
+    pub fn reads_elements(&self) -> bool {
+        matches!(self, ColumnSource::Field(_) | ColumnSource::Element)
+    }
+}
+
+/// Dimension index columns first, then one column per top-level struct field (or `value`),
+/// then `__global_attrs__` when the array has attributes.
+pub fn table_columns(
+    meta: &ArrayMeta,
+    global_attrs: Option<&GlobalAttrs>,
+) -> Result<(SchemaRef, Vec<ColumnSource>), String> {
     let mut fields = Vec::new();
     let mut sources = Vec::new();
     for (d, name) in meta.dimension_names.iter().enumerate() {
@@ -42,6 +56,10 @@ pub fn table_columns(meta: &ArrayMeta) -> Result<(SchemaRef, Vec<ColumnSource>),
             ));
             sources.push(ColumnSource::Element);
         }
+    }
+    if let Some(attrs) = global_attrs {
+        fields.push(attrs.field());
+        sources.push(ColumnSource::GlobalAttrs);
     }
     let mut seen = HashSet::new();
     if let Some(dup) = fields.iter().find(|f| !seen.insert(f.name().as_str())) {

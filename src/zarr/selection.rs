@@ -86,6 +86,11 @@ impl Selection {
             .expect("one box")
     }
 
+    /// No element.
+    pub fn none() -> Self {
+        Selection { boxes: vec![] }
+    }
+
     /// The union of possibly overlapping boxes, made disjoint; `None` when that takes more
     /// than [`MAX_BOXES`] boxes.
     pub fn from_boxes(boxes: Vec<IndexBox>) -> Option<Self> {

@@ -14,6 +14,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::logical_expr::utils::conjunction;
 
 use super::array::ZarrArray;
+use super::attributes::{reads_only_global_attrs, GlobalAttrs};
 use super::options::ZarrOptions;
 use super::pruning::{filter_region, intersect_all, Dimensions};
 use super::row_filter::RowFilter;
@@ -42,6 +43,7 @@ pub struct ZarrTable {
     array: Arc<ZarrArray>,
     schema: SchemaRef,
     columns: Vec<ColumnSource>,
+    global_attrs: Option<GlobalAttrs>,
     options: ZarrOptions,
 }
 
@@ -57,15 +59,19 @@ impl ZarrTable {
     /// Opens the array at `location` with `options`.
     pub async fn open_with(location: &str, options: ZarrOptions) -> crate::Result<Self> {
         let array = ZarrArray::open(location, options.storage()).await?;
+        let global_attrs = GlobalAttrs::from_json(&array.meta.attributes);
         let (schema, columns) =
-            table_columns(&array.meta).map_err(|reason| Error::InvalidMetadata {
-                path: location.to_string(),
-                reason,
+            table_columns(&array.meta, global_attrs.as_ref()).map_err(|reason| {
+                Error::InvalidMetadata {
+                    path: location.to_string(),
+                    reason,
+                }
             })?;
         Ok(ZarrTable {
             array: Arc::new(array),
             schema,
             columns,
+            global_attrs,
             options,
         })
     }
@@ -111,11 +117,17 @@ impl TableProvider for ZarrTable {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let meta = &self.array.meta;
         let dims = self.dimensions();
-        // Dimension filters become the selection; the rest run per chunk as a row filter.
+        // Filters on the attributes alone are decided now: false selects nothing, true goes
+        // away. Dimension filters become the selection; the rest run per chunk as a row filter.
         let mut regions = Vec::new();
         let mut dimension_filters = Vec::new();
         let mut row_filters = Vec::new();
+        let mut attributes_reject = false;
         for filter in filters {
+            if let (Some(attrs), true) = (&self.global_attrs, reads_only_global_attrs(filter)) {
+                attributes_reject |= !attrs.holds(filter, state)?;
+                continue;
+            }
             match filter_region(filter, &dims) {
                 Some(region) => {
                     regions.push(region);
@@ -125,6 +137,7 @@ impl TableProvider for ZarrTable {
             }
         }
         let selection = match intersect_all(regions, &dims).and_then(Selection::from_boxes) {
+            _ if attributes_reject => Selection::none(),
             Some(selection) => selection,
             None => {
                 // Too many boxes to plan: still exact, evaluated row by row.
@@ -146,6 +159,7 @@ impl TableProvider for ZarrTable {
             limit,
             target_partitions: state.config().target_partitions(),
             session_batch_size: state.config().batch_size(),
+            global_attrs: self.global_attrs.clone(),
             options: self.options.clone(),
         })))
     }
