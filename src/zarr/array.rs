@@ -6,10 +6,10 @@ use zarrs::array::codec::BytesCodec;
 use zarrs::array::{Array, CodecTraits};
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 
-use super::metadata::{parse_v3, ArrayMeta};
-use super::metadata_v2::parse_v2;
+use super::metadata::ArrayMeta;
 use super::store::ZarrStore;
 use crate::error::{Error, Result};
+#[cfg(test)]
 use crate::storage::StorageOptions;
 
 /// How the chunks of an array are read, chosen once from its codecs when it is opened.
@@ -58,55 +58,50 @@ impl std::fmt::Debug for ZarrArray {
 
 impl ZarrArray {
     /// Opens the array at `location`: a local folder, a `file://` URL, or an object-store URL
-    /// naming the array (the prefix holding `zarr.json` or `.zarray`). Costs one read for v3
-    /// (`zarr.json`), two or three for v2 (`zarr.json` missing, `.zarray`, `.zattrs`).
+    /// naming the array (the prefix holding `zarr.json` or `.zarray`). A group is an error.
+    #[cfg(test)]
     pub(crate) async fn open(location: &str, storage: &StorageOptions) -> Result<Self> {
         let store = ZarrStore::open(location, storage)?;
-        let base = location.trim_end_matches('/');
-        let get = |key: &'static str| {
-            let store = &store;
-            async move { store.get(key).await.map_err(|e| read_error(base, key, e)) }
-        };
-        // The format is detected from the files present: zarr.json (v3) or .zarray (v2).
-        let (meta_path, meta) = if let Some(text) = get("zarr.json").await? {
-            let path = format!("{base}/zarr.json");
-            let meta = parse_v3(&path, &text)?;
-            (path, meta)
-        } else if let Some(text) = get(".zarray").await? {
-            let path = format!("{base}/.zarray");
-            let attrs = get(".zattrs").await?;
-            let meta = parse_v2(&path, &text, attrs.as_deref())?;
-            (path, meta)
-        } else {
-            let reason = store.why_absent().await.unwrap_or_else(|| {
-                "neither zarr.json nor .zarray here: LOCATION must name a Zarr array folder".into()
-            });
-            return Err(Error::NotFound {
-                location: location.to_string(),
-                reason,
-            });
-        };
-        let zarrs =
-            Array::new_with_metadata(store.zarrs_storage(), "/", meta.zarrs_metadata.clone())
-                .map_err(|e| {
-                    let reason = e.to_string();
-                    if reason.contains("codec") {
-                        Error::UnsupportedCodec {
-                            path: meta_path.clone(),
-                            reason,
-                        }
-                    } else {
-                        Error::InvalidMetadata {
-                            path: meta_path.clone(),
-                            reason,
-                        }
-                    }
-                })?;
+        match super::node::read_node(&store, location).await? {
+            super::node::Node::Array(meta) => Self::new(store, "", location, *meta),
+            super::node::Node::Group(_) => Err(Error::Internal(format!("{location} is a group"))),
+        }
+    }
+
+    /// The array at `node` (`""` for the store's root, `temp` for a group member) of `store`,
+    /// whose metadata is `meta`. `location` names the array in messages.
+    pub(crate) fn new(
+        store: ZarrStore,
+        node: &str,
+        location: &str,
+        meta: ArrayMeta,
+    ) -> Result<Self> {
+        let meta_path = format!("{}/{}", location.trim_end_matches('/'), meta.file_name());
+        let node_path = format!("/{node}");
+        let zarrs = Array::new_with_metadata(
+            store.zarrs_storage(),
+            &node_path,
+            meta.zarrs_metadata.clone(),
+        )
+        .map_err(|e| {
+            let reason = e.to_string();
+            if reason.contains("codec") {
+                Error::UnsupportedCodec {
+                    path: meta_path.clone(),
+                    reason,
+                }
+            } else {
+                Error::InvalidMetadata {
+                    path: meta_path.clone(),
+                    reason,
+                }
+            }
+        })?;
         let blocking_zarrs = match store.blocking() {
             Some(fs) => Some(
                 Array::new_with_metadata(
                     fs as std::sync::Arc<dyn ReadableStorageTraits>,
-                    "/",
+                    &node_path,
                     meta.zarrs_metadata.clone(),
                 )
                 .map_err(|e| Error::InvalidMetadata {
@@ -130,20 +125,6 @@ impl ZarrArray {
     /// The store key of a chunk (`c/0/1`, `0.1`).
     pub(crate) fn chunk_key(&self, indices: &[u64]) -> String {
         self.zarrs.chunk_key(indices).to_string()
-    }
-}
-
-/// The metadata read of `key` failed for another reason than absence.
-fn read_error(base: &str, key: &str, source: crate::error::BoxError) -> Error {
-    match source.downcast::<object_store::Error>() {
-        Ok(e) => Error::ObjectStore {
-            location: format!("{base}/{key}"),
-            source: *e,
-        },
-        Err(other) => Error::NotFound {
-            location: format!("{base}/{key}"),
-            reason: other.to_string(),
-        },
     }
 }
 

@@ -176,6 +176,35 @@ impl ChunkRead {
         )
     }
 
+    /// The byte positions of the selected elements (in their C order) in a box of a variable
+    /// over some of this read's dimensions: `axes[j]` is the dimension of this read that the
+    /// variable's `j`-th dimension is, and the variable's box spans this read's box on it.
+    /// Dimensions the variable lacks are broadcast: every selected element along them reads
+    /// the same value.
+    pub fn project_gather(&self, axes: &[usize], element_size: usize) -> Gather {
+        let identity =
+            axes.len() == self.shape.len() && axes.iter().enumerate().all(|(j, &a)| j == a);
+        if identity {
+            return self.gather(element_size);
+        }
+        let var_shape: Vec<u64> = axes.iter().map(|&a| self.shape[a]).collect();
+        let var_strides = c_strides(&var_shape);
+        let strides = c_strides(&self.shape);
+        Gather::Positions(
+            self.elements()
+                .into_iter()
+                .map(|e| {
+                    let offset: u64 = axes
+                        .iter()
+                        .zip(&var_strides)
+                        .map(|(&a, s)| (e / strides[a]) % self.shape[a] * s)
+                        .sum();
+                    offset as usize * element_size
+                })
+                .collect(),
+        )
+    }
+
     /// The Int64 index column of each dimension for the selected rows.
     pub fn dimension_columns(&self) -> Vec<ArrayRef> {
         let rank = self.shape.len();
@@ -418,6 +447,23 @@ mod tests {
         let dims = reads[0].dimension_columns();
         assert_eq!(ints(&dims[0]), vec![0, 1, 1, 1, 2]);
         assert_eq!(ints(&dims[1]), vec![2, 0, 1, 2, 2]);
+    }
+
+    #[test]
+    fn projected_gathers_broadcast_missing_dimensions() {
+        // A 2 x 3 read (time, station); a variable over (station) and one over (station, time).
+        let shape = [2, 3];
+        let read = plan_chunk_reads(&shape, &shape, &Selection::all(&shape)).remove(0);
+        assert_eq!(
+            read.project_gather(&[1], 1),
+            Gather::Positions(vec![0, 1, 2, 0, 1, 2])
+        );
+        assert_eq!(
+            read.project_gather(&[1, 0], 1),
+            Gather::Positions(vec![0, 2, 4, 1, 3, 5])
+        );
+        assert_eq!(read.project_gather(&[0, 1], 4), read.gather(4));
+        assert_eq!(read.project_gather(&[], 8), Gather::Positions(vec![0; 6]));
     }
 
     #[test]

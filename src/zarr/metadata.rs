@@ -35,8 +35,28 @@ pub struct ArrayMeta {
     pub attributes: serde_json::Map<String, Value>,
 }
 
+impl ArrayMeta {
+    /// The metadata file this came from: `zarr.json` (v3) or `.zarray` (v2).
+    pub fn file_name(&self) -> &'static str {
+        match self.zarrs_metadata {
+            ArrayMetadata::V3(_) => "zarr.json",
+            ArrayMetadata::V2(_) => ".zarray",
+        }
+    }
+}
+
+#[cfg(test)]
 /// Parses a `zarr.json` document; `path` names it in errors.
 pub fn parse_v3(path: &str, text: &[u8]) -> Result<ArrayMeta, Error> {
+    let doc: Value = serde_json::from_slice(text).map_err(|source| Error::MetadataJson {
+        path: path.to_string(),
+        source,
+    })?;
+    parse_v3_value(path, doc)
+}
+
+/// Parses a `zarr.json` document already read as JSON (a file, or consolidated metadata).
+pub fn parse_v3_value(path: &str, doc: Value) -> Result<ArrayMeta, Error> {
     let invalid = |reason: String| Error::InvalidMetadata {
         path: path.to_string(),
         reason,
@@ -49,10 +69,6 @@ pub fn parse_v3(path: &str, text: &[u8]) -> Result<ArrayMeta, Error> {
         path: path.to_string(),
         reason,
     };
-    let doc: Value = serde_json::from_slice(text).map_err(|source| Error::MetadataJson {
-        path: path.to_string(),
-        source,
-    })?;
     parse_v3_doc(doc).map_err(|e| match e {
         MetaError::Invalid(r) => invalid(r),
         MetaError::DataType(r) => data_type_error(r),
@@ -167,14 +183,14 @@ fn base64_decode(s: &str) -> Result<Vec<u8>, base64::DecodeError> {
     base64::engine::general_purpose::STANDARD.decode(s)
 }
 
-fn u64_list(value: Option<&Value>, what: &str) -> Result<Vec<u64>, String> {
+pub(crate) fn u64_list(value: Option<&Value>, what: &str) -> Result<Vec<u64>, String> {
     value
         .and_then(Value::as_array)
         .and_then(|a| a.iter().map(Value::as_u64).collect::<Option<Vec<_>>>())
         .ok_or_else(|| format!("{what} must be a list of non-negative integers"))
 }
 
-fn regular_chunk_shape(grid: Option<&Value>, rank: usize) -> Result<Vec<u64>, String> {
+pub(crate) fn regular_chunk_shape(grid: Option<&Value>, rank: usize) -> Result<Vec<u64>, String> {
     let grid = grid.ok_or("chunk_grid is missing")?;
     match grid.get("name").and_then(Value::as_str) {
         Some("regular") => {}
@@ -235,7 +251,7 @@ fn bytes_codec_endian(codecs: &[Value]) -> Result<Option<ByteOrder>, String> {
     Err("codecs has no array-to-bytes codec ('bytes' or 'sharding_indexed')".into())
 }
 
-fn dimension_names(value: Option<&Value>, rank: usize) -> Result<Vec<String>, String> {
+pub(crate) fn dimension_names(value: Option<&Value>, rank: usize) -> Result<Vec<String>, String> {
     let given: Vec<Option<String>> = match value {
         None | Some(Value::Null) => vec![None; rank],
         Some(Value::Array(names)) if names.len() == rank => names

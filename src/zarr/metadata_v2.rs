@@ -15,18 +15,12 @@ use super::fill_value::encode_fill_value;
 use super::metadata::{default_dimension_names, ArrayMeta};
 use crate::error::Error;
 
-/// Parses `.zarray` (and `.zattrs` when present); `path` names `.zarray` in errors.
-pub fn parse_v2(path: &str, zarray: &[u8], zattrs: Option<&[u8]>) -> Result<ArrayMeta, Error> {
+/// Parses a `.zarray` document and its `.zattrs` (from files or consolidated metadata).
+pub fn parse_v2_value(path: &str, doc: Value, attrs: Option<Value>) -> Result<ArrayMeta, Error> {
     let invalid = |reason: String| Error::InvalidMetadata {
         path: path.to_string(),
         reason,
     };
-    let doc: Value =
-        serde_json::from_slice(zarray).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
-    let attrs: Option<Value> = zattrs
-        .map(serde_json::from_slice)
-        .transpose()
-        .map_err(|e| invalid(format!(".zattrs is not valid JSON: {e}")))?;
     if doc.get("zarr_format").and_then(Value::as_u64) != Some(2) {
         return Err(invalid(format!(
             "zarr_format must be 2, found {:?}",

@@ -7,12 +7,15 @@
 //! columns (`chunk_columns.rs`, `decode.rs`).
 
 mod array;
+mod array_table;
 mod attributes;
+mod cf;
 mod chunk_columns;
 mod chunk_plan;
 mod chunk_read;
 mod chunk_reader;
 mod data_type_v3;
+mod dataset;
 mod decode;
 mod element;
 mod factory;
@@ -21,6 +24,7 @@ mod index_set;
 mod metadata;
 mod metadata_v2;
 mod metrics;
+mod node;
 mod options;
 mod pruning;
 mod row_filter;

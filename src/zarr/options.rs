@@ -2,9 +2,10 @@
 
 use std::collections::HashMap;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::storage::StorageOptions;
 use crate::table_options::{positive, split_options};
+use crate::zarr::cf::CfOptions;
 
 /// Chunks each partition fetches ahead of the one it decodes, from local folders: enough to
 /// overlap reading with decoding on a local disk.
@@ -25,13 +26,20 @@ const KEYS: &[&str] = &[
     "chunks_in_flight",
     // bytes of an uncompressed local chunk read at a time (default: 1048576)
     "piece_bytes",
+    // groups: the data variables to show, comma-separated (default: all)
+    "variables",
+    // groups: decode CF times to timestamps (default: true)
+    "decode_times",
+    // groups: _FillValue / missing_value to NULL, scale_factor / add_offset (default: true)
+    "mask_and_scale",
 ];
 
 /// How a Zarr table is read.
 ///
 /// From SQL, as `OPTIONS` of `CREATE EXTERNAL TABLE ... STORED AS ZARR`: `batch_size`,
-/// `chunks_in_flight`, `piece_bytes`, and the storage settings of [`StorageOptions`]. From
-/// Rust, with the builder methods:
+/// `chunks_in_flight`, `piece_bytes`; for groups `variables` (comma-separated),
+/// `decode_times` and `mask_and_scale` (`true`/`false`, xarray's names); and the storage
+/// settings of [`StorageOptions`]. From Rust, with the builder methods:
 ///
 /// ```no_run
 /// # async fn demo() -> ndfusion::Result<()> {
@@ -47,6 +55,9 @@ pub struct ZarrOptions {
     batch_size: Option<usize>,
     chunks_in_flight: Option<usize>,
     piece_bytes: Option<usize>,
+    variables: Option<Vec<String>>,
+    decode_times: Option<bool>,
+    mask_and_scale: Option<bool>,
     storage: StorageOptions,
 }
 
@@ -75,6 +86,25 @@ impl ZarrOptions {
         self
     }
 
+    /// For a group: only these data variables (and the coordinates they need).
+    pub fn with_variables<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.variables = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// For a group: whether CF times (`units: "days since ..."`) become timestamps (default).
+    pub fn with_decode_times(mut self, decode: bool) -> Self {
+        self.decode_times = Some(decode);
+        self
+    }
+
+    /// For a group: whether `_FillValue` / `missing_value` become NULL and `scale_factor` /
+    /// `add_offset` apply (default).
+    pub fn with_mask_and_scale(mut self, decode: bool) -> Self {
+        self.mask_and_scale = Some(decode);
+        self
+    }
+
     /// How remote locations are reached.
     pub fn with_storage(mut self, storage: StorageOptions) -> Self {
         self.storage = storage;
@@ -91,14 +121,59 @@ impl ZarrOptions {
         let (own, storage) = split_options(options, "ZARR", KEYS)?;
         let mut out = ZarrOptions::new().with_storage(storage);
         for (key, value) in own {
-            let n = positive(key, &value)?;
             out = match key {
-                "batch_size" => out.with_batch_size(n),
-                "chunks_in_flight" => out.with_chunks_in_flight(n),
-                _ => out.with_piece_bytes(n),
+                "variables" => {
+                    let names: Vec<String> = value
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|n| !n.is_empty())
+                        .map(str::to_string)
+                        .collect();
+                    if names.is_empty() {
+                        return Err(Error::InvalidOption {
+                            option: key.into(),
+                            reason: "expected comma-separated variable names".into(),
+                        });
+                    }
+                    out.with_variables(names)
+                }
+                "decode_times" => out.with_decode_times(flag(key, &value)?),
+                "mask_and_scale" => out.with_mask_and_scale(flag(key, &value)?),
+                "batch_size" => out.with_batch_size(positive(key, &value)?),
+                "chunks_in_flight" => out.with_chunks_in_flight(positive(key, &value)?),
+                _ => out.with_piece_bytes(positive(key, &value)?),
             };
         }
         Ok(out)
+    }
+
+    pub(crate) fn variables(&self) -> Option<&[String]> {
+        self.variables.as_deref()
+    }
+
+    pub(crate) fn cf(&self) -> CfOptions {
+        CfOptions {
+            decode_times: self.decode_times.unwrap_or(true),
+            mask_and_scale: self.mask_and_scale.unwrap_or(true),
+        }
+    }
+
+    /// The group-only options are errors for an array.
+    pub(crate) fn check_array_options(&self, location: &str) -> Result<()> {
+        let set = [
+            ("variables", self.variables.is_some()),
+            ("decode_times", self.decode_times.is_some()),
+            ("mask_and_scale", self.mask_and_scale.is_some()),
+        ];
+        match set.iter().find(|(_, is_set)| *is_set) {
+            Some((key, _)) => Err(Error::InvalidOption {
+                option: key.to_string(),
+                reason: format!(
+                    "{location} is an array, not a group: the option applies to groups"
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 
     pub(crate) fn batch_size(&self, session_batch_size: usize) -> usize {
@@ -142,10 +217,30 @@ impl ZarrOptions {
         if let Some(n) = self.piece_bytes {
             parts.push(format!("piece_bytes={n}"));
         }
+        if let Some(v) = &self.variables {
+            parts.push(format!("variables={}", v.join(",")));
+        }
+        if let Some(b) = self.decode_times {
+            parts.push(format!("decode_times={b}"));
+        }
+        if let Some(b) = self.mask_and_scale {
+            parts.push(format!("mask_and_scale={b}"));
+        }
         if !self.storage.is_empty() {
             parts.push(format!("{:?}", self.storage));
         }
         parts.join(", ")
+    }
+}
+
+fn flag(key: &str, value: &str) -> Result<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(Error::InvalidOption {
+            option: key.to_string(),
+            reason: format!("expected true or false, found '{value}'"),
+        }),
     }
 }
 

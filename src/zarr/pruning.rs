@@ -1,15 +1,17 @@
 //! DataFusion filter expressions on dimension columns, turned into index boxes.
 //!
-//! A filter converts when every comparison in it is between a dimension column and an integer
-//! literal (`=`, `!=`, `<`, `<=`, `>`, `>=`, `BETWEEN`, `IN`), combined with AND / OR / NOT. The
-//! result is exact: the boxes hold precisely the rows the filter keeps, so the filter can be
-//! reported `Exact` and removed from the plan.
+//! A filter converts when every comparison in it is between a dimension column and a literal
+//! (`=`, `!=`, `<`, `<=`, `>`, `>=`, `BETWEEN`, `IN`), combined with AND / OR / NOT. An index
+//! column compares with integer literals; a column of coordinate values asks its
+//! [`AxisLookup`] (a binary search over monotonic values). The result is exact: the boxes hold
+//! precisely the rows the filter keeps, so the filter can be reported `Exact` and removed.
 //!
 //! NOT is pushed down to the comparisons (De Morgan). A comparison with NULL keeps no row
 //! whatever the polarity, which matches SQL's three-valued logic for filters.
 
 use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
+use datafusion::logical_expr::expr::Cast;
 use datafusion::logical_expr::expr::InList;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
 
@@ -19,10 +21,32 @@ use super::selection::{IndexBox, MAX_BOXES};
 /// A union of (possibly overlapping) boxes.
 pub type Region = Vec<IndexBox>;
 
+/// What a comparison of a dimension's values with a literal selects.
+pub trait AxisLookup {
+    /// The indices where `value(i) op literal` holds, the values first cast to `cast` when the
+    /// filter casts the column; `None` when that cannot be told exactly from the values (the
+    /// filter then runs in the scan).
+    fn select(
+        &self,
+        op: Operator,
+        literal: &ScalarValue,
+        cast: Option<&DataType>,
+    ) -> Option<IndexSet>;
+}
+
 /// The dimensions of the array a filter runs against.
 pub struct Dimensions<'a> {
     pub names: &'a [String],
     pub shape: &'a [u64],
+    /// Per dimension, the lookup of its values when its column shows coordinate values
+    /// rather than indices (empty: every column is an index).
+    pub lookups: &'a [Option<&'a dyn AxisLookup>],
+}
+
+/// A dimension column in a filter: which dimension, and the type the filter casts it to.
+struct DimensionRef<'e> {
+    d: usize,
+    cast: Option<&'e DataType>,
 }
 
 impl Dimensions<'_> {
@@ -37,14 +61,64 @@ impl Dimensions<'_> {
         vec![b]
     }
 
-    fn dimension(&self, expr: &Expr) -> Option<usize> {
+    fn lookup(&self, d: usize) -> Option<&dyn AxisLookup> {
+        self.lookups.get(d).copied().flatten()
+    }
+
+    fn dimension<'e>(&self, expr: &'e Expr) -> Option<DimensionRef<'e>> {
         match expr {
-            Expr::Column(c) => self.names.iter().position(|n| *n == c.name),
-            // A value-preserving cast of the (non-negative) index column.
-            Expr::Cast(cast) if lossless_index_cast(cast.field.data_type()) => {
-                self.dimension(&cast.expr)
-            }
+            Expr::Column(c) => self
+                .names
+                .iter()
+                .position(|n| *n == c.name)
+                .map(|d| DimensionRef { d, cast: None }),
+            Expr::Cast(Cast { expr, field }) => match expr.as_ref() {
+                Expr::Column(_) => {
+                    let inner = self.dimension(expr)?;
+                    match self.lookup(inner.d) {
+                        // Coordinate values are compared after the same cast.
+                        Some(_) => Some(DimensionRef {
+                            d: inner.d,
+                            cast: Some(field.data_type()),
+                        }),
+                        // A value-preserving cast of the (non-negative) index column.
+                        None if lossless_index_cast(field.data_type()) => Some(inner),
+                        None => None,
+                    }
+                }
+                _ => None,
+            },
             _ => None,
+        }
+    }
+
+    /// The indices of dimension `d` where `column op literal` holds; `Some(empty)` for NULL.
+    fn select(&self, dim: &DimensionRef, op: Operator, literal: &Expr) -> Option<IndexSet> {
+        let n = self.shape[dim.d];
+        match self.lookup(dim.d) {
+            Some(lookup) => {
+                let Expr::Literal(value, _) = literal else {
+                    return None;
+                };
+                if value.is_null() {
+                    return Some(IndexSet::empty());
+                }
+                lookup.select(op, value, dim.cast)
+            }
+            None => {
+                let Some(v) = integer_literal(literal)? else {
+                    return Some(IndexSet::empty());
+                };
+                Some(match op {
+                    Operator::Eq => interval(n, v, v + 1),
+                    Operator::NotEq => interval(n, v, v + 1).complement(n),
+                    Operator::Lt => interval(n, 0, v),
+                    Operator::LtEq => interval(n, 0, v + 1),
+                    Operator::Gt => interval(n, v + 1, n as i128),
+                    Operator::GtEq => interval(n, v, n as i128),
+                    _ => return None,
+                })
+            }
         }
     }
 }
@@ -81,33 +155,36 @@ fn region(expr: &Expr, dims: &Dimensions, negated: bool) -> Option<Region> {
             low,
             high,
         }) => {
-            let d = dims.dimension(expr)?;
-            let n = dims.shape[d];
-            let (Some(lo), Some(hi)) = (literal(low)?, literal(high)?) else {
+            let dim = dims.dimension(expr)?;
+            let n = dims.shape[dim.d];
+            let lo = dims.select(&dim, Operator::GtEq, low)?;
+            let hi = dims.select(&dim, Operator::LtEq, high)?;
+            if is_null(low) || is_null(high) {
                 return Some(vec![]);
-            };
-            let set = interval(n, lo, hi.checked_add(1)?);
-            Some(dims.constrain(d, negate_if(set, n, *between_negated != negated)))
+            }
+            let set = lo.intersect(&hi);
+            Some(dims.constrain(dim.d, negate_if(set, n, *between_negated != negated)))
         }
         Expr::InList(InList {
             expr,
             list,
             negated: in_negated,
         }) => {
-            let d = dims.dimension(expr)?;
-            let n = dims.shape[d];
-            let values = list.iter().map(literal).collect::<Option<Vec<_>>>()?;
-            let has_null = values.iter().any(Option::is_none);
+            let dim = dims.dimension(expr)?;
+            let n = dims.shape[dim.d];
+            let points = list
+                .iter()
+                .map(|v| dims.select(&dim, Operator::Eq, v))
+                .collect::<Option<Vec<_>>>()?;
             let negate = *in_negated != negated;
-            if negate && has_null {
+            if negate && list.iter().any(is_null) {
                 // x NOT IN (.., NULL) is never true.
                 return Some(vec![]);
             }
-            let points = values.into_iter().flatten().map(|v| interval(n, v, v + 1));
-            let set = points.fold(IndexSet::empty(), |acc, p| {
+            let set = points.into_iter().fold(IndexSet::empty(), |acc, p| {
                 IndexSet::from_ranges(n, acc.ranges().iter().chain(p.ranges()).cloned().collect())
             });
-            Some(dims.constrain(d, negate_if(set, n, negate)))
+            Some(dims.constrain(dim.d, negate_if(set, n, negate)))
         }
         _ => None,
     }
@@ -121,25 +198,18 @@ fn comparison(
     negated: bool,
 ) -> Option<Region> {
     // Column on the left; a literal on the left flips the operator.
-    let (d, value, op) = match (dims.dimension(left), dims.dimension(right)) {
-        (Some(d), None) => (d, literal(right)?, op),
-        (None, Some(d)) => (d, literal(left)?, op.swap()?),
+    let (dim, literal, op) = match (dims.dimension(left), dims.dimension(right)) {
+        (Some(dim), None) => (dim, right, op),
+        (None, Some(dim)) => (dim, left, op.swap()?),
         _ => return None,
     };
-    let n = dims.shape[d];
-    let Some(v) = value else {
+    let n = dims.shape[dim.d];
+    let set = dims.select(&dim, op, literal)?;
+    if is_null(literal) {
+        // A comparison with NULL keeps nothing, whatever the polarity.
         return Some(vec![]);
-    };
-    let set = match op {
-        Operator::Eq => interval(n, v, v + 1),
-        Operator::NotEq => interval(n, v, v + 1).complement(n),
-        Operator::Lt => interval(n, 0, v),
-        Operator::LtEq => interval(n, 0, v + 1),
-        Operator::Gt => interval(n, v + 1, n as i128),
-        Operator::GtEq => interval(n, v, n as i128),
-        _ => return None,
-    };
-    Some(dims.constrain(d, negate_if(set, n, negated)))
+    }
+    Some(dims.constrain(dim.d, negate_if(set, n, negated)))
 }
 
 fn negate_if(set: IndexSet, n: u64, negate: bool) -> IndexSet {
@@ -156,8 +226,12 @@ fn interval(n: u64, start: i128, end: i128) -> IndexSet {
     IndexSet::interval(n, clip(start), clip(end))
 }
 
+fn is_null(expr: &Expr) -> bool {
+    matches!(expr, Expr::Literal(v, _) if v.is_null())
+}
+
 /// An integer literal: `Some(Some(v))`, a NULL literal: `Some(None)`, anything else: `None`.
-fn literal(expr: &Expr) -> Option<Option<i128>> {
+fn integer_literal(expr: &Expr) -> Option<Option<i128>> {
     let Expr::Literal(value, _) = expr else {
         return None;
     };
@@ -223,6 +297,7 @@ mod tests {
         let dims = Dimensions {
             names: &names,
             shape: &[5, 4],
+            lookups: &[],
         };
         let sel = Selection::from_boxes(filter_region(&expr, &dims)?)?;
         let mut cells: Vec<(u64, u64)> = sel

@@ -16,24 +16,25 @@ use datafusion::physical_plan::PhysicalExpr;
 
 use super::schema::ColumnSource;
 
+/// A filter over a table whose columns come from sources `S`.
 #[derive(Debug)]
-pub struct RowFilter {
+pub struct RowFilter<S = ColumnSource> {
     /// The predicate, over `schema`.
     pub predicate: Arc<dyn PhysicalExpr>,
     /// The columns the predicate reads, in `schema` order.
-    pub columns: Vec<ColumnSource>,
+    pub columns: Vec<S>,
     pub schema: SchemaRef,
     /// The logical predicate, for EXPLAIN.
     pub display: String,
 }
 
-impl RowFilter {
+impl<S: Clone> RowFilter<S> {
     /// Builds the filter for `expr` over a table with `table_schema` whose columns come from
     /// `sources`.
     pub fn try_new(
         expr: Expr,
         table_schema: &Schema,
-        sources: &[ColumnSource],
+        sources: &[S],
         state: &dyn Session,
     ) -> Result<Self> {
         let expr = unnormalize_col(expr);
@@ -49,7 +50,7 @@ impl RowFilter {
         let predicate = state.create_physical_expr(expr, &df_schema)?;
         Ok(RowFilter {
             predicate,
-            columns: referenced.iter().map(|&i| sources[i]).collect(),
+            columns: referenced.iter().map(|&i| sources[i].clone()).collect(),
             schema,
             display,
         })

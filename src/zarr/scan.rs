@@ -126,7 +126,7 @@ impl ZarrScanExec {
 
 /// Contiguous runs of chunks, one per partition (at most `target` partitions, at least one).
 /// With a limit, each partition keeps only the chunks (and rows) needed to reach it.
-fn split_into_partitions(
+pub(crate) fn split_into_partitions(
     reads: Vec<ChunkRead>,
     target: usize,
     limit: Option<usize>,

@@ -114,6 +114,38 @@ impl ZarrStore {
         }
     }
 
+    /// The names of the store root's children that may be nodes (folders, or key prefixes),
+    /// sorted.
+    pub(crate) async fn list_children(&self) -> Result<Vec<String>, BoxError> {
+        let mut names = match self {
+            ZarrStore::Local(fs) => {
+                let root = fs.key_to_fspath(&StoreKey::new("zarr.json")?);
+                let dir = root.parent().map(Path::to_path_buf).unwrap_or_default();
+                tokio::task::spawn_blocking(move || -> Result<Vec<String>, BoxError> {
+                    let mut names = Vec::new();
+                    for entry in std::fs::read_dir(&dir)? {
+                        let entry = entry?;
+                        if entry.file_type()?.is_dir() {
+                            names.push(entry.file_name().to_string_lossy().to_string());
+                        }
+                    }
+                    Ok(names)
+                })
+                .await??
+            }
+            ZarrStore::Remote(remote) => {
+                let listing = remote.store.list_with_delimiter(Some(&remote.root)).await?;
+                listing
+                    .common_prefixes
+                    .iter()
+                    .filter_map(|p| p.filename().map(str::to_string))
+                    .collect()
+            }
+        };
+        names.sort();
+        Ok(names)
+    }
+
     /// Why a remote location holds no array, when the store can tell.
     pub(crate) async fn why_absent(&self) -> Option<String> {
         match self {

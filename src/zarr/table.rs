@@ -1,34 +1,34 @@
-//! `ZarrTable`: a Zarr array as a DataFusion table.
+//! `ZarrTable`: a Zarr array, or a Zarr group read as a dataset, as a DataFusion table.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
-use datafusion::common::stats::Precision;
 use datafusion::common::{Result, Statistics};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
-use datafusion::logical_expr::utils::conjunction;
-
-use super::array::ZarrArray;
-use super::attributes::{reads_only_global_attrs, GlobalAttrs};
+use super::array_table::ArrayTable;
+use super::dataset::DatasetTable;
+use super::node::{read_node, Node};
 use super::options::ZarrOptions;
-use super::pruning::{filter_region, intersect_all, Dimensions};
-use super::row_filter::RowFilter;
-use super::scan::{ScanRequest, ZarrScanExec};
-use super::schema::{table_columns, ColumnSource};
-use super::selection::Selection;
-use crate::error::Error;
-use crate::scan_util::project_columns;
+use super::store::ZarrStore;
 
-/// A Zarr array as a table: one row per element, an Int64 index column per dimension, then one
-/// column per top-level struct field (or one `value` column).
+/// A Zarr array or group as a table.
 ///
-/// Filters on dimension columns select chunks (the others are never fetched); other filters
-/// run inside the scan. Every filter is exact, so DataFusion does not evaluate it again.
+/// - **An array**: one row per element, an Int64 index column per dimension, then one column per
+///   top-level struct field (or one `value` column).
+/// - **A group** (a dataset, as xarray writes them): one row per cell of the grid its variables
+///   span, as `xarray.open_zarr(group).to_dataframe().reset_index()` shows it: a column per
+///   dimension holding its coordinate values (or an Int64 index), then the data variables and
+///   other coordinates, broadcast over the dimensions they lack, CF-decoded (times, fill values,
+///   scale and offset).
+///
+/// Either has a `__global_attrs__` column when it has attributes. Filters on dimensions (on
+/// coordinate values when they are monotonic) select chunks, the others run inside the scan;
+/// every filter is exact, so DataFusion does not evaluate it again.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -40,40 +40,37 @@ use crate::scan_util::project_columns;
 /// ```
 #[derive(Debug)]
 pub struct ZarrTable {
-    array: Arc<ZarrArray>,
-    schema: SchemaRef,
-    columns: Vec<ColumnSource>,
-    global_attrs: Option<GlobalAttrs>,
+    inner: Inner,
     options: ZarrOptions,
 }
 
+#[derive(Debug)]
+enum Inner {
+    Array(ArrayTable),
+    Dataset(DatasetTable),
+}
+
 impl ZarrTable {
-    /// Opens the array at `location` with the default [`ZarrOptions`]: a local folder path, a
-    /// `file://` URL, or an object-store URL (`s3://`, `gs://`, `az://`, `abfs://`,
-    /// `http(s)://`) naming the array's folder or prefix. Credentials come from the
-    /// environment.
+    /// Opens the array or group at `location` with the default [`ZarrOptions`]: a local folder
+    /// path, a `file://` URL, or an object-store URL (`s3://`, `gs://`, `az://`, `abfs://`,
+    /// `http(s)://`). Credentials come from the environment.
     pub async fn open(location: &str) -> crate::Result<Self> {
         Self::open_with(location, ZarrOptions::new()).await
     }
 
-    /// Opens the array at `location` with `options`.
+    /// Opens the array or group at `location` with `options`.
     pub async fn open_with(location: &str, options: ZarrOptions) -> crate::Result<Self> {
-        let array = ZarrArray::open(location, options.storage()).await?;
-        let global_attrs = GlobalAttrs::from_json(&array.meta.attributes);
-        let (schema, columns) =
-            table_columns(&array.meta, global_attrs.as_ref()).map_err(|reason| {
-                Error::InvalidMetadata {
-                    path: location.to_string(),
-                    reason,
-                }
-            })?;
-        Ok(ZarrTable {
-            array: Arc::new(array),
-            schema,
-            columns,
-            global_attrs,
-            options,
-        })
+        let store = ZarrStore::open(location, options.storage())?;
+        let inner = match read_node(&store, location).await? {
+            Node::Array(meta) => {
+                options.check_array_options(location)?;
+                Inner::Array(ArrayTable::new(store, location, *meta, options.clone())?)
+            }
+            Node::Group(group) => {
+                Inner::Dataset(DatasetTable::open(store, location, group, options.clone()).await?)
+            }
+        };
+        Ok(ZarrTable { inner, options })
     }
 
     /// The options the table was opened with.
@@ -81,27 +78,26 @@ impl ZarrTable {
         &self.options
     }
 
-    /// The array's shape.
-    pub fn shape(&self) -> &[u64] {
-        &self.array.meta.shape
-    }
-
-    fn dimensions(&self) -> Dimensions<'_> {
-        Dimensions {
-            names: &self.array.meta.dimension_names,
-            shape: &self.array.meta.shape,
+    /// The shape of the array, or of the grid of the dataset.
+    pub fn shape(&self) -> Vec<u64> {
+        match &self.inner {
+            Inner::Array(t) => t.shape().to_vec(),
+            Inner::Dataset(t) => t.shape(),
         }
     }
 
-    fn row_count(&self) -> usize {
-        Selection::all(&self.array.meta.shape).len() as usize
+    fn provider(&self) -> &dyn TableProvider {
+        match &self.inner {
+            Inner::Array(t) => t,
+            Inner::Dataset(t) => t,
+        }
     }
 }
 
 #[async_trait]
 impl TableProvider for ZarrTable {
     fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.schema)
+        self.provider().schema()
     }
 
     fn table_type(&self) -> TableType {
@@ -115,69 +111,19 @@ impl TableProvider for ZarrTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let meta = &self.array.meta;
-        let dims = self.dimensions();
-        // Filters on the attributes alone are decided now: false selects nothing, true goes
-        // away. Dimension filters become the selection; the rest run per chunk as a row filter.
-        let mut regions = Vec::new();
-        let mut dimension_filters = Vec::new();
-        let mut row_filters = Vec::new();
-        let mut attributes_reject = false;
-        for filter in filters {
-            if let (Some(attrs), true) = (&self.global_attrs, reads_only_global_attrs(filter)) {
-                attributes_reject |= !attrs.holds(filter, state)?;
-                continue;
-            }
-            match filter_region(filter, &dims) {
-                Some(region) => {
-                    regions.push(region);
-                    dimension_filters.push(filter.clone());
-                }
-                None => row_filters.push(filter.clone()),
-            }
-        }
-        let selection = match intersect_all(regions, &dims).and_then(Selection::from_boxes) {
-            _ if attributes_reject => Selection::none(),
-            Some(selection) => selection,
-            None => {
-                // Too many boxes to plan: still exact, evaluated row by row.
-                row_filters.extend(dimension_filters);
-                Selection::all(&meta.shape)
-            }
-        };
-        let filter = conjunction(row_filters)
-            .map(|expr| RowFilter::try_new(expr, &self.schema, &self.columns, state))
-            .transpose()?
-            .map(Arc::new);
-        let (schema, columns) = project_columns(&self.schema, &self.columns, projection)?;
-        Ok(Arc::new(ZarrScanExec::new(ScanRequest {
-            array: Arc::clone(&self.array),
-            schema,
-            columns,
-            filter,
-            selection,
-            limit,
-            target_partitions: state.config().target_partitions(),
-            session_batch_size: state.config().batch_size(),
-            global_attrs: self.global_attrs.clone(),
-            options: self.options.clone(),
-        })))
+        self.provider()
+            .scan(state, projection, filters, limit)
+            .await
     }
 
-    /// Every filter is exact: dimension filters select chunks and rows, any other filter runs
-    /// per chunk as the row filter (`row_filter.rs`), which drops exactly the rows DataFusion's
-    /// FilterExec would. So no FilterExec repeats it, and the columns it reads are decoded
-    /// only for the filter, not output.
     fn supports_filters_pushdown(
         &self,
         filters: &[&Expr],
     ) -> Result<Vec<TableProviderFilterPushDown>> {
-        Ok(vec![TableProviderFilterPushDown::Exact; filters.len()])
+        self.provider().supports_filters_pushdown(filters)
     }
 
     fn statistics(&self) -> Option<Statistics> {
-        Some(
-            Statistics::new_unknown(&self.schema).with_num_rows(Precision::Exact(self.row_count())),
-        )
+        self.provider().statistics()
     }
 }

@@ -1,0 +1,166 @@
+//! `ArrayTable`: one Zarr array as a DataFusion table.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::Session;
+use datafusion::common::stats::Precision;
+use datafusion::common::{Result, Statistics};
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+
+use datafusion::logical_expr::utils::conjunction;
+
+use super::array::ZarrArray;
+use super::attributes::{reads_only_global_attrs, GlobalAttrs};
+use super::metadata::ArrayMeta;
+use super::options::ZarrOptions;
+use super::pruning::{filter_region, intersect_all, Dimensions};
+use super::row_filter::RowFilter;
+use super::scan::{ScanRequest, ZarrScanExec};
+use super::schema::{table_columns, ColumnSource};
+use super::selection::Selection;
+use super::store::ZarrStore;
+use crate::error::Error;
+use crate::scan_util::project_columns;
+
+/// A Zarr array as a table: one row per element, an Int64 index column per dimension, then one
+/// column per top-level struct field (or one `value` column), then `__global_attrs__`.
+#[derive(Debug)]
+pub(crate) struct ArrayTable {
+    array: Arc<ZarrArray>,
+    schema: SchemaRef,
+    columns: Vec<ColumnSource>,
+    global_attrs: Option<GlobalAttrs>,
+    options: ZarrOptions,
+}
+
+impl ArrayTable {
+    /// The table of the array `meta` at the root of `store`.
+    pub(crate) fn new(
+        store: ZarrStore,
+        location: &str,
+        meta: ArrayMeta,
+        options: ZarrOptions,
+    ) -> crate::Result<Self> {
+        let array = ZarrArray::new(store, "", location, meta)?;
+        let global_attrs = GlobalAttrs::from_json(&array.meta.attributes);
+        let (schema, columns) =
+            table_columns(&array.meta, global_attrs.as_ref()).map_err(|reason| {
+                Error::InvalidMetadata {
+                    path: location.to_string(),
+                    reason,
+                }
+            })?;
+        Ok(ArrayTable {
+            array: Arc::new(array),
+            schema,
+            columns,
+            global_attrs,
+            options,
+        })
+    }
+
+    /// The array's shape.
+    pub(crate) fn shape(&self) -> &[u64] {
+        &self.array.meta.shape
+    }
+
+    fn dimensions(&self) -> Dimensions<'_> {
+        Dimensions {
+            names: &self.array.meta.dimension_names,
+            shape: &self.array.meta.shape,
+            lookups: &[],
+        }
+    }
+
+    fn row_count(&self) -> usize {
+        Selection::all(&self.array.meta.shape).len() as usize
+    }
+}
+
+#[async_trait]
+impl TableProvider for ArrayTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let meta = &self.array.meta;
+        let dims = self.dimensions();
+        // Filters on the attributes alone are decided now: false selects nothing, true goes
+        // away. Dimension filters become the selection; the rest run per chunk as a row filter.
+        let mut regions = Vec::new();
+        let mut dimension_filters = Vec::new();
+        let mut row_filters = Vec::new();
+        let mut attributes_reject = false;
+        for filter in filters {
+            if let (Some(attrs), true) = (&self.global_attrs, reads_only_global_attrs(filter)) {
+                attributes_reject |= !attrs.holds(filter, state)?;
+                continue;
+            }
+            match filter_region(filter, &dims) {
+                Some(region) => {
+                    regions.push(region);
+                    dimension_filters.push(filter.clone());
+                }
+                None => row_filters.push(filter.clone()),
+            }
+        }
+        let selection = match intersect_all(regions, &dims).and_then(Selection::from_boxes) {
+            _ if attributes_reject => Selection::none(),
+            Some(selection) => selection,
+            None => {
+                // Too many boxes to plan: still exact, evaluated row by row.
+                row_filters.extend(dimension_filters);
+                Selection::all(&meta.shape)
+            }
+        };
+        let filter = conjunction(row_filters)
+            .map(|expr| RowFilter::try_new(expr, &self.schema, &self.columns, state))
+            .transpose()?
+            .map(Arc::new);
+        let (schema, columns) = project_columns(&self.schema, &self.columns, projection)?;
+        Ok(Arc::new(ZarrScanExec::new(ScanRequest {
+            array: Arc::clone(&self.array),
+            schema,
+            columns,
+            filter,
+            selection,
+            limit,
+            target_partitions: state.config().target_partitions(),
+            session_batch_size: state.config().batch_size(),
+            global_attrs: self.global_attrs.clone(),
+            options: self.options.clone(),
+        })))
+    }
+
+    /// Every filter is exact: dimension filters select chunks and rows, any other filter runs
+    /// per chunk as the row filter (`row_filter.rs`), which drops exactly the rows DataFusion's
+    /// FilterExec would. So no FilterExec repeats it, and the columns it reads are decoded
+    /// only for the filter, not output.
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(vec![TableProviderFilterPushDown::Exact; filters.len()])
+    }
+
+    fn statistics(&self) -> Option<Statistics> {
+        Some(
+            Statistics::new_unknown(&self.schema).with_num_rows(Precision::Exact(self.row_count())),
+        )
+    }
+}

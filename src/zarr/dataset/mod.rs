@@ -1,0 +1,11 @@
+//! Zarr groups as datasets: `model.rs` decides the grid, the columns and which arrays are
+//! coordinates; `variable.rs` reads a variable's box; `coordinate.rs` turns filters on
+//! coordinate values into index ranges; `table.rs` is the provider, `scan.rs` the plan.
+
+mod coordinate;
+mod model;
+mod scan;
+mod table;
+mod variable;
+
+pub(crate) use table::DatasetTable;

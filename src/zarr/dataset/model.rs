@@ -1,0 +1,344 @@
+//! A Zarr group as the table `xarray.open_zarr(group).to_dataframe().reset_index()` shows: one
+//! row per cell of the grid the variables span, a column per dimension (its coordinate values,
+//! or an Int64 index where it has none), then the data variables and the non-dimension
+//! coordinates (struct variables by field), broadcast over the dimensions they lack.
+//!
+//! Which arrays are coordinates follows xarray: a 1-D array named like its dimension, and every
+//! name in a `coordinates` attribute. Column order follows xarray too: dimensions in the order
+//! the variables first name them (data variables first), then data variables, then other
+//! coordinates. The grid is read in blocks shaped like the chunks of the data variable with the
+//! most dimensions, so a block is one chunk of each variable chunked like it.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use serde_json::Value;
+
+use super::coordinate::Coordinate;
+use super::variable::Variable;
+use crate::error::{Error, Result};
+use crate::zarr::attributes::GlobalAttrs;
+use crate::zarr::cf::CfOptions;
+use crate::zarr::node::{Group, Member};
+use crate::zarr::store::ZarrStore;
+
+/// What a dataset table shows: all variables, or some, CF-decoded or not.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DatasetOptions {
+    pub variables: Option<Vec<String>>,
+    pub cf: CfOptions,
+}
+
+/// One axis of the grid.
+#[derive(Debug)]
+pub(crate) struct Axis {
+    pub name: String,
+    pub size: u64,
+    /// The dimension coordinate's values, when the dimension has one.
+    pub coordinate: Option<Coordinate>,
+}
+
+/// Where a table column comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DatasetColumn {
+    /// A grid axis: its coordinate values, or the Int64 index.
+    Axis(usize),
+    /// Column `column` of variable `var`.
+    Variable { var: usize, column: usize },
+    /// The group's attributes.
+    GlobalAttrs,
+}
+
+#[derive(Debug)]
+pub(crate) struct Dataset {
+    pub location: String,
+    /// Grid axes in reading order (the primary variable's dimensions first).
+    pub axes: Vec<Axis>,
+    pub variables: Vec<Variable>,
+    /// The shape of a block of the grid, per axis.
+    pub block_shape: Vec<u64>,
+    pub columns: Vec<DatasetColumn>,
+    pub schema: SchemaRef,
+    pub global_attrs: Option<GlobalAttrs>,
+    /// Whether the group's consolidated metadata opened it (else a listing).
+    pub consolidated: bool,
+    pub remote: bool,
+}
+
+impl Dataset {
+    /// The dataset of `group`, whose store is `store`.
+    pub(crate) async fn open(
+        store: ZarrStore,
+        location: &str,
+        group: Group,
+        options: &DatasetOptions,
+    ) -> Result<Self> {
+        let invalid = |reason: String| Error::InvalidMetadata {
+            path: location.to_string(),
+            reason,
+        };
+        if group.members.is_empty() {
+            return Err(invalid("the group holds no arrays".into()));
+        }
+        let roles = Roles::of(&group);
+        let (data, coords) = roles.choose(&group, options.variables.as_deref(), location)?;
+
+        // Dimension sizes: the first variable naming a dimension sets it.
+        let mut sizes: Vec<(String, u64, String)> = Vec::new();
+        for m in data.iter().chain(&coords) {
+            for (d, &n) in m.array.dimension_names().iter().zip(m.array.shape()) {
+                match sizes.iter().find(|(name, _, _)| name == d) {
+                    None => sizes.push((d.clone(), n, m.name.clone())),
+                    Some((_, size, by)) if *size != n => {
+                        let what = if roles.dimension_coordinates.contains(&m.name) {
+                            format!("coordinate '{}' has {n} values", m.name)
+                        } else {
+                            format!("dimension '{d}' is {n} long in '{}'", m.name)
+                        };
+                        return Err(invalid(format!(
+                            "{what}, but dimension '{d}' is {size} long in '{by}'"
+                        )));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+
+        // Reading order: the (first) data variable with the most dimensions first.
+        let max_rank = data.iter().map(|m| m.array.shape().len()).max();
+        let primary_member = data
+            .iter()
+            .find(|m| Some(m.array.shape().len()) == max_rank);
+        let mut axis_names: Vec<String> = primary_member
+            .map(|m| m.array.dimension_names().to_vec())
+            .unwrap_or_default();
+        for (name, _, _) in &sizes {
+            if !axis_names.contains(name) {
+                axis_names.push(name.clone());
+            }
+        }
+        let size_of = |name: &str| {
+            sizes
+                .iter()
+                .find(|(n, _, _)| n == name)
+                .map_or(0, |(_, s, _)| *s)
+        };
+        let block_shape: Vec<u64> = axis_names
+            .iter()
+            .map(|a| {
+                primary_member
+                    .and_then(|m| {
+                        let dims = m.array.dimension_names();
+                        dims.iter()
+                            .position(|d| d == a)
+                            .map(|i| m.array.chunk_shape()[i])
+                    })
+                    .unwrap_or_else(|| size_of(a))
+                    .max(1)
+            })
+            .collect();
+        // Column order of the dimensions: as xarray first meets them.
+        let mut column_axes: Vec<String> = Vec::new();
+        for m in data.iter().chain(&coords) {
+            for d in m.array.dimension_names() {
+                if !column_axes.contains(d) {
+                    column_axes.push(d.clone());
+                }
+            }
+        }
+
+        // Open the variables: data variables and non-dimension coordinates are columns,
+        // dimension coordinates become the axes' values.
+        let cf = options.cf;
+        let mut columns_vars = Vec::new();
+        let mut dimension_coords: HashMap<String, Variable> = HashMap::new();
+        let axis_of = |name: &String| axis_names.iter().position(|a| a == name);
+        for member in data.into_iter().chain(coords) {
+            let is_dim_coord = roles.dimension_coordinates.contains(&member.name)
+                && member.array.dimension_names() == [member.name.clone()];
+            let mut var = Variable::open(&store, location, member, cf)?;
+            var.axes = var
+                .dimension_names
+                .iter()
+                .map(|d| axis_of(d).ok_or_else(|| Error::Internal(format!("no axis {d}"))))
+                .collect::<Result<_>>()?;
+            if is_dim_coord {
+                dimension_coords.insert(var.name.clone(), var);
+            } else {
+                columns_vars.push(var);
+            }
+        }
+        let mut axes = Vec::new();
+        for name in &axis_names {
+            let coordinate = match dimension_coords.remove(name) {
+                Some(var) => {
+                    let var = Arc::new(var);
+                    let values = tokio::task::spawn_blocking({
+                        let var = Arc::clone(&var);
+                        move || var.read_all()
+                    })
+                    .await
+                    .map_err(|e| Error::Internal(format!("reading coordinate {name}: {e}")))??;
+                    Some(Coordinate::new(values))
+                }
+                None => None,
+            };
+            axes.push(Axis {
+                name: name.clone(),
+                size: size_of(name),
+                coordinate,
+            });
+        }
+
+        // The schema, with every name used once.
+        let global_attrs = GlobalAttrs::from_json(&group.attributes);
+        let mut fields: Vec<Field> = Vec::new();
+        let mut columns = Vec::new();
+        let mut owners: Vec<String> = Vec::new();
+        for name in &column_axes {
+            let a = axis_names.iter().position(|n| n == name).unwrap_or(0);
+            let data_type = axes[a]
+                .coordinate
+                .as_ref()
+                .map_or(DataType::Int64, |c| c.values.data_type().clone());
+            fields.push(Field::new(name, data_type, true));
+            columns.push(DatasetColumn::Axis(a));
+            owners.push(format!("dimension '{name}'"));
+        }
+        for (v, var) in columns_vars.iter().enumerate() {
+            for (c, column) in var.columns.iter().enumerate() {
+                let owner = if column.field.is_some() {
+                    format!("field '{}' of variable '{}'", column.name, var.name)
+                } else {
+                    format!("variable '{}'", var.name)
+                };
+                if let Some(i) = fields.iter().position(|f| f.name() == &column.name) {
+                    return Err(invalid(format!(
+                        "column name '{}' is used by {} and by {owner}",
+                        column.name, owners[i]
+                    )));
+                }
+                fields.push(Field::new(&column.name, column.data_type.clone(), true));
+                columns.push(DatasetColumn::Variable { var: v, column: c });
+                owners.push(owner);
+            }
+        }
+        if let Some(attrs) = &global_attrs {
+            fields.push(attrs.field());
+            columns.push(DatasetColumn::GlobalAttrs);
+        }
+        Ok(Dataset {
+            location: location.to_string(),
+            axes,
+            variables: columns_vars,
+            block_shape,
+            columns,
+            schema: Arc::new(Schema::new(fields)),
+            global_attrs,
+            consolidated: group.consolidated,
+            remote: store.is_remote(),
+        })
+    }
+
+    pub(crate) fn shape(&self) -> Vec<u64> {
+        self.axes.iter().map(|a| a.size).collect()
+    }
+
+    pub(crate) fn axis_names(&self) -> Vec<String> {
+        self.axes.iter().map(|a| a.name.clone()).collect()
+    }
+
+    pub(crate) fn rows(&self) -> u64 {
+        self.axes.iter().map(|a| a.size).product()
+    }
+}
+
+/// Which members are coordinates, after xarray.
+struct Roles {
+    /// Names in `coordinates` attributes, and 1-D arrays named like their dimension.
+    coordinates: HashSet<String>,
+    dimension_coordinates: HashSet<String>,
+}
+
+impl Roles {
+    fn of(group: &Group) -> Self {
+        let mut coordinates = HashSet::new();
+        let mut dimension_coordinates = HashSet::new();
+        let listed = |attrs: &serde_json::Map<String, Value>| -> Vec<String> {
+            attrs
+                .get("coordinates")
+                .and_then(Value::as_str)
+                .map(|s| s.split_whitespace().map(str::to_string).collect())
+                .unwrap_or_default()
+        };
+        coordinates.extend(listed(&group.attributes));
+        for m in &group.members {
+            coordinates.extend(listed(m.array.attributes()));
+            if m.array.dimension_names() == [m.name.clone()] {
+                coordinates.insert(m.name.clone());
+                dimension_coordinates.insert(m.name.clone());
+            }
+        }
+        Roles {
+            coordinates,
+            dimension_coordinates,
+        }
+    }
+
+    /// The data variables (all, or those named by the `variables` option) and the
+    /// coordinates they need, in store order.
+    fn choose(
+        &self,
+        group: &Group,
+        wanted: Option<&[String]>,
+        location: &str,
+    ) -> Result<(Vec<Member>, Vec<Member>)> {
+        let is_data = |m: &&Member| !self.coordinates.contains(&m.name);
+        let data_names: Vec<&str> = group
+            .members
+            .iter()
+            .filter(is_data)
+            .map(|m| m.name.as_str())
+            .collect();
+        let chosen: Vec<&Member> = match wanted {
+            Some(names) => names
+                .iter()
+                .map(|n| {
+                    group
+                        .members
+                        .iter()
+                        .find(|m| &m.name == n && is_data(m))
+                        .ok_or_else(|| Error::InvalidOption {
+                            option: "variables".into(),
+                            reason: format!(
+                                "{location} has no data variable '{n}'; it has: {}",
+                                data_names.join(", ")
+                            ),
+                        })
+                })
+                .collect::<Result<_>>()?,
+            None => group.members.iter().filter(is_data).collect(),
+        };
+        if chosen.is_empty() {
+            return Err(Error::InvalidMetadata {
+                path: location.to_string(),
+                reason: "the group holds no data variables, only coordinates".into(),
+            });
+        }
+        let dims: HashSet<&String> = chosen
+            .iter()
+            .flat_map(|m| m.array.dimension_names())
+            .collect();
+        let coords: Vec<&Member> = group
+            .members
+            .iter()
+            .filter(|m| !is_data(m))
+            .filter(|m| m.array.dimension_names().iter().all(|d| dims.contains(d)))
+            .collect();
+        Ok((
+            chosen.into_iter().cloned().collect(),
+            coords.into_iter().cloned().collect(),
+        ))
+    }
+}

@@ -1,0 +1,495 @@
+//! `ZarrDatasetScanExec`: the scan of a dataset. The grid's blocks that the selection touches
+//! are split into contiguous runs, one per partition; each block reads, for every variable the
+//! query needs, the box of it under the block's selected cells (one chunk for variables chunked
+//! like the primary one), on a blocking thread, then applies the row filter.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
+use arrow::compute::{filter_record_batch, prep_null_mask_filter, take};
+use arrow::datatypes::SchemaRef;
+use datafusion::common::stats::Precision;
+use datafusion::common::{internal_err, Result as DfResult, Statistics};
+use datafusion::error::DataFusionError;
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::coop::make_cooperative;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time,
+};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    SendableRecordBatchStream,
+};
+use futures::{StreamExt, TryStreamExt};
+
+use super::model::{Dataset, DatasetColumn};
+use crate::error::{Error, Result};
+use crate::scan_util::limit_rows;
+use crate::zarr::chunk_plan::{chunk_count, plan_chunk_reads};
+use crate::zarr::chunk_read::ChunkRead;
+use crate::zarr::options::ZarrOptions;
+use crate::zarr::row_filter::RowFilter;
+use crate::zarr::scan::split_into_partitions;
+use crate::zarr::selection::Selection;
+
+/// What a dataset scan reads.
+pub(crate) struct DatasetScanRequest {
+    pub dataset: Arc<Dataset>,
+    /// Indices into the dataset's columns.
+    pub projection: Vec<usize>,
+    pub schema: SchemaRef,
+    pub filter: Option<Arc<RowFilter<usize>>>,
+    pub selection: Selection,
+    pub limit: Option<usize>,
+    pub target_partitions: usize,
+    /// The session's batch size when the plan was made (EXPLAIN VERBOSE).
+    pub session_batch_size: usize,
+    pub options: ZarrOptions,
+}
+
+#[derive(Debug)]
+pub(crate) struct ZarrDatasetScanExec {
+    reader: Arc<BlockReader>,
+    selection: Selection,
+    partitions: Vec<Vec<ChunkRead>>,
+    total_blocks: u64,
+    selected_blocks: usize,
+    /// Per variable read: (name, chunks touched, chunks in all).
+    variable_chunks: Vec<(String, u64, u64)>,
+    limit: Option<usize>,
+    target_partitions: usize,
+    session_batch_size: usize,
+    options: ZarrOptions,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl ZarrDatasetScanExec {
+    pub(crate) fn new(request: DatasetScanRequest) -> Self {
+        let DatasetScanRequest {
+            dataset,
+            projection,
+            schema,
+            filter,
+            selection,
+            limit,
+            target_partitions,
+            session_batch_size,
+            options,
+        } = request;
+        let shape = dataset.shape();
+        let reads = plan_chunk_reads(&shape, &dataset.block_shape, &selection);
+        let selected_blocks = reads.len();
+        let trim_to = if filter.is_none() { limit } else { None };
+        let partitions = split_into_partitions(reads, target_partitions.max(1), trim_to);
+        let needed: Vec<usize> = {
+            let mut n = projection.clone();
+            for c in filter.iter().flat_map(|f| f.columns.iter()) {
+                if !n.contains(c) {
+                    n.push(*c);
+                }
+            }
+            n
+        };
+        let variable_chunks = variables_read(&dataset, &needed)
+            .into_iter()
+            .map(|v| {
+                let var = &dataset.variables[v];
+                let boxes: Vec<_> = selection
+                    .boxes()
+                    .iter()
+                    .map(|b| var.axes.iter().map(|&a| b[a].clone()).collect())
+                    .collect();
+                let touched = Selection::from_boxes(boxes)
+                    .map(|s| plan_chunk_reads(&var.shape, &var.chunk_shape, &s).len() as u64)
+                    .unwrap_or(0);
+                let total = chunk_count(&var.shape, &var.chunk_shape);
+                (var.name.clone(), touched, total)
+            })
+            .collect();
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(Arc::clone(&schema)),
+            Partitioning::UnknownPartitioning(partitions.len()),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        )
+        .with_scheduling_type(SchedulingType::Cooperative);
+        ZarrDatasetScanExec {
+            total_blocks: chunk_count(&shape, &dataset.block_shape),
+            reader: Arc::new(BlockReader {
+                dataset,
+                projection,
+                needed,
+                schema,
+                filter,
+            }),
+            selection,
+            partitions,
+            selected_blocks,
+            variable_chunks,
+            limit,
+            target_partitions,
+            session_batch_size,
+            options,
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+
+    fn rows_in(reads: &[ChunkRead]) -> usize {
+        reads.iter().map(|r| r.rows).sum()
+    }
+
+    /// The selection per constrained axis, in index ranges and coordinate values.
+    fn describe_selection(&self) -> String {
+        let dataset = &self.reader.dataset;
+        if self.selection.boxes().is_empty() {
+            return "none".into();
+        }
+        let boxes: Vec<String> = self
+            .selection
+            .boxes()
+            .iter()
+            .map(|b| {
+                let parts: Vec<String> = b
+                    .iter()
+                    .zip(&dataset.axes)
+                    .filter(|(set, axis)| set.len() != axis.size)
+                    .map(|(set, axis)| match &axis.coordinate {
+                        Some(c) => format!("{}={} {set}", axis.name, c.describe(set.ranges())),
+                        None => format!("{}={set}", axis.name),
+                    })
+                    .collect();
+                if parts.is_empty() {
+                    "all".into()
+                } else {
+                    parts.join(" x ")
+                }
+            })
+            .collect();
+        boxes.join(" | ")
+    }
+}
+
+/// The variables (indices) the columns `needed` read.
+fn variables_read(dataset: &Dataset, needed: &[usize]) -> Vec<usize> {
+    let mut vars = Vec::new();
+    for &c in needed {
+        if let DatasetColumn::Variable { var, .. } = dataset.columns[c] {
+            if !vars.contains(&var) {
+                vars.push(var);
+            }
+        }
+    }
+    vars
+}
+
+impl DisplayAs for ZarrDatasetScanExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let dataset = &self.reader.dataset;
+        let names: Vec<&str> = self
+            .reader
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        write!(
+            f,
+            "ZarrDatasetScanExec: group={}, projection=[{}], partitions={}, blocks={}/{}",
+            dataset.location,
+            names.join(", "),
+            self.partitions.len(),
+            self.selected_blocks,
+            self.total_blocks,
+        )?;
+        if !self.selection.is_all(&dataset.shape()) {
+            write!(f, ", selection={}", self.describe_selection())?;
+        }
+        if !self.variable_chunks.is_empty() {
+            let chunks: Vec<String> = self
+                .variable_chunks
+                .iter()
+                .map(|(name, touched, total)| format!("{name} {touched}/{total}"))
+                .collect();
+            write!(f, ", chunks=[{}]", chunks.join(", "))?;
+        }
+        if let Some(filter) = &self.reader.filter {
+            write!(f, ", row_filter={}", filter.display)?;
+        }
+        if let Some(limit) = self.limit {
+            write!(f, ", limit={limit}")?;
+        }
+        let options = match t {
+            DisplayFormatType::Verbose => {
+                let metadata = if dataset.consolidated {
+                    "consolidated"
+                } else {
+                    "listed"
+                };
+                let options = self
+                    .options
+                    .describe(self.session_batch_size, dataset.remote);
+                format!("{options}, metadata={metadata}")
+            }
+            _ => self.options.describe_set(),
+        };
+        if !options.is_empty() {
+            write!(f, ", options=({options})")?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for ZarrDatasetScanExec {
+    fn name(&self) -> &str {
+        "ZarrDatasetScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        if children.is_empty() {
+            Ok(self)
+        } else {
+            internal_err!("ZarrDatasetScanExec has no children")
+        }
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let Some(blocks) = self.partitions.get(partition) else {
+            return internal_err!("ZarrDatasetScanExec has no partition {partition}");
+        };
+        let batch_size = self
+            .options
+            .batch_size(context.session_config().batch_size());
+        let in_flight = self.options.chunks_in_flight(self.reader.dataset.remote);
+        let metrics = BlockMetrics::new(&self.metrics, partition);
+        if partition == 0 {
+            metrics
+                .blocks_skipped
+                .add((self.total_blocks as usize).saturating_sub(self.selected_blocks));
+        }
+        let reader = Arc::clone(&self.reader);
+        let limit = self.reader.filter.as_ref().and(self.limit);
+        let stream = futures::stream::iter(blocks.clone())
+            .map(move |block| {
+                let reader = Arc::clone(&reader);
+                let metrics = metrics.clone();
+                async move {
+                    tokio::task::spawn_blocking(move || {
+                        let _timer = metrics.read_time.timer();
+                        metrics.blocks_read.add(1);
+                        reader.read(&block)
+                    })
+                    .await
+                    .map_err(|e| Error::Internal(format!("block reading task failed: {e}")))?
+                }
+            })
+            .buffered(in_flight)
+            .map_err(DataFusionError::from)
+            .map_ok(move |batch| {
+                let rows = batch.num_rows();
+                let slices: Vec<_> = (0..rows.max(1))
+                    .step_by(batch_size)
+                    .map(|offset| Ok(batch.slice(offset, batch_size.min(rows - offset))))
+                    .collect();
+                futures::stream::iter(slices)
+            })
+            .try_flatten();
+        let stream = limit_rows(stream, limit);
+        Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.reader.schema),
+            stream,
+        ))))
+    }
+
+    fn supports_limit_pushdown(&self) -> bool {
+        true
+    }
+
+    fn fetch(&self) -> Option<usize> {
+        self.limit
+    }
+
+    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        Some(Arc::new(ZarrDatasetScanExec::new(DatasetScanRequest {
+            dataset: Arc::clone(&self.reader.dataset),
+            projection: self.reader.projection.clone(),
+            schema: Arc::clone(&self.reader.schema),
+            filter: self.reader.filter.clone(),
+            selection: self.selection.clone(),
+            limit,
+            target_partitions: self.target_partitions,
+            session_batch_size: self.session_batch_size,
+            options: self.options.clone(),
+        })))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn partition_statistics(&self, partition: Option<usize>) -> DfResult<Arc<Statistics>> {
+        let rows = match partition {
+            None => self.partitions.iter().map(|p| Self::rows_in(p)).sum(),
+            Some(i) => match self.partitions.get(i) {
+                Some(p) => Self::rows_in(p),
+                None => return internal_err!("ZarrDatasetScanExec has no partition {i}"),
+            },
+        };
+        let rows = match (partition, self.limit) {
+            (None, Some(limit)) => rows.min(limit),
+            _ => rows,
+        };
+        let rows = if self.reader.filter.is_some() {
+            Precision::Inexact(rows)
+        } else {
+            Precision::Exact(rows)
+        };
+        Ok(Arc::new(
+            Statistics::new_unknown(&self.reader.schema).with_num_rows(rows),
+        ))
+    }
+}
+
+/// Per-partition counters shown by EXPLAIN ANALYZE.
+#[derive(Debug, Clone)]
+struct BlockMetrics {
+    blocks_read: Count,
+    blocks_skipped: Count,
+    read_time: Time,
+}
+
+impl BlockMetrics {
+    fn new(metrics: &ExecutionPlanMetricsSet, partition: usize) -> Self {
+        BlockMetrics {
+            blocks_read: MetricBuilder::new(metrics).counter("blocks_read", partition),
+            blocks_skipped: MetricBuilder::new(metrics).counter("blocks_skipped", partition),
+            read_time: MetricBuilder::new(metrics).subset_time("read_time", partition),
+        }
+    }
+}
+
+/// Reads blocks into batches of the projected columns.
+#[derive(Debug)]
+struct BlockReader {
+    dataset: Arc<Dataset>,
+    /// The output columns (indices into the dataset's columns).
+    projection: Vec<usize>,
+    /// The projection, then the filter's other columns.
+    needed: Vec<usize>,
+    schema: SchemaRef,
+    filter: Option<Arc<RowFilter<usize>>>,
+}
+
+impl BlockReader {
+    /// The rows of one block (blocking: it reads and decodes).
+    fn read(&self, block: &ChunkRead) -> Result<RecordBatch> {
+        let dataset = &self.dataset;
+        // The box of the block holding its selected cells, in grid coordinates.
+        let read = match block.bounding_box() {
+            Some((start, shape)) => block.within(&start, &shape),
+            None => block.clone(),
+        };
+        let rows = read.rows;
+        let mut values: HashMap<usize, ArrayRef> = HashMap::new();
+        let mut dims: Option<Vec<ArrayRef>> = None;
+        // Each variable is read once for all of its needed columns.
+        let mut by_var: Vec<(usize, Vec<(usize, usize)>)> = Vec::new();
+        for &c in &self.needed {
+            match dataset.columns[c] {
+                DatasetColumn::Axis(a) => {
+                    let indices = dims.get_or_insert_with(|| read.dimension_columns())[a].clone();
+                    let column = match &dataset.axes[a].coordinate {
+                        Some(coordinate) => take(coordinate.values.as_ref(), &indices, None)
+                            .map_err(|e| Error::arrow("coordinate values", e))?,
+                        None => indices,
+                    };
+                    values.insert(c, column);
+                }
+                DatasetColumn::Variable { var, column } => {
+                    match by_var.iter_mut().find(|(v, _)| *v == var) {
+                        Some((_, cols)) => cols.push((c, column)),
+                        None => by_var.push((var, vec![(c, column)])),
+                    }
+                }
+                DatasetColumn::GlobalAttrs => {
+                    let attrs = dataset
+                        .global_attrs
+                        .as_ref()
+                        .ok_or_else(|| Error::Internal("no global attributes".into()))?;
+                    values.insert(c, attrs.repeated(rows)?);
+                }
+            }
+        }
+        for (var, cols) in by_var {
+            let wanted: Vec<usize> = cols.iter().map(|&(_, column)| column).collect();
+            let arrays = dataset.variables[var].read_columns(&read, &wanted)?;
+            for ((c, _), array) in cols.into_iter().zip(arrays) {
+                values.insert(c, array);
+            }
+        }
+        let mut keep = None;
+        if let Some(filter) = &self.filter {
+            let inputs = filter
+                .columns
+                .iter()
+                .map(|c| Arc::clone(&values[c]))
+                .collect();
+            let options = RecordBatchOptions::new().with_row_count(Some(rows));
+            let batch =
+                RecordBatch::try_new_with_options(Arc::clone(&filter.schema), inputs, &options)
+                    .map_err(|e| Error::arrow("assembling the row filter's input", e))?;
+            let mask = filter
+                .predicate
+                .evaluate(&batch)
+                .and_then(|v| v.into_array(rows))
+                .map_err(|source| Error::Filter {
+                    filter: filter.display.clone(),
+                    source,
+                })?;
+            let mask = mask.as_boolean_opt().ok_or_else(|| Error::Filter {
+                filter: filter.display.clone(),
+                source: DataFusionError::Plan("not a boolean filter".into()),
+            })?;
+            keep = Some(if mask.null_count() > 0 {
+                prep_null_mask_filter(mask)
+            } else {
+                mask.clone()
+            });
+        }
+        let columns = self
+            .projection
+            .iter()
+            .map(|c| Arc::clone(&values[c]))
+            .collect();
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        let batch = RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)
+            .map_err(|e| Error::arrow("assembling a block's batch", e))?;
+        match keep {
+            Some(mask) => {
+                filter_record_batch(&batch, &mask).map_err(|e| Error::arrow("filtering a block", e))
+            }
+            None => Ok(batch),
+        }
+    }
+}

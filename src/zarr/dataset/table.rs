@@ -1,0 +1,144 @@
+//! `DatasetTable`: a Zarr group (a dataset) as a DataFusion table.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::Session;
+use datafusion::common::stats::Precision;
+use datafusion::common::{Result, Statistics};
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+
+use super::model::{Dataset, DatasetOptions};
+use super::scan::{DatasetScanRequest, ZarrDatasetScanExec};
+use crate::zarr::attributes::reads_only_global_attrs;
+use crate::zarr::node::Group;
+use crate::zarr::options::ZarrOptions;
+use crate::zarr::pruning::{filter_region, intersect_all, AxisLookup, Dimensions};
+use crate::zarr::row_filter::RowFilter;
+use crate::zarr::selection::Selection;
+use crate::zarr::store::ZarrStore;
+
+#[derive(Debug)]
+pub(crate) struct DatasetTable {
+    dataset: Arc<Dataset>,
+    options: ZarrOptions,
+}
+
+impl DatasetTable {
+    pub(crate) async fn open(
+        store: ZarrStore,
+        location: &str,
+        group: Group,
+        options: ZarrOptions,
+    ) -> crate::Result<Self> {
+        let dataset_options = DatasetOptions {
+            variables: options.variables().map(<[String]>::to_vec),
+            cf: options.cf(),
+        };
+        let dataset = Dataset::open(store, location, group, &dataset_options).await?;
+        Ok(DatasetTable {
+            dataset: Arc::new(dataset),
+            options,
+        })
+    }
+
+    pub(crate) fn shape(&self) -> Vec<u64> {
+        self.dataset.shape()
+    }
+}
+
+#[async_trait]
+impl TableProvider for DatasetTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.dataset.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let dataset = &self.dataset;
+        let names = dataset.axis_names();
+        let shape = dataset.shape();
+        let lookups: Vec<Option<&dyn AxisLookup>> = dataset
+            .axes
+            .iter()
+            .map(|a| a.coordinate.as_ref().map(|c| c as &dyn AxisLookup))
+            .collect();
+        let dims = Dimensions {
+            names: &names,
+            shape: &shape,
+            lookups: &lookups,
+        };
+        // Attribute filters are decided now; dimension filters select blocks; the rest run in
+        // the scan.
+        let mut regions = Vec::new();
+        let mut dimension_filters = Vec::new();
+        let mut row_filters = Vec::new();
+        let mut attributes_reject = false;
+        for filter in filters {
+            if let (Some(attrs), true) = (&dataset.global_attrs, reads_only_global_attrs(filter)) {
+                attributes_reject |= !attrs.holds(filter, state)?;
+                continue;
+            }
+            match filter_region(filter, &dims) {
+                Some(region) => {
+                    regions.push(region);
+                    dimension_filters.push(filter.clone());
+                }
+                None => row_filters.push(filter.clone()),
+            }
+        }
+        let selection = match intersect_all(regions, &dims).and_then(Selection::from_boxes) {
+            _ if attributes_reject => Selection::none(),
+            Some(selection) => selection,
+            None => {
+                row_filters.extend(dimension_filters);
+                Selection::all(&shape)
+            }
+        };
+        let all: Vec<usize> = (0..dataset.columns.len()).collect();
+        let filter = conjunction(row_filters)
+            .map(|expr| RowFilter::try_new(expr, &dataset.schema, &all, state))
+            .transpose()?
+            .map(Arc::new);
+        let projection = projection.cloned().unwrap_or(all);
+        let schema = Arc::new(dataset.schema.project(&projection)?);
+        Ok(Arc::new(ZarrDatasetScanExec::new(DatasetScanRequest {
+            dataset: Arc::clone(dataset),
+            projection,
+            schema,
+            filter,
+            selection,
+            limit,
+            target_partitions: state.config().target_partitions(),
+            session_batch_size: state.config().batch_size(),
+            options: self.options.clone(),
+        })))
+    }
+
+    /// Every filter is exact: dimension filters select blocks and cells, attribute filters are
+    /// decided at planning, the others run in the scan.
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(vec![TableProviderFilterPushDown::Exact; filters.len()])
+    }
+
+    fn statistics(&self) -> Option<Statistics> {
+        let rows = usize::try_from(self.dataset.rows()).ok()?;
+        Some(Statistics::new_unknown(&self.dataset.schema).with_num_rows(Precision::Exact(rows)))
+    }
+}
