@@ -173,4 +173,13 @@ fn demo_tables_answer_as_numpy_computed() {
         .unwrap();
     // Summation order differs from numpy's pairwise sum: equal to the last few bits.
     assert!((t0 - numpy).abs() < 1e-12 * numpy.abs(), "{t0} vs {numpy}");
+
+    // The demo dataset (xarray: 100 temperatures from 11 to 20 March north of 10 degrees).
+    let out = ndfusion(
+        &["--demo", "-q", "--format", "csv", "-c",
+          "SELECT count(temp) AS n FROM sea WHERE time BETWEEN '2001-03-11' AND '2001-03-20' AND lat > 10"],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "n\n100\n");
 }

@@ -29,6 +29,11 @@ pub const DEMO_TABLES: &[(&str, &str, &str)] = &[
         "10 records with a nested struct: {id, flags, point {x, y}, value}",
     ),
     (
+        "sea",
+        "datasets/ocean_v3.zarr",
+        "an xarray dataset: time x lat x lon, {land, sal, temp, tide, basin}, CF-decoded",
+    ),
+    (
         "profiles",
         "lance_nd/doc_example.lance",
         "lance-nd: 3 nd record batches (x, y, temperature | pressure) with __global_attrs__.id",

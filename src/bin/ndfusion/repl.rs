@@ -144,12 +144,13 @@ fn print_banner(ctx: &SessionContext) {
     }
     println!("\nDemo tables:");
     for (name, _, about) in &registered {
-        println!("  {name:<8} {about}");
+        println!("  {name:<9} {about}");
     }
     println!(
         "\nTry:\n  SELECT day, avg(temperature) FROM ocean WHERE depth < 5 GROUP BY day ORDER BY day LIMIT 5;\n  \
          SELECT id, point.x, point['y'] FROM points WHERE value > 1500;\n  \
          SELECT station, max(temp) FROM weather GROUP BY station ORDER BY station;\n  \
+         SELECT avg(temp) FROM sea WHERE time BETWEEN '2001-03-11' AND '2001-03-20' AND lat > 10;\n  \
          SELECT x, y, temperature FROM profiles WHERE __global_attrs__.id = 'c';\n"
     );
 }
