@@ -46,7 +46,7 @@ struct Args {
     /// `--run FORMAT LOCATION SQL`: only run one query (for profilers and the memory check).
     run: Option<(String, String, String)>,
     repeat: usize,
-    /// `--only SECTION`: zarr, lance_nd or s3.
+    /// `--only SECTION`: zarr, dataset, lance_nd or s3.
     only: Option<String>,
 }
 
@@ -68,7 +68,7 @@ fn args() -> Args {
             "--records" => records = it.next().and_then(|v| v.parse().ok()).expect("--records N"),
             "--batches" => batches = it.next().and_then(|v| v.parse().ok()).expect("--batches N"),
             "--repeat" => repeat = it.next().and_then(|v| v.parse().ok()).expect("--repeat N"),
-            "--only" => only = Some(it.next().expect("--only zarr|lance_nd|s3")),
+            "--only" => only = Some(it.next().expect("--only zarr|dataset|lance_nd|s3")),
             "--run" => {
                 let mut next = || it.next().expect("--run FORMAT LOCATION SQL");
                 run = Some((next(), next(), next()));
@@ -511,6 +511,9 @@ async fn main() {
         }
     }
 
+    if args.runs("dataset") {
+        dataset_section(&args, &mut rows, py).await;
+    }
     let mut s3_requests = Vec::new();
     if args.runs("s3") {
         s3_requests = s3_section(&args, &mut rows, py).await;
@@ -638,6 +641,92 @@ async fn s3_section(
         requests.push((group.clone(), label.to_string(), made, fetched));
     }
     requests
+}
+
+/// The dataset of the benchmark: 1000 days x 100 latitudes x 1000 longitudes of float32
+/// temperatures (100 million cells), chunks of 10 days, written by xarray (zarr_format 3,
+/// consolidated, its default zstd). Returns `None` without Python.
+fn dataset_location(args: &Args) -> Option<PathBuf> {
+    let path = args.dir.join("dataset_100M.zarr");
+    if path.join("zarr.json").exists() {
+        return Some(path);
+    }
+    println!("generating {} with xarray", path.display());
+    let script = format!(
+        "import numpy as np, pandas as pd, xarray as xr\n\
+         rng = np.random.default_rng(1)\n\
+         time = pd.date_range('2000-01-01', periods=1000, freq='D')\n\
+         lat = np.linspace(-49.5, 49.5, 100); lon = np.linspace(0.05, 99.95, 1000)\n\
+         temp = (15 + 10 * np.cos(np.deg2rad(lat))[None, :, None] + rng.standard_normal((1000, 100, 1000), dtype='float32')).astype('float32')\n\
+         ds = xr.Dataset({{'temp': (('time', 'lat', 'lon'), temp)}}, coords={{'time': time, 'lat': lat, 'lon': lon}})\n\
+         ds.to_zarr({path:?}, zarr_format=3, consolidated=True, encoding={{'temp': {{'chunks': (10, 100, 1000)}}}})\n",
+        path = path.to_string_lossy()
+    );
+    let ok = python()?
+        .args(["-c", &script])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    ok.then_some(path)
+}
+
+/// A dataset of 100 million cells: a full aggregate and a 1% time range, against xarray +
+/// pandas (`to_dataframe`) and xarray + dask reductions on the same store.
+async fn dataset_section(args: &Args, rows: &mut Vec<Row>, py: bool) {
+    let Some(path) = (if py { dataset_location(args) } else { None }) else {
+        println!("dataset section skipped: it is written by xarray (python3.12 not found)");
+        return;
+    };
+    let location = path.to_string_lossy().to_string();
+    let ctx = ndfusion::new_session_context();
+    ctx.register_table(
+        "d",
+        Arc::new(ndfusion::ZarrTable::open(&location).await.unwrap()),
+    )
+    .unwrap();
+    let group = "xarray dataset 1000 x 100 x 1000 float32, zstd".to_string();
+    // 1% of the days: 10 days, one chunk row.
+    let range = "time BETWEEN '2001-05-15' AND '2001-05-24'";
+    let full_q = "SELECT avg(temp) FROM d";
+    let range_q = format!("SELECT avg(temp) FROM d WHERE {range}");
+    let (full, _) = median(|| sql(&ctx, full_q)).await;
+    let (part, _) = median(|| sql(&ctx, &range_q)).await;
+    let pyt = python_medians(&format!(
+        "{PY_TIMER}\nimport xarray as xr, dask\nds = xr.open_zarr({location:?})\n\
+         sel = lambda: ds.sel(time=slice('2001-05-15', '2001-05-24'))\n\
+         r = {{'df_full': med(lambda: ds.to_dataframe()['temp'].mean(), n=3),\n\
+         'df_range': med(lambda: sel().to_dataframe()['temp'].mean()),\n\
+         'dask_full': med(lambda: float(ds.temp.mean().compute())),\n\
+         'dask_range': med(lambda: float(sel().temp.mean().compute()))}}\n\
+         print(json.dumps(r))"
+    ));
+    let p = |k: &str| pyt.as_ref().and_then(|v| v[k].as_f64());
+    for (q, ours, df, dask) in [
+        ("avg(temp), all 100M cells", full, "df_full", "dask_full"),
+        ("avg(temp), 1% time range", part, "df_range", "dask_range"),
+    ] {
+        rows.push(Row {
+            group: group.clone(),
+            query: q.into(),
+            ours,
+            baseline: "xarray + pandas (to_dataframe)".into(),
+            theirs: p(df),
+        });
+        rows.push(Row {
+            group: group.clone(),
+            query: q.into(),
+            ours,
+            baseline: "xarray + dask (mean)".into(),
+            theirs: p(dask),
+        });
+    }
+    rows.push(Row {
+        group,
+        query: "1% time range / full scan (ndfusion)".into(),
+        ours: part,
+        baseline: "ndfusion full scan".into(),
+        theirs: Some(full),
+    });
 }
 
 /// Runs `query` once and sums the scan's `requests` and `bytes_read` counters.

@@ -15,6 +15,7 @@ use arrow::compute::kernels::{cmp, numeric};
 use arrow::compute::{cast, nullif};
 use arrow::datatypes::{DataType, Float64Type, TimeUnit};
 use chrono::{NaiveDate, NaiveDateTime};
+use datafusion::common::ScalarValue;
 use serde_json::{Map, Value};
 
 /// Which parts of CF decoding run (xarray's `decode_times` and `mask_and_scale`).
@@ -144,7 +145,7 @@ impl CfDecoder {
         let error = |e: arrow::error::ArrowError| e.to_string();
         let missing = self.missing_mask(stored)?;
         let mut values = match &self.float {
-            Some(float) => {
+            Some(float) if self.scale.is_some() || self.offset.is_some() => {
                 let mut v = cast(stored, &DataType::Float64).map_err(error)?;
                 if let Some(scale) = self.scale {
                     v = numeric::mul(&v, &Float64Array::new_scalar(scale)).map_err(error)?;
@@ -154,7 +155,9 @@ impl CfDecoder {
                 }
                 cast(&v, float).map_err(error)?
             }
-            None => Arc::clone(stored),
+            // Masking alone: one cast, none when the stored type is already the float type.
+            Some(float) if float != stored.data_type() => cast(stored, float).map_err(error)?,
+            _ => Arc::clone(stored),
         };
         if let Some(missing) = &missing {
             values = nullif(&values, missing).map_err(error)?;
@@ -165,19 +168,28 @@ impl CfDecoder {
         }
     }
 
-    /// True where the stored value is one of the missing values.
+    /// True where the stored value is one of the missing values, compared in the stored type
+    /// (a missing value the type cannot hold matches nothing).
     fn missing_mask(&self, stored: &ArrayRef) -> Result<Option<BooleanArray>, String> {
         let mut mask: Option<BooleanBuffer> = None;
-        let as_float = cast(stored, &DataType::Float64).map_err(|e| e.to_string())?;
         for &m in &self.missing {
             let hits = if m.is_nan() {
-                if !stored.data_type().is_floating() {
-                    continue;
+                match nan_mask(stored) {
+                    Some(hits) => hits,
+                    None => continue,
                 }
-                BooleanArray::from_unary(as_float.as_primitive::<Float64Type>(), f64::is_nan)
             } else {
-                let scalar: &dyn Datum = &Float64Array::new_scalar(m);
-                cmp::eq(&as_float, scalar).map_err(|e| e.to_string())?
+                let as_stored = ScalarValue::Float64(Some(m))
+                    .cast_to(stored.data_type())
+                    .ok()
+                    .filter(|v| {
+                        v.cast_to(&DataType::Float64).ok() == Some(ScalarValue::Float64(Some(m)))
+                    });
+                let Some(as_stored) = as_stored else {
+                    continue;
+                };
+                let scalar = as_stored.to_scalar().map_err(|e| e.to_string())?;
+                cmp::eq(stored, &scalar as &dyn Datum).map_err(|e| e.to_string())?
             };
             let hits = match hits.nulls() {
                 Some(nulls) => hits.values() & nulls.inner(),
@@ -190,6 +202,23 @@ impl CfDecoder {
         }
         Ok(mask.map(|m| BooleanArray::new(m, None)))
     }
+}
+
+/// Where a float column is NaN; `None` for other types.
+fn nan_mask(values: &ArrayRef) -> Option<BooleanArray> {
+    use arrow::datatypes::{Float16Type, Float32Type};
+    Some(match values.data_type() {
+        DataType::Float16 => {
+            BooleanArray::from_unary(values.as_primitive::<Float16Type>(), |x| x.is_nan())
+        }
+        DataType::Float32 => {
+            BooleanArray::from_unary(values.as_primitive::<Float32Type>(), f32::is_nan)
+        }
+        DataType::Float64 => {
+            BooleanArray::from_unary(values.as_primitive::<Float64Type>(), f64::is_nan)
+        }
+        _ => return None,
+    })
 }
 
 impl TimeEncoding {
