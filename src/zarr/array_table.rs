@@ -63,6 +63,11 @@ impl ArrayTable {
         })
     }
 
+    /// The array's attributes.
+    pub(crate) fn attributes(&self) -> &serde_json::Map<String, serde_json::Value> {
+        &self.array.meta.attributes
+    }
+
     /// The array's shape.
     pub(crate) fn shape(&self) -> &[u64] {
         &self.array.meta.shape

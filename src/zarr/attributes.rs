@@ -25,7 +25,8 @@ use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
 /// Attributes xarray reserves for itself.
 const RESERVED: &[&str] = &["_ARRAY_DIMENSIONS"];
 
-/// The global attributes of a table: one struct value, or `None` when there are none.
+/// The global attributes of a table (one struct value), or of each member of a collection
+/// (one struct value per member).
 #[derive(Debug, Clone)]
 pub(crate) struct GlobalAttrs {
     value: Arc<StructArray>,
@@ -50,6 +51,81 @@ impl GlobalAttrs {
         })
     }
 
+    /// The attributes of several members as one struct per member: the keys of all members
+    /// (NULL where a member lacks one), each key's type the same in every member, or Int64
+    /// and Float64 widened to Float64; any other difference is an error naming the key and two
+    /// members. `None` when no member has attributes.
+    pub(crate) fn union(members: &[(String, &Map<String, Value>)]) -> Result<Option<Self>, String> {
+        let mut keys: Vec<&str> = Vec::new();
+        for (_, attrs) in members {
+            for k in attrs.keys() {
+                if !RESERVED.contains(&k.as_str()) && !keys.contains(&k.as_str()) {
+                    keys.push(k);
+                }
+            }
+        }
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        let mut fields = Vec::with_capacity(keys.len());
+        let mut columns = Vec::with_capacity(keys.len());
+        for key in keys {
+            let values: Vec<Option<ArrayRef>> = members
+                .iter()
+                .map(|(_, attrs)| attrs.get(key).filter(|v| !v.is_null()).map(json_value))
+                .collect();
+            // The type all members agree on (Int64 widens to Float64).
+            let mut data_type = DataType::Null;
+            let mut first: Option<(&str, DataType)> = None;
+            for ((name, _), value) in members.iter().zip(&values) {
+                let Some(t) = value.as_ref().map(|v| v.data_type().clone()) else {
+                    continue;
+                };
+                data_type = match (&data_type, &t) {
+                    (DataType::Null, _) => t.clone(),
+                    (a, b) if a == b => t.clone(),
+                    (DataType::Int64, DataType::Float64) | (DataType::Float64, DataType::Int64) => {
+                        DataType::Float64
+                    }
+                    (a, _) => {
+                        let (first_name, first_type) = first.clone().unwrap_or(("?", a.clone()));
+                        return Err(format!(
+                            "attribute '{key}' is {first_type} in {first_name} and {t} in {name}"
+                        ));
+                    }
+                };
+                if first.is_none() {
+                    first = Some((name.as_str(), t));
+                }
+            }
+            let parts: Vec<ArrayRef> = values
+                .into_iter()
+                .map(|v| match v {
+                    Some(v) if v.data_type() != &data_type => {
+                        arrow::compute::cast(&v, &data_type).map_err(|e| e.to_string())
+                    }
+                    Some(v) => Ok(v),
+                    None => Ok(new_null_array(&data_type, 1)),
+                })
+                .collect::<Result<_, String>>()?;
+            let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
+            let column = arrow::compute::concat(&refs).map_err(|e| e.to_string())?;
+            fields.push(Field::new(key, data_type, true));
+            columns.push(column);
+        }
+        let value = StructArray::new(Fields::from(fields), columns, None);
+        Ok(Some(GlobalAttrs {
+            value: Arc::new(value),
+        }))
+    }
+
+    /// The attributes of member `i` of a collection.
+    pub(crate) fn row(&self, i: usize) -> GlobalAttrs {
+        GlobalAttrs {
+            value: Arc::new(self.value.slice(i, 1)),
+        }
+    }
+
     /// The column's field.
     pub(crate) fn field(&self) -> Field {
         Field::new(GLOBAL_ATTRS_COLUMN, self.value.data_type().clone(), false)
@@ -66,6 +142,15 @@ impl GlobalAttrs {
     /// `__global_attrs__` can be decided here ([`reads_only_global_attrs`]); NULL is false, as in
     /// a WHERE clause.
     pub(crate) fn holds(&self, filter: &Expr, state: &dyn Session) -> Result<bool> {
+        Ok(self
+            .evaluate(filter, state)?
+            .first()
+            .copied()
+            .unwrap_or(false))
+    }
+
+    /// Whether `filter` holds, per row (per member of a collection).
+    pub(crate) fn evaluate(&self, filter: &Expr, state: &dyn Session) -> Result<Vec<bool>> {
         let schema = Arc::new(Schema::new(vec![self.field()]));
         let evaluation = |e: datafusion::error::DataFusionError| Error::Filter {
             filter: filter.to_string(),
@@ -77,15 +162,18 @@ impl GlobalAttrs {
             .map_err(evaluation)?;
         let batch = RecordBatch::try_new(schema, vec![Arc::clone(&self.value) as ArrayRef])
             .map_err(|e| Error::arrow("global attributes", e))?;
+        let rows = self.value.len();
         let result = predicate
             .evaluate(&batch)
-            .and_then(|v| v.into_array(1))
+            .and_then(|v| v.into_array(rows))
             .map_err(evaluation)?;
         let result = result.as_boolean_opt().ok_or_else(|| Error::Filter {
             filter: filter.to_string(),
             source: datafusion::error::DataFusionError::Plan("not a boolean filter".into()),
         })?;
-        Ok(result.is_valid(0) && result.value(0))
+        Ok((0..rows)
+            .map(|i| result.is_valid(i) && result.value(i))
+            .collect())
     }
 }
 
@@ -187,5 +275,33 @@ mod tests {
             GlobalAttrs::from_json(json!({"_ARRAY_DIMENSIONS": []}).as_object().unwrap()).is_none()
         );
         assert_eq!(g.repeated(3).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn members_attributes_are_joined_by_key_and_widened() {
+        let a = json!({"id": "a", "depth": 5});
+        let b = json!({"id": "b", "depth": 7.5, "active": true});
+        let members = [
+            ("a.zarr".to_string(), a.as_object().unwrap()),
+            ("b.zarr".to_string(), b.as_object().unwrap()),
+        ];
+        let g = GlobalAttrs::union(&members).unwrap().unwrap();
+        let DataType::Struct(fields) = g.field().data_type().clone() else {
+            panic!()
+        };
+        let names: Vec<_> = fields.iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["id", "depth", "active"]);
+        assert_eq!(fields[1].data_type(), &DataType::Float64);
+        assert_eq!(g.value.len(), 2);
+        assert!(g.value.column(2).is_null(0));
+        let c = json!({"id": 3});
+        let members = [
+            ("a.zarr".to_string(), a.as_object().unwrap()),
+            ("c.zarr".to_string(), c.as_object().unwrap()),
+        ];
+        assert_eq!(
+            GlobalAttrs::union(&members).unwrap_err(),
+            "attribute 'id' is Utf8 in a.zarr and Int64 in c.zarr"
+        );
     }
 }

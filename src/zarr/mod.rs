@@ -14,6 +14,7 @@ mod chunk_columns;
 mod chunk_plan;
 mod chunk_read;
 mod chunk_reader;
+mod collection;
 mod data_type_v3;
 mod dataset;
 mod decode;

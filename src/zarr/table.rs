@@ -11,6 +11,7 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::array_table::ArrayTable;
+use super::collection::{expand, is_pattern, CollectionTable};
 use super::dataset::DatasetTable;
 use super::node::{read_node, Node};
 use super::options::ZarrOptions;
@@ -30,6 +31,12 @@ use super::store::ZarrStore;
 /// coordinate values when they are monotonic) select chunks, the others run inside the scan;
 /// every filter is exact, so DataFusion does not evaluate it again.
 ///
+/// - **A collection**: a `LOCATION` glob (`data/floats/*.zarr`, `s3://bucket/argo/**/p.zarr`),
+///   or a list of locations ([`ZarrTable::open_many`]), is one table over every member: columns
+///   joined by name (NULL where a member lacks one), `__global_attrs__` each member's
+///   attributes; filters on `__global_attrs__` alone choose the members before any chunk is
+///   read.
+///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let ctx = ndfusion::new_session_context();
@@ -48,6 +55,7 @@ pub struct ZarrTable {
 enum Inner {
     Array(ArrayTable),
     Dataset(DatasetTable),
+    Collection(CollectionTable),
 }
 
 impl ZarrTable {
@@ -58,8 +66,45 @@ impl ZarrTable {
         Self::open_with(location, ZarrOptions::new()).await
     }
 
-    /// Opens the array or group at `location` with `options`.
+    /// Opens the array, group or collection (a glob) at `location` with `options`.
     pub async fn open_with(location: &str, options: ZarrOptions) -> crate::Result<Self> {
+        if is_pattern(location) {
+            let (members, storage) = expand(location, options.storage()).await?;
+            let member_options = options.clone().with_storage(storage);
+            let collection = CollectionTable::open(location, members, member_options).await?;
+            return Ok(ZarrTable {
+                inner: Inner::Collection(collection),
+                options,
+            });
+        }
+        Self::open_member(location, options).await
+    }
+
+    /// One table over the arrays or groups at `locations` (a collection), with `options`.
+    pub async fn open_many<S: AsRef<str>>(
+        locations: &[S],
+        options: ZarrOptions,
+    ) -> crate::Result<Self> {
+        let members: Vec<String> = locations.iter().map(|l| l.as_ref().to_string()).collect();
+        let shown = match members.as_slice() {
+            [] => {
+                return Err(crate::Error::InvalidLocation {
+                    location: String::new(),
+                    reason: "no locations given".into(),
+                })
+            }
+            [one] => one.clone(),
+            [first, ..] => format!("{first} and {} more", members.len() - 1),
+        };
+        let collection = CollectionTable::open(&shown, members, options.clone()).await?;
+        Ok(ZarrTable {
+            inner: Inner::Collection(collection),
+            options,
+        })
+    }
+
+    /// Opens one array or group (a location without wildcards).
+    pub(crate) async fn open_member(location: &str, options: ZarrOptions) -> crate::Result<Self> {
         let store = ZarrStore::open(location, options.storage())?;
         let inner = match read_node(&store, location).await? {
             Node::Array(meta) => {
@@ -78,11 +123,24 @@ impl ZarrTable {
         &self.options
     }
 
-    /// The shape of the array, or of the grid of the dataset.
+    /// The shape of the array, or of the grid of the dataset; for a collection, the number of
+    /// members.
     pub fn shape(&self) -> Vec<u64> {
         match &self.inner {
             Inner::Array(t) => t.shape().to_vec(),
             Inner::Dataset(t) => t.shape(),
+            Inner::Collection(t) => vec![t.member_count() as u64],
+        }
+    }
+
+    /// The attributes of an array or group (empty for a collection).
+    pub(crate) fn attributes(&self) -> &serde_json::Map<String, serde_json::Value> {
+        static NONE: std::sync::OnceLock<serde_json::Map<String, serde_json::Value>> =
+            std::sync::OnceLock::new();
+        match &self.inner {
+            Inner::Array(t) => t.attributes(),
+            Inner::Dataset(t) => t.attributes(),
+            Inner::Collection(_) => NONE.get_or_init(serde_json::Map::new),
         }
     }
 
@@ -90,6 +148,7 @@ impl ZarrTable {
         match &self.inner {
             Inner::Array(t) => t,
             Inner::Dataset(t) => t,
+            Inner::Collection(t) => t,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The one integration test binary (each binary links all of DataFusion and Lance).
 
+mod zarr_collections;
 mod zarr_datasets;
 mod zarr_fixtures;
 

@@ -61,6 +61,8 @@ pub(crate) struct Dataset {
     pub columns: Vec<DatasetColumn>,
     pub schema: SchemaRef,
     pub global_attrs: Option<GlobalAttrs>,
+    /// The group's attributes.
+    pub attributes: serde_json::Map<String, Value>,
     /// Whether the group's consolidated metadata opened it (else a listing).
     pub consolidated: bool,
     pub remote: bool,
@@ -236,6 +238,7 @@ impl Dataset {
             columns,
             schema: Arc::new(Schema::new(fields)),
             global_attrs,
+            attributes: group.attributes,
             consolidated: group.consolidated,
             remote: store.is_remote(),
         })

@@ -49,6 +49,10 @@ impl DatasetTable {
     pub(crate) fn shape(&self) -> Vec<u64> {
         self.dataset.shape()
     }
+
+    pub(crate) fn attributes(&self) -> &serde_json::Map<String, serde_json::Value> {
+        &self.dataset.attributes
+    }
 }
 
 #[async_trait]

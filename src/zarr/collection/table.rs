@@ -1,0 +1,278 @@
+//! `CollectionTable`: many Zarr stores of one shape as one table. Members join by column name
+//! (a column a member lacks is NULL in its rows; a type that differs is an error); their
+//! attributes are `__global_attrs__`, and filters on those alone choose the members when the
+//! plan is made, so the others are never opened past their metadata.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::Session;
+use datafusion::common::stats::Precision;
+use datafusion::common::{Result as DfResult, Statistics};
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+use futures::{StreamExt, TryStreamExt};
+
+use super::scan::{CollectionScanExec, MemberColumn, MemberScan};
+use crate::error::{Error, Result};
+use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
+use crate::zarr::attributes::{reads_only_global_attrs, GlobalAttrs};
+use crate::zarr::options::ZarrOptions;
+use crate::zarr::table::ZarrTable;
+
+/// How many members' metadata are read at a time.
+const OPENING_IN_FLIGHT: usize = 64;
+
+#[derive(Debug)]
+pub(crate) struct CollectionTable {
+    /// The pattern (or the list of locations), for messages and EXPLAIN.
+    pattern: String,
+    members: Vec<Member>,
+    schema: SchemaRef,
+    /// One value per member.
+    global_attrs: Option<GlobalAttrs>,
+}
+
+#[derive(Debug)]
+struct Member {
+    location: String,
+    table: ZarrTable,
+    /// For each collection column but `__global_attrs__`, the member's column index.
+    columns: Vec<Option<usize>>,
+    rows: Option<usize>,
+}
+
+impl CollectionTable {
+    /// Opens every location (concurrently, in order) as a member.
+    pub(crate) async fn open(
+        pattern: &str,
+        locations: Vec<String>,
+        options: ZarrOptions,
+    ) -> Result<Self> {
+        let tables: Vec<ZarrTable> = futures::stream::iter(locations.clone())
+            .map(|location| {
+                let options = options.clone();
+                async move { ZarrTable::open_member(&location, options).await }
+            })
+            .buffered(OPENING_IN_FLIGHT)
+            .try_collect()
+            .await?;
+
+        // One schema: the first member's columns, then new ones in member order.
+        let mut fields: Vec<(Field, String)> = Vec::new();
+        for (table, location) in tables.iter().zip(&locations) {
+            for field in table.schema().fields() {
+                if field.name() == GLOBAL_ATTRS_COLUMN {
+                    continue;
+                }
+                match fields.iter().find(|(f, _)| f.name() == field.name()) {
+                    None => {
+                        fields.push((field.as_ref().clone().with_nullable(true), location.clone()))
+                    }
+                    Some((f, first)) if f.data_type() != field.data_type() => {
+                        return Err(Error::InvalidMetadata {
+                            path: pattern.to_string(),
+                            reason: format!(
+                                "column '{}' is {} in {first} and {} in {location}",
+                                field.name(),
+                                f.data_type(),
+                                field.data_type()
+                            ),
+                        })
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        let attrs: Vec<(String, &serde_json::Map<String, serde_json::Value>)> = tables
+            .iter()
+            .zip(&locations)
+            .map(|(t, l)| (l.clone(), t.attributes()))
+            .collect();
+        let global_attrs = GlobalAttrs::union(&attrs).map_err(|reason| Error::InvalidMetadata {
+            path: pattern.to_string(),
+            reason,
+        })?;
+        let members = tables
+            .into_iter()
+            .zip(locations)
+            .map(|(table, location)| {
+                let schema = table.schema();
+                let columns = fields
+                    .iter()
+                    .map(|(f, _)| schema.index_of(f.name()).ok())
+                    .collect();
+                let rows = table.statistics().and_then(|s| match s.num_rows {
+                    Precision::Exact(n) => Some(n),
+                    _ => None,
+                });
+                Member {
+                    location,
+                    table,
+                    columns,
+                    rows,
+                }
+            })
+            .collect();
+        let mut schema_fields: Vec<Field> = fields.into_iter().map(|(f, _)| f).collect();
+        if let Some(attrs) = &global_attrs {
+            schema_fields.push(attrs.field());
+        }
+        Ok(CollectionTable {
+            pattern: pattern.to_string(),
+            members,
+            schema: Arc::new(Schema::new(schema_fields)),
+            global_attrs,
+        })
+    }
+
+    /// Whether every member has every column `filter` reads.
+    fn every_member_has(&self, filter: &Expr) -> bool {
+        filter.column_refs().iter().all(|c| {
+            self.schema.index_of(&c.name).is_ok_and(|i| {
+                self.members
+                    .iter()
+                    .all(|m| m.columns.get(i).is_some_and(Option::is_some))
+            })
+        })
+    }
+
+    fn member_has_all(&self, member: &Member, filter: &Expr) -> bool {
+        filter.column_refs().iter().all(|c| {
+            self.schema
+                .index_of(&c.name)
+                .is_ok_and(|i| member.columns.get(i).is_some_and(Option::is_some))
+        })
+    }
+
+    pub(crate) fn member_count(&self) -> usize {
+        self.members.len()
+    }
+}
+
+#[async_trait]
+impl TableProvider for CollectionTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        // Filters on the attributes choose members now.
+        let mut chosen = vec![true; self.members.len()];
+        let mut member_filters = Vec::new();
+        for filter in filters {
+            if reads_only_global_attrs(filter) {
+                match &self.global_attrs {
+                    Some(attrs) => {
+                        for (keep, holds) in chosen.iter_mut().zip(attrs.evaluate(filter, state)?) {
+                            *keep &= holds;
+                        }
+                    }
+                    None => chosen.iter_mut().for_each(|k| *k = false),
+                }
+            } else if !filter
+                .column_refs()
+                .iter()
+                .any(|c| c.name == GLOBAL_ATTRS_COLUMN)
+            {
+                member_filters.push(filter.clone());
+            }
+        }
+        let projection: Vec<usize> = projection
+            .cloned()
+            .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
+        let schema = Arc::new(self.schema.project(&projection)?);
+        let attrs_index = self.schema.index_of(GLOBAL_ATTRS_COLUMN).ok();
+        let mut scans = Vec::new();
+        for (i, member) in self.members.iter().enumerate() {
+            if !chosen[i] {
+                continue;
+            }
+            let mut member_projection = Vec::new();
+            let mut columns = Vec::new();
+            for &c in &projection {
+                if Some(c) == attrs_index {
+                    columns.push(MemberColumn::GlobalAttrs);
+                    continue;
+                }
+                match member.columns[c] {
+                    Some(m) => {
+                        columns.push(MemberColumn::Member(member_projection.len()));
+                        member_projection.push(m);
+                    }
+                    None => {
+                        columns.push(MemberColumn::Null(self.schema.field(c).data_type().clone()))
+                    }
+                }
+            }
+            let pushed: Vec<Expr> = member_filters
+                .iter()
+                .filter(|f| self.member_has_all(member, f))
+                .cloned()
+                .collect();
+            let plan = member
+                .table
+                .scan(state, Some(&member_projection), &pushed, limit)
+                .await?;
+            scans.push(MemberScan {
+                location: member.location.clone(),
+                plan,
+                columns,
+                attrs: self.global_attrs.as_ref().map(|a| a.row(i)),
+            });
+        }
+        Ok(Arc::new(CollectionScanExec::new(
+            self.pattern.clone(),
+            schema,
+            scans,
+            self.members.len(),
+            limit,
+            state.config().target_partitions(),
+        )))
+    }
+
+    /// Attribute filters choose members (exact); filters on columns every member has run in
+    /// each member (exact); the others run in the members that have their columns and again
+    /// above the scan (a member without the column sees NULL).
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        Ok(filters
+            .iter()
+            .map(|f| {
+                let mixed = !reads_only_global_attrs(f)
+                    && f.column_refs()
+                        .iter()
+                        .any(|c| c.name == GLOBAL_ATTRS_COLUMN);
+                if reads_only_global_attrs(f) || (!mixed && self.every_member_has(f)) {
+                    TableProviderFilterPushDown::Exact
+                } else {
+                    TableProviderFilterPushDown::Inexact
+                }
+            })
+            .collect())
+    }
+
+    fn statistics(&self) -> Option<Statistics> {
+        let rows: Option<usize> = self.members.iter().map(|m| m.rows).sum();
+        Some(
+            Statistics::new_unknown(&self.schema).with_num_rows(match rows {
+                Some(n) => Precision::Exact(n),
+                None => Precision::Absent,
+            }),
+        )
+    }
+}
