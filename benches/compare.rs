@@ -46,7 +46,7 @@ struct Args {
     /// `--run FORMAT LOCATION SQL`: only run one query (for profilers and the memory check).
     run: Option<(String, String, String)>,
     repeat: usize,
-    /// `--only SECTION`: zarr, dataset, lance_nd or s3.
+    /// `--only SECTION`: zarr, dataset, collection, lance_nd or s3.
     only: Option<String>,
 }
 
@@ -68,7 +68,12 @@ fn args() -> Args {
             "--records" => records = it.next().and_then(|v| v.parse().ok()).expect("--records N"),
             "--batches" => batches = it.next().and_then(|v| v.parse().ok()).expect("--batches N"),
             "--repeat" => repeat = it.next().and_then(|v| v.parse().ok()).expect("--repeat N"),
-            "--only" => only = Some(it.next().expect("--only zarr|dataset|lance_nd|s3")),
+            "--only" => {
+                only = Some(
+                    it.next()
+                        .expect("--only zarr|dataset|collection|lance_nd|s3"),
+                )
+            }
             "--run" => {
                 let mut next = || it.next().expect("--run FORMAT LOCATION SQL");
                 run = Some((next(), next(), next()));
@@ -514,6 +519,9 @@ async fn main() {
     if args.runs("dataset") {
         dataset_section(&args, &mut rows, py).await;
     }
+    if args.runs("collection") {
+        collection_section(&args, &mut rows, py).await;
+    }
     let mut s3_requests = Vec::new();
     if args.runs("s3") {
         s3_requests = s3_section(&args, &mut rows, py).await;
@@ -725,6 +733,110 @@ async fn dataset_section(args: &Args, rows: &mut Vec<Row>, py: bool) {
         query: "1% time range / full scan (ndfusion)".into(),
         ours: part,
         baseline: "ndfusion full scan".into(),
+        theirs: Some(full),
+    });
+}
+
+/// Members of the collection benchmark, and records per member.
+const MEMBERS: usize = 10_000;
+const MEMBER_RECORDS: u64 = 1_000;
+
+/// 10,000 Zarr stores of 1,000 records each (one zstd chunk), written with zarrs, each with
+/// attributes {id, platform_number, active}.
+fn generate_collection(dir: &Path) {
+    for m in 0..MEMBERS {
+        let path = dir.join(format!("m{m:05}.zarr"));
+        std::fs::create_dir_all(&path).unwrap();
+        let mut raw = record_metadata(MEMBER_RECORDS, true);
+        raw["chunk_grid"]["configuration"]["chunk_shape"] = serde_json::json!([MEMBER_RECORDS]);
+        let mut meta = raw.clone();
+        raw["data_type"] = serde_json::json!(format!("r{}", RECORD * 8));
+        raw["fill_value"] = serde_json::Value::from(vec![0u8; RECORD]);
+        let raw: ArrayMetadataV3 = serde_json::from_value(raw).unwrap();
+        let store = Arc::new(FilesystemStore::new(&path).unwrap());
+        let array = Array::new_with_metadata(store, "/", ArrayMetadata::V3(raw)).unwrap();
+        let mut bytes = Vec::with_capacity(MEMBER_RECORDS as usize * RECORD);
+        for k in 0..MEMBER_RECORDS {
+            let i = m as u64 * MEMBER_RECORDS + k;
+            bytes.extend((i as i64).to_le_bytes());
+            bytes.extend((k as f64 * 0.25).to_le_bytes());
+            bytes.extend((k as f32).to_le_bytes());
+            bytes.extend((m as f32).to_le_bytes());
+            bytes.push((k % 8) as u8);
+        }
+        array.store_chunk(&[0], ArrayBytes::from(bytes)).unwrap();
+        meta["attributes"] = serde_json::json!({
+            "id": format!("m{m:05}"), "platform_number": m, "active": m % 2 == 0,
+        });
+        std::fs::write(path.join("zarr.json"), meta.to_string()).unwrap();
+    }
+}
+
+/// 10,000 small stores as one table: opening, a count and a full sum over all, and one member
+/// picked by `__global_attrs__.id`; against zarr-python opening every store in a loop.
+async fn collection_section(args: &Args, rows: &mut Vec<Row>, py: bool) {
+    let dir = args.dir.join("collection_10k");
+    if !dir
+        .join(format!("m{:05}.zarr", MEMBERS - 1))
+        .join("zarr.json")
+        .exists()
+    {
+        println!("generating {}", dir.display());
+        generate_collection(&dir);
+    }
+    let pattern = format!("{}/*.zarr", dir.display());
+    let group = format!("{MEMBERS} Zarr stores x {MEMBER_RECORDS} records, zstd");
+    let (open, table) =
+        median(|| async { ndfusion::ZarrTable::open(&pattern).await.unwrap() }).await;
+    let ctx = ndfusion::new_session_context();
+    ctx.register_table("c", Arc::new(table)).unwrap();
+    let target = format!("m{:05}", MEMBERS / 2 + 7);
+    let (count, _) = median(|| sql(&ctx, "SELECT count(*) FROM c")).await;
+    let (full, _) = median(|| sql(&ctx, "SELECT sum(value) FROM c")).await;
+    let pick_q = format!("SELECT sum(value) FROM c WHERE __global_attrs__.id = '{target}'");
+    let (pick, _) = median(|| sql(&ctx, &pick_q)).await;
+    let pyt = if py {
+        python_medians(&format!(
+            "{PY_TIMER}\nimport glob, zarr\npaths = sorted(glob.glob({pattern:?}))\n\
+             opened = lambda: [(zarr.open_array(p, mode='r'), p) for p in paths]\n\
+             def open_attrs():\n    return [(a, dict(a.attrs)) for a, p in opened()]\n\
+             def count():\n    return sum(a.shape[0] for a, p in opened())\n\
+             def full():\n    return sum(float(a[...]['value'].sum()) for a, p in opened())\n\
+             def pick():\n    for a, attrs in open_attrs():\n        if attrs['id'] == {target:?}:\n            return float(a[...]['value'].sum())\n\
+             r = {{'open': med(open_attrs, n=3), 'count': med(count, n=3), 'full': med(full, n=3), 'pick': med(pick, n=3)}}\n\
+             print(json.dumps(r))"
+        ))
+    } else {
+        None
+    };
+    let p = |k: &str| pyt.as_ref().and_then(|v| v[k].as_f64());
+    for (q, ours, key) in [
+        (
+            "open (every member's metadata and attributes)",
+            open,
+            "open",
+        ),
+        (
+            "count(*) over all (row counts from metadata)",
+            count,
+            "count",
+        ),
+        ("sum(value) over all members", full, "full"),
+        ("one member by __global_attrs__.id", pick, "pick"),
+    ] {
+        rows.push(Row {
+            group: group.clone(),
+            query: q.into(),
+            ours,
+            baseline: "zarr-python loop + numpy".into(),
+            theirs: p(key),
+        });
+    }
+    rows.push(Row {
+        group,
+        query: "one member by id / sum over all (ndfusion)".into(),
+        ours: pick,
+        baseline: "ndfusion sum over all".into(),
         theirs: Some(full),
     });
 }

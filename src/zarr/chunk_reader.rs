@@ -333,8 +333,8 @@ impl ChunkReader {
             .map_err(|e| self.chunk_error(read, e.into()))
     }
 
-    /// The whole chunk through zarrs' codec chain.
-    fn decode_whole(&self, read: &ChunkRead, encoded: Bytes) -> Result<Cow<'static, [u8]>> {
+    /// The whole chunk through zarrs' codec chain (reading the encoded bytes in place).
+    fn decode_whole<'a>(&self, read: &ChunkRead, encoded: &'a [u8]) -> Result<Cow<'a, [u8]>> {
         let shape = read
             .shape
             .iter()
@@ -344,7 +344,7 @@ impl ChunkReader {
         array
             .codecs()
             .decode(
-                Cow::Owned(encoded.into()),
+                Cow::Borrowed(encoded),
                 &shape,
                 array.data_type(),
                 array.fill_value(),
@@ -372,9 +372,9 @@ impl ChunkReader {
     ) -> Result<RecordBatch> {
         let meta = &self.array.meta;
         let element_size = meta.element.size();
-        let (bytes, gather): (Cow<[u8]>, Gather) = match encoded {
+        let (bytes, gather): (Cow<[u8]>, Gather) = match &encoded {
             Some(encoded) => {
-                let raw = match self.decode_front(read, &encoded)? {
+                let raw = match self.decode_front(read, encoded)? {
                     Some(front) => {
                         metrics.chunks_decoded_in_part.add(1);
                         Cow::Owned(front)
