@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::{Schema, SchemaRef};
-use datafusion::common::{plan_err, Result};
+use datafusion::common::stats::Precision;
+use datafusion::common::{internal_err, plan_err, Result, Statistics};
 use datafusion::logical_expr::CreateExternalTable;
 use futures::{Stream, StreamExt};
 
@@ -24,6 +25,48 @@ pub(crate) fn project_columns<T: Clone>(
         projected,
         indices.iter().map(|&i| sources[i].clone()).collect(),
     ))
+}
+
+/// Zero-copy slices of `batches` of at most `batch_size` rows each.
+pub(crate) fn slices(batches: &[RecordBatch], batch_size: usize) -> Vec<RecordBatch> {
+    let batch_size = batch_size.max(1);
+    batches
+        .iter()
+        .flat_map(|batch| {
+            let rows = batch.num_rows();
+            (0..rows.max(1))
+                .step_by(batch_size)
+                .map(move |offset| batch.slice(offset, batch_size.min(rows - offset)))
+        })
+        .collect()
+}
+
+/// The statistics of a scan whose partitions produce `rows[i]` rows (all of them when
+/// `partition` is `None`), cut at `limit`; inexact when a row filter drops an unknown number.
+pub(crate) fn scan_statistics(
+    schema: &Schema,
+    rows: &[usize],
+    partition: Option<usize>,
+    limit: Option<usize>,
+    filtered: bool,
+) -> Result<Statistics> {
+    let n = match partition {
+        None => rows.iter().sum(),
+        Some(i) => match rows.get(i) {
+            Some(&n) => n,
+            None => return internal_err!("the scan has no partition {i}"),
+        },
+    };
+    let n = match (partition, limit) {
+        (None, Some(limit)) => n.min(limit),
+        _ => n,
+    };
+    let n = if filtered {
+        Precision::Inexact(n)
+    } else {
+        Precision::Exact(n)
+    };
+    Ok(Statistics::new_unknown(schema).with_num_rows(n))
 }
 
 /// Stops a batch stream after `limit` rows, slicing the last batch.

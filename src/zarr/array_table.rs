@@ -14,10 +14,11 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::logical_expr::utils::conjunction;
 
 use super::array::ZarrArray;
-use super::attributes::{reads_only_global_attrs, GlobalAttrs};
+use super::attributes::GlobalAttrs;
+use super::filter_plan::{plan_filters, FilterPlan};
 use super::metadata::ArrayMeta;
 use super::options::ZarrOptions;
-use super::pruning::{filter_region, intersect_all, Dimensions};
+use super::pruning::Dimensions;
 use super::row_filter::RowFilter;
 use super::scan::{ScanRequest, ZarrScanExec};
 use super::schema::{table_columns, ColumnSource};
@@ -103,36 +104,12 @@ impl TableProvider for ArrayTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let meta = &self.array.meta;
+        let _meta = &self.array.meta;
         let dims = self.dimensions();
-        // Filters on the attributes alone are decided now: false selects nothing, true goes
-        // away. Dimension filters become the selection; the rest run per chunk as a row filter.
-        let mut regions = Vec::new();
-        let mut dimension_filters = Vec::new();
-        let mut row_filters = Vec::new();
-        let mut attributes_reject = false;
-        for filter in filters {
-            if let (Some(attrs), true) = (&self.global_attrs, reads_only_global_attrs(filter)) {
-                attributes_reject |= !attrs.holds(filter, state)?;
-                continue;
-            }
-            match filter_region(filter, &dims) {
-                Some(region) => {
-                    regions.push(region);
-                    dimension_filters.push(filter.clone());
-                }
-                None => row_filters.push(filter.clone()),
-            }
-        }
-        let selection = match intersect_all(regions, &dims).and_then(Selection::from_boxes) {
-            _ if attributes_reject => Selection::none(),
-            Some(selection) => selection,
-            None => {
-                // Too many boxes to plan: still exact, evaluated row by row.
-                row_filters.extend(dimension_filters);
-                Selection::all(&meta.shape)
-            }
-        };
+        let FilterPlan {
+            selection,
+            row_filters,
+        } = plan_filters(filters, &dims, self.global_attrs.as_ref(), state)?;
         let filter = conjunction(row_filters)
             .map(|expr| RowFilter::try_new(expr, &self.schema, &self.columns, state))
             .transpose()?

@@ -3,8 +3,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
-use arrow::compute::prep_null_mask_filter;
+use arrow::array::ArrayRef;
 
 use super::chunk_read::ChunkRead;
 use super::chunk_reader::ChunkReader;
@@ -104,31 +103,7 @@ impl<'a> ChunkColumns<'a> {
             .iter()
             .map(|source| self.get(*source))
             .collect::<Result<Vec<_>>>()?;
-        let options = RecordBatchOptions::new().with_row_count(Some(self.rows));
-        let batch =
-            RecordBatch::try_new_with_options(Arc::clone(&filter.schema), inputs.clone(), &options)
-                .map_err(|e| Error::arrow("assembling the row filter's input", e))?;
-        let mask = filter
-            .predicate
-            .evaluate(&batch)
-            .and_then(|v| v.into_array(self.rows))
-            .map_err(|source| Error::Filter {
-                filter: filter.display.clone(),
-                source,
-            })?;
-        let mask = mask.as_boolean_opt().ok_or_else(|| Error::Filter {
-            filter: filter.display.clone(),
-            source: datafusion::error::DataFusionError::Plan(format!(
-                "the filter gives {}, not booleans",
-                mask.data_type()
-            )),
-        })?;
-        // NULL keeps no row.
-        let mask = if mask.null_count() > 0 {
-            prep_null_mask_filter(mask)
-        } else {
-            mask.clone()
-        };
+        let mask = filter.keep(inputs.clone(), self.rows)?;
         // Filter columns the output also wants are kept, narrowed to the matches; the byte
         // positions of the matches are only needed to decode the other projected fields.
         let projected = |c: &ColumnSource| c.reads_elements() && self.reader.columns.contains(c);

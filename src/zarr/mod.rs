@@ -21,6 +21,7 @@ mod decode;
 mod element;
 mod factory;
 mod fill_value;
+mod filter_plan;
 mod index_set;
 mod metadata;
 mod metadata_v2;

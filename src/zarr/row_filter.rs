@@ -7,6 +7,8 @@
 
 use std::sync::Arc;
 
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions};
+use arrow::compute::prep_null_mask_filter;
 use arrow::datatypes::{Schema, SchemaRef};
 use datafusion::catalog::Session;
 use datafusion::common::{DFSchema, Result};
@@ -26,6 +28,36 @@ pub struct RowFilter<S = ColumnSource> {
     pub schema: SchemaRef,
     /// The logical predicate, for EXPLAIN.
     pub display: String,
+}
+
+impl<S> RowFilter<S> {
+    /// The rows the filter keeps, given its columns (`inputs`, in `columns` order) of `rows`
+    /// rows; NULL keeps no row, as in a FilterExec. A failure is the query's filter's.
+    pub fn keep(&self, inputs: Vec<ArrayRef>, rows: usize) -> crate::Result<BooleanArray> {
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        let batch = RecordBatch::try_new_with_options(Arc::clone(&self.schema), inputs, &options)
+            .map_err(|e| crate::Error::arrow("assembling the row filter's input", e))?;
+        let failed = |source| crate::Error::Filter {
+            filter: self.display.clone(),
+            source,
+        };
+        let mask = self
+            .predicate
+            .evaluate(&batch)
+            .and_then(|v| v.into_array(rows))
+            .map_err(failed)?;
+        let mask = mask.as_boolean_opt().ok_or_else(|| {
+            failed(datafusion::error::DataFusionError::Plan(format!(
+                "the filter gives {}, not booleans",
+                mask.data_type()
+            )))
+        })?;
+        Ok(if mask.null_count() > 0 {
+            prep_null_mask_filter(mask)
+        } else {
+            mask.clone()
+        })
+    }
 }
 
 impl<S: Clone> RowFilter<S> {

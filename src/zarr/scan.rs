@@ -8,7 +8,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::common::stats::Precision;
 use datafusion::common::{internal_err, Result, Statistics};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::EquivalenceProperties;
@@ -22,7 +21,7 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 
-use crate::scan_util::limit_rows;
+use crate::scan_util::{limit_rows, scan_statistics, slices};
 
 use super::array::ZarrArray;
 use super::attributes::GlobalAttrs;
@@ -253,17 +252,7 @@ impl ExecutionPlan for ZarrScanExec {
             .buffered(in_flight)
             .map_err(datafusion::error::DataFusionError::from)
             .map_ok(move |batches| {
-                // Zero-copy slices of at most `batch_size` rows.
-                let slices: Vec<_> = batches
-                    .iter()
-                    .flat_map(|batch| {
-                        let rows = batch.num_rows();
-                        (0..rows.max(1)).step_by(batch_size).map(move |offset| {
-                            Ok(batch.slice(offset, batch_size.min(rows - offset)))
-                        })
-                    })
-                    .collect();
-                futures::stream::iter(slices)
+                futures::stream::iter(slices(&batches, batch_size).into_iter().map(Ok))
             })
             .try_flatten();
         let stream = limit_rows(stream, limit);
@@ -301,26 +290,9 @@ impl ExecutionPlan for ZarrScanExec {
     }
 
     fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
-        let rows = match partition {
-            None => self.partitions.iter().map(|p| Self::rows_in(p)).sum(),
-            Some(i) => match self.partitions.get(i) {
-                Some(p) => Self::rows_in(p),
-                None => return internal_err!("ZarrScanExec has no partition {i}"),
-            },
-        };
-        let rows = match (partition, self.limit) {
-            (None, Some(limit)) => rows.min(limit),
-            _ => rows,
-        };
-        // A row filter drops an unknown number of rows.
-        let rows = if self.reader.filter.is_some() {
-            Precision::Inexact(rows)
-        } else {
-            Precision::Exact(rows)
-        };
-        Ok(Arc::new(
-            Statistics::new_unknown(&self.reader.schema).with_num_rows(rows),
-        ))
+        let rows: Vec<usize> = self.partitions.iter().map(|p| Self::rows_in(p)).collect();
+        let filtered = self.reader.filter.is_some();
+        scan_statistics(&self.reader.schema, &rows, partition, self.limit, filtered).map(Arc::new)
     }
 }
 

@@ -7,10 +7,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
-use arrow::compute::{filter_record_batch, prep_null_mask_filter, take};
+use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow::compute::{filter_record_batch, take};
 use arrow::datatypes::SchemaRef;
-use datafusion::common::stats::Precision;
 use datafusion::common::{internal_err, Result as DfResult, Statistics};
 use datafusion::error::DataFusionError;
 use datafusion::execution::TaskContext;
@@ -29,7 +28,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::model::{Dataset, DatasetColumn};
 use crate::error::{Error, Result};
-use crate::scan_util::limit_rows;
+use crate::scan_util::{limit_rows, scan_statistics, slices};
 use crate::zarr::chunk_plan::{chunk_count, plan_chunk_reads};
 use crate::zarr::chunk_read::ChunkRead;
 use crate::zarr::options::ZarrOptions;
@@ -307,12 +306,7 @@ impl ExecutionPlan for ZarrDatasetScanExec {
             .buffered(in_flight)
             .map_err(DataFusionError::from)
             .map_ok(move |batch| {
-                let rows = batch.num_rows();
-                let slices: Vec<_> = (0..rows.max(1))
-                    .step_by(batch_size)
-                    .map(|offset| Ok(batch.slice(offset, batch_size.min(rows - offset))))
-                    .collect();
-                futures::stream::iter(slices)
+                futures::stream::iter(slices(&[batch], batch_size).into_iter().map(Ok))
             })
             .try_flatten();
         let stream = limit_rows(stream, limit);
@@ -349,25 +343,9 @@ impl ExecutionPlan for ZarrDatasetScanExec {
     }
 
     fn partition_statistics(&self, partition: Option<usize>) -> DfResult<Arc<Statistics>> {
-        let rows = match partition {
-            None => self.partitions.iter().map(|p| Self::rows_in(p)).sum(),
-            Some(i) => match self.partitions.get(i) {
-                Some(p) => Self::rows_in(p),
-                None => return internal_err!("ZarrDatasetScanExec has no partition {i}"),
-            },
-        };
-        let rows = match (partition, self.limit) {
-            (None, Some(limit)) => rows.min(limit),
-            _ => rows,
-        };
-        let rows = if self.reader.filter.is_some() {
-            Precision::Inexact(rows)
-        } else {
-            Precision::Exact(rows)
-        };
-        Ok(Arc::new(
-            Statistics::new_unknown(&self.reader.schema).with_num_rows(rows),
-        ))
+        let rows: Vec<usize> = self.partitions.iter().map(|p| Self::rows_in(p)).collect();
+        let filtered = self.reader.filter.is_some();
+        scan_statistics(&self.reader.schema, &rows, partition, self.limit, filtered).map(Arc::new)
     }
 }
 
@@ -448,35 +426,17 @@ impl BlockReader {
                 values.insert(c, array);
             }
         }
-        let mut keep = None;
-        if let Some(filter) = &self.filter {
-            let inputs = filter
-                .columns
-                .iter()
-                .map(|c| Arc::clone(&values[c]))
-                .collect();
-            let options = RecordBatchOptions::new().with_row_count(Some(rows));
-            let batch =
-                RecordBatch::try_new_with_options(Arc::clone(&filter.schema), inputs, &options)
-                    .map_err(|e| Error::arrow("assembling the row filter's input", e))?;
-            let mask = filter
-                .predicate
-                .evaluate(&batch)
-                .and_then(|v| v.into_array(rows))
-                .map_err(|source| Error::Filter {
-                    filter: filter.display.clone(),
-                    source,
-                })?;
-            let mask = mask.as_boolean_opt().ok_or_else(|| Error::Filter {
-                filter: filter.display.clone(),
-                source: DataFusionError::Plan("not a boolean filter".into()),
-            })?;
-            keep = Some(if mask.null_count() > 0 {
-                prep_null_mask_filter(mask)
-            } else {
-                mask.clone()
-            });
-        }
+        let keep = match &self.filter {
+            Some(filter) => {
+                let inputs = filter
+                    .columns
+                    .iter()
+                    .map(|c| Arc::clone(&values[c]))
+                    .collect();
+                Some(filter.keep(inputs, rows)?)
+            }
+            None => None,
+        };
         let columns = self
             .projection
             .iter()

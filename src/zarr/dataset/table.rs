@@ -14,12 +14,11 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use super::model::{Dataset, DatasetOptions};
 use super::scan::{DatasetScanRequest, ZarrDatasetScanExec};
-use crate::zarr::attributes::reads_only_global_attrs;
+use crate::zarr::filter_plan::{plan_filters, FilterPlan};
 use crate::zarr::node::Group;
 use crate::zarr::options::ZarrOptions;
-use crate::zarr::pruning::{filter_region, intersect_all, AxisLookup, Dimensions};
+use crate::zarr::pruning::{AxisLookup, Dimensions};
 use crate::zarr::row_filter::RowFilter;
-use crate::zarr::selection::Selection;
 use crate::zarr::store::ZarrStore;
 
 #[derive(Debug)]
@@ -85,33 +84,10 @@ impl TableProvider for DatasetTable {
             shape: &shape,
             lookups: &lookups,
         };
-        // Attribute filters are decided now; dimension filters select blocks; the rest run in
-        // the scan.
-        let mut regions = Vec::new();
-        let mut dimension_filters = Vec::new();
-        let mut row_filters = Vec::new();
-        let mut attributes_reject = false;
-        for filter in filters {
-            if let (Some(attrs), true) = (&dataset.global_attrs, reads_only_global_attrs(filter)) {
-                attributes_reject |= !attrs.holds(filter, state)?;
-                continue;
-            }
-            match filter_region(filter, &dims) {
-                Some(region) => {
-                    regions.push(region);
-                    dimension_filters.push(filter.clone());
-                }
-                None => row_filters.push(filter.clone()),
-            }
-        }
-        let selection = match intersect_all(regions, &dims).and_then(Selection::from_boxes) {
-            _ if attributes_reject => Selection::none(),
-            Some(selection) => selection,
-            None => {
-                row_filters.extend(dimension_filters);
-                Selection::all(&shape)
-            }
-        };
+        let FilterPlan {
+            selection,
+            row_filters,
+        } = plan_filters(filters, &dims, dataset.global_attrs.as_ref(), state)?;
         let all: Vec<usize> = (0..dataset.columns.len()).collect();
         let filter = conjunction(row_filters)
             .map(|expr| RowFilter::try_new(expr, &dataset.schema, &all, state))
