@@ -12,7 +12,7 @@ use super::scan::ColumnSource;
 use crate::error::{Error, Result};
 use crate::nd::arrow_encoding::{decode_dims, decode_nd_array, GLOBAL_ATTRS_COLUMN};
 use crate::nd::batch::{broadcast, grid_index_column, infer_grid};
-use crate::nd::{Dim, NdArrowArray, NdError};
+use crate::nd::{cell_count, Dim, NdArrowArray, NdError};
 
 /// Turns scanned table rows into the materialized cells of their grids.
 pub(crate) struct Materializer {
@@ -65,7 +65,7 @@ impl Materializer {
                 }
             }
             let grid = infer_grid(all_dims.iter().map(Vec::as_slice)).map_err(row_error)?;
-            let cells: usize = grid.iter().map(|d| d.size).product();
+            let cells = cell_count(&grid).map_err(row_error)?;
             total += cells;
             for (i, column) in self.columns.iter().enumerate() {
                 let data_type = self.schema.field(i).data_type();

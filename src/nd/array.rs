@@ -72,7 +72,15 @@ impl NdArrowArray {
                 )));
             }
         }
-        let expected: usize = dims.iter().map(|d| d.size).product();
+        for d in &dims {
+            if u32::try_from(d.size).is_err() {
+                return Err(NdError::new(format!(
+                    "dimension '{}' has {} cells; the format stores sizes as 32-bit numbers",
+                    d.name, d.size
+                )));
+            }
+        }
+        let expected = cell_count(&dims)?;
         if values.len() != expected {
             return Err(NdError::new(format!(
                 "{} values do not fill dimensions {} ({expected} values)",
@@ -107,6 +115,24 @@ impl NdArrowArray {
     pub fn rank(&self) -> usize {
         self.dims.len()
     }
+}
+
+/// The most cells one array or one grid may have: Arrow's 32-bit offsets (string values) and
+/// the 32-bit indices of broadcasting bound it.
+pub const MAX_CELLS: usize = i32::MAX as usize;
+
+/// The number of cells of `dims`, checked: an overflow, or more than [`MAX_CELLS`], is an error
+/// (sizes come from files, which may claim anything).
+pub fn cell_count(dims: &[Dim]) -> Result<usize, NdError> {
+    dims.iter()
+        .try_fold(1usize, |n, d| n.checked_mul(d.size))
+        .filter(|&n| n <= MAX_CELLS)
+        .ok_or_else(|| {
+            NdError::new(format!(
+                "dimensions {} hold more than {MAX_CELLS} cells",
+                describe_dims(dims)
+            ))
+        })
 }
 
 /// Attributes (`what` = "attribute" or "global attribute") are one value each under unique,

@@ -184,6 +184,15 @@ fn list(
     item: &DataType,
     nullable: bool,
 ) -> Result<ArrayRef, NdError> {
+    // A list column's offsets are 32-bit: one write holds at most i32::MAX items per column.
+    let lengths: Vec<usize> = lengths.collect();
+    let total = lengths.iter().try_fold(0usize, |n, &l| n.checked_add(l));
+    if total.is_none_or(|t| t > i32::MAX as usize) {
+        return Err(NdError::new(format!(
+            "one write holds more than {} values of this column; write fewer batches at a time",
+            i32::MAX
+        )));
+    }
     let offsets = OffsetBuffer::<i32>::from_lengths(lengths);
     let field = Arc::new(Field::new("item", item.clone(), nullable));
     Ok(Arc::new(
@@ -414,6 +423,42 @@ pub fn merge_fields(existing: &Fields, new: impl IntoIterator<Item = FieldRef>) 
 mod tests {
     use super::*;
     use arrow::array::{Float64Array, Int64Array};
+
+    #[test]
+    fn a_write_of_more_than_i32_max_values_is_an_error() {
+        // The lengths alone decide: no 2^31 values are allocated to find out.
+        let values: ArrayRef = Arc::new(Float64Array::from(Vec::<f64>::new()));
+        let err = list(
+            values,
+            [i32::MAX as usize, 10].into_iter(),
+            &DataType::Float64,
+            true,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("write fewer batches"), "{err}");
+    }
+
+    #[test]
+    fn stored_dimension_sizes_that_overflow_are_errors() {
+        // Three dimensions of 2^32 - 1: the product overflows 64 bits.
+        let names: ArrayRef = Arc::new(ListArray::new(
+            Arc::new(Field::new("item", DataType::Utf8, false)),
+            OffsetBuffer::from_lengths([3]),
+            Arc::new(StringArray::from(vec!["a", "b", "c"])),
+            None,
+        ));
+        let sizes: ArrayRef = Arc::new(ListArray::new(
+            Arc::new(Field::new("item", DataType::UInt32, false)),
+            OffsetBuffer::from_lengths([3]),
+            Arc::new(UInt32Array::from(vec![u32::MAX; 3])),
+            None,
+        ));
+        let dims = decode_dims(&names, &sizes, 0).unwrap();
+        let err = crate::nd::cell_count(&dims).unwrap_err();
+        assert!(err.to_string().contains("cells"), "{err}");
+        let values: ArrayRef = Arc::new(Float64Array::from(vec![1.0]));
+        assert!(NdArrowArray::try_new(values, dims, vec![]).is_err());
+    }
 
     #[test]
     fn round_trip_with_absent_rows_and_attributes() {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, RecordBatchOptions, UInt32Array};
 use arrow::datatypes::{DataType, Field, Schema};
 
-use super::array::{check_attributes, describe_dims, same_attrs, Dim, NdArrowArray};
+use super::array::{cell_count, check_attributes, describe_dims, same_attrs, Dim, NdArrowArray};
 use super::NdError;
 
 /// Named arrays on one grid, with global attributes (one Arrow value each).
@@ -77,7 +77,7 @@ impl NdRecordBatch {
         &self.global_attrs
     }
 
-    /// Number of grid cells.
+    /// Number of grid cells (checked when the batch was built).
     pub fn cell_count(&self) -> usize {
         self.grid.iter().map(|d| d.size).product()
     }
@@ -129,6 +129,8 @@ pub fn infer_grid<'a>(
             }
         }
     }
+    // The grid is what materializing allocates: its size is checked, not only each array's.
+    cell_count(&grid)?;
     Ok(grid)
 }
 
@@ -165,7 +167,7 @@ pub fn grid_index_column(grid: &[Dim], d: usize) -> Int64Array {
 /// `array`'s values broadcast onto `grid`: one value per grid cell, in C order.
 pub fn broadcast(array: &NdArrowArray, grid: &[Dim]) -> Result<ArrayRef, NdError> {
     check_broadcast(array.dims(), grid)?;
-    let cells: usize = grid.iter().map(|g| g.size).product();
+    let cells = cell_count(grid)?;
     // Same axes in the same order with the same sizes: the values are already the grid.
     if array.dims() == grid {
         return Ok(Arc::clone(array.values()));

@@ -6,7 +6,10 @@
 mod array;
 pub(crate) mod arrow_encoding;
 pub(crate) mod batch;
+#[cfg(test)]
+mod generated_inputs;
 
+pub(crate) use array::cell_count;
 pub use array::{Dim, NdArrowArray};
 pub use batch::NdRecordBatch;
 

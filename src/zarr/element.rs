@@ -142,7 +142,29 @@ pub struct StructField {
     pub ty: ElementType,
 }
 
+/// The largest element ndfusion reads: metadata may claim any size, and every element is
+/// decoded into memory.
+pub const MAX_ELEMENT_BYTES: usize = 1 << 26;
+
 impl ElementType {
+    /// Encoded size in bytes, checked: `None` when it overflows or exceeds
+    /// [`MAX_ELEMENT_BYTES`]. Metadata parsing checks it once, so [`size`](Self::size) cannot
+    /// overflow afterwards.
+    pub fn checked_size(&self) -> Option<usize> {
+        let size = match self {
+            ElementType::Scalar {
+                kind: ScalarKind::Utf32 { chars },
+                ..
+            } => chars.checked_mul(4)?,
+            ElementType::Scalar { kind, .. } => kind.size(),
+            ElementType::Struct(fields) => fields
+                .iter()
+                .try_fold(0usize, |n, f| n.checked_add(f.ty.checked_size()?))?,
+            ElementType::FixedArray { item, len } => item.checked_size()?.checked_mul(*len)?,
+        };
+        (size <= MAX_ELEMENT_BYTES).then_some(size)
+    }
+
     /// Encoded size in bytes: fields are packed with no padding.
     pub fn size(&self) -> usize {
         match self {

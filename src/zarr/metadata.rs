@@ -35,6 +35,49 @@ pub struct ArrayMeta {
     pub attributes: serde_json::Map<String, Value>,
 }
 
+/// The most bytes one chunk may decode to: a chunk (or the part of it a query needs) is
+/// decoded in memory at once.
+pub(crate) const MAX_CHUNK_BYTES: u64 = 1 << 32;
+
+/// Sizes metadata claims, checked before anything is computed from them: the element size,
+/// every dimension as an Int64 index, the element count in 64 bits, a chunk's decoded bytes
+/// against [`MAX_CHUNK_BYTES`].
+pub(crate) fn check_sizes(
+    shape: &[u64],
+    chunk_shape: &[u64],
+    element: &ElementType,
+) -> Result<(), String> {
+    let element_size = element.checked_size().ok_or_else(|| {
+        format!(
+            "the element is larger than {} bytes",
+            super::element::MAX_ELEMENT_BYTES
+        )
+    })?;
+    if let Some(n) = shape.iter().find(|&&n| n > i64::MAX as u64) {
+        return Err(format!(
+            "a dimension of {n} elements does not fit a 64-bit index"
+        ));
+    }
+    if shape
+        .iter()
+        .try_fold(1u64, |n, &d| n.checked_mul(d))
+        .is_none()
+    {
+        return Err(format!("shape {shape:?} holds more than 2^64 elements"));
+    }
+    let chunk_bytes = chunk_shape
+        .iter()
+        .try_fold(element_size as u64, |n, &d| n.checked_mul(d))
+        .filter(|&b| b <= MAX_CHUNK_BYTES);
+    if chunk_bytes.is_none() {
+        return Err(format!(
+            "a chunk of shape {chunk_shape:?} decodes to more than {MAX_CHUNK_BYTES} bytes, \
+             more than ndfusion decodes at once"
+        ));
+    }
+    Ok(())
+}
+
 impl ArrayMeta {
     /// The metadata file this came from: `zarr.json` (v3) or `.zarray` (v2).
     pub fn file_name(&self) -> &'static str {
@@ -123,6 +166,7 @@ fn parse_v3_doc(doc: Value) -> Result<ArrayMeta, MetaError> {
     let endian = bytes_codec_endian(codecs).map_err(MetaError::Codec)?;
     let order = endian.unwrap_or(ByteOrder::Little);
     let element = parse_data_type(data_type, order).map_err(MetaError::DataType)?;
+    check_sizes(&shape, &chunk_shape, &element)?;
     if endian.is_none() && !legacy {
         // The spec requires an explicit endian for multi-byte values; only the legacy
         // `structured` type defaults to little-endian.
@@ -359,5 +403,43 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("not valid JSON"), "{err}");
+    }
+
+    #[test]
+    fn absurd_sizes_are_errors_not_overflows() {
+        let doc = |shape: Value, chunks: Value, dt: Value| {
+            json!({
+                "zarr_format": 3, "node_type": "array", "shape": shape,
+                "data_type": dt, "fill_value": 0, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
+                "chunk_key_encoding": {"name": "default"},
+            })
+            .to_string()
+        };
+        let err = |text: String| {
+            parse_v3("a/zarr.json", text.as_bytes())
+                .unwrap_err()
+                .to_string()
+        };
+        // A dimension near 2^63, elements past 2^64, a 64 GiB chunk, a 2^62-byte element.
+        let e = err(doc(json!([u64::MAX - 1]), json!([10]), json!("uint8")));
+        assert!(e.contains("does not fit a 64-bit index"), "{e}");
+        let e = err(doc(
+            json!([1u64 << 40, 1u64 << 40]),
+            json!([10, 10]),
+            json!("uint8"),
+        ));
+        assert!(e.contains("holds more than 2^64 elements"), "{e}");
+        let e = err(doc(
+            json!([1u64 << 40]),
+            json!([1u64 << 33]),
+            json!("float64"),
+        ));
+        assert!(e.contains("decodes to more than 4294967296 bytes"), "{e}");
+        let huge = json!({"name": "r4611686018427387904"});
+        let e = err(doc(json!([10]), json!([10]), huge));
+        assert!(e.starts_with("invalid"), "{e}");
+        let e = err(doc(json!([10]), json!([0]), json!("uint8")));
+        assert!(e.contains("positive"), "{e}");
     }
 }

@@ -12,7 +12,7 @@ use zarrs::array::{ArrayMetadata, ArrayMetadataV2};
 use super::data_type_v3::numpy_time_scale;
 use super::element::{ByteOrder, ElementType, ScalarKind, StructField};
 use super::fill_value::encode_fill_value;
-use super::metadata::{default_dimension_names, ArrayMeta};
+use super::metadata::{check_sizes, default_dimension_names, ArrayMeta};
 use crate::error::Error;
 
 /// Parses a `.zarray` document and its `.zattrs` (from files or consolidated metadata).
@@ -44,6 +44,7 @@ pub fn parse_v2_value(path: &str, doc: Value, attrs: Option<Value>) -> Result<Ar
         path: path.to_string(),
         reason,
     })?;
+    check_sizes(&shape, &chunk_shape, &element).map_err(invalid)?;
     let is_struct = matches!(element, ElementType::Struct(_));
     let fill_value =
         fill_value(&element, doc.get("fill_value").unwrap_or(&Value::Null)).map_err(invalid)?;

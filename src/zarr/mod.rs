@@ -22,6 +22,8 @@ mod element;
 mod factory;
 mod fill_value;
 mod filter_plan;
+#[cfg(test)]
+mod generated_inputs;
 mod index_set;
 mod metadata;
 mod metadata_v2;

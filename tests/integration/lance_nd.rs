@@ -630,3 +630,48 @@ async fn integer_statistics_are_exact() {
     // The row without the array has no statistics.
     assert!(min.is_null(1) && max.is_null(1));
 }
+
+/// A table whose `__stats__:<array>` column was written by someone else with another shape:
+/// a statistics write is an error naming the column (it was a panic), and nothing is written.
+#[tokio::test]
+async fn a_statistics_column_of_another_shape_is_an_error() {
+    use lance::dataset::NewColumnTransform;
+
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("s.lance").to_string_lossy().to_string();
+    let first = NdRecordBatch::try_new(
+        vec![("v".into(), f64s(&[1.0], &[("t", 1)], vec![]))],
+        vec![],
+    )
+    .unwrap();
+    write_nd_batches(&uri, &[first], &WriteOptions::new())
+        .await
+        .unwrap();
+    // Someone adds `__stats__:w` as a plain Int32 column.
+    let mut dataset = lance::Dataset::open(&uri).await.unwrap();
+    let column = arrow::datatypes::Field::new("__stats__:w", DataType::Int32, true);
+    dataset
+        .add_columns(
+            NewColumnTransform::AllNulls(Arc::new(Schema::new(vec![column]))),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    let second = NdRecordBatch::try_new(
+        vec![("w".into(), f64s(&[2.0, 3.0], &[("t", 2)], vec![]))],
+        vec![],
+    )
+    .unwrap();
+    let err = write_nd_batches(&uri, &[second], &WriteOptions::new().with_statistics(true))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("column __stats__:w is Int32, not a struct {min, max}"),
+        "{err}"
+    );
+    assert!(matches!(err, Error::InvalidTable { .. }), "{err}");
+    let back = read_nd_batches(&uri, &ReadOptions::new()).await.unwrap();
+    assert_eq!(back.len(), 1);
+}

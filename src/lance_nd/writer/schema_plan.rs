@@ -7,7 +7,7 @@ use arrow::array::ArrayRef;
 use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema};
 
 use super::casting::{check_cast, Casting, Casts};
-use super::statistics::stats_field;
+use super::statistics::{check_stats_field, stats_field};
 use super::{invalid, WriteOptions};
 use crate::error::Result;
 use crate::lance_nd::format::STATS_PREFIX;
@@ -57,12 +57,17 @@ pub(crate) fn plan_schema(
                     }
                 }
             }
-            if options.statistics && is_numeric(incoming) {
-                let stats = format!("{STATS_PREFIX}{name}");
-                if !fields.iter().any(|f| f.name() == &stats) {
-                    let t = casts.get(name).unwrap_or(incoming).clone();
-                    fields.push(stats_field(&stats, &t));
+            // Rows with the array get statistics whenever the table has the column (a NULL
+            // would make value filters skip them); an existing column is checked before the
+            // schema changes, so a bad one writes nothing.
+            let stats = format!("{STATS_PREFIX}{name}");
+            let t = casts.get(name).unwrap_or(incoming).clone();
+            match fields.iter().find(|f| f.name() == &stats) {
+                Some(existing) => check_stats_field(uri, existing, name, &t)?,
+                None if options.statistics && is_numeric(incoming) => {
+                    fields.push(stats_field(&stats, &t))
                 }
+                None => {}
             }
         }
         let keys = key_fields(batch.global_attrs());

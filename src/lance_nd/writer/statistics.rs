@@ -7,9 +7,9 @@ use arrow::array::{new_null_array, ArrayRef, AsArray, Float64Array, StructArray}
 use arrow::compute::kernels::cast::cast;
 use arrow::datatypes::{DataType, Field, Fields};
 
-use super::casting::Casts;
+use super::casting::{is_safe_widening, Casts};
 use super::invalid;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::nd::NdRecordBatch;
 
 pub(crate) fn stats_field(name: &str, t: &DataType) -> Field {
@@ -22,6 +22,51 @@ pub(crate) fn stats_field(name: &str, t: &DataType) -> Field {
 
 /// `{min, max}` of each row's values, ignoring nulls and NaN; NULL where the row lacks the
 /// array or has no such value.
+/// An existing table's `__stats__:<array>` column may have been written by anyone: it must be
+/// `{min: T, max: T}` with T a number type that `values` (the write's value type for the array)
+/// convert to without loss, or the skipping it drives would be wrong.
+pub(crate) fn check_stats_field(
+    uri: &str,
+    field: &Field,
+    array: &str,
+    values: &DataType,
+) -> Result<()> {
+    let shape_error = || {
+        invalid(
+            uri,
+            format!(
+                "column {} is {}, not a struct {{min, max}} of the array's number type",
+                field.name(),
+                field.data_type()
+            ),
+        )
+    };
+    let DataType::Struct(children) = field.data_type() else {
+        return Err(shape_error());
+    };
+    let [min_field, max_field] = children.iter().collect::<Vec<_>>()[..] else {
+        return Err(shape_error());
+    };
+    let t = min_field.data_type();
+    if min_field.name() != "min"
+        || max_field.name() != "max"
+        || max_field.data_type() != t
+        || !(t.is_integer() || t.is_floating())
+    {
+        return Err(shape_error());
+    }
+    if values != t && !is_safe_widening(values, t) {
+        return Err(invalid(
+            uri,
+            format!(
+                "column {} holds {t}, but array '{array}' has {values} values",
+                field.name()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn stats_column(
     uri: &str,
     field: &Field,
@@ -29,8 +74,17 @@ pub(crate) fn stats_column(
     array: &str,
     casts: &Casts,
 ) -> Result<ArrayRef> {
-    let DataType::Struct(children) = field.data_type() else {
-        return Ok(new_null_array(field.data_type(), batches.len()));
+    let present = batches.iter().any(|b| b.array(array).is_some());
+    let children = match field.data_type() {
+        DataType::Struct(children) if children.len() == 2 => children,
+        // A column of another shape for an array this write does not touch: no statistics.
+        _ if !present => return Ok(new_null_array(field.data_type(), batches.len())),
+        _ => {
+            return Err(Error::Internal(format!(
+                "{}: unchecked statistics column",
+                field.name()
+            )))
+        }
     };
     let t = children[0].data_type().clone();
     let mut mins = Vec::with_capacity(batches.len());
