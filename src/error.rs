@@ -150,7 +150,19 @@ pub enum Error {
         source: lance::Error,
     },
 
-    /// Lance failed to open, scan or write a table.
+    /// A write failed for another reason than a concurrent writer (storage, I/O).
+    #[error("writing lance-nd table {uri} failed; {left}: {source}")]
+    WriteFailed {
+        /// The table.
+        uri: String,
+        /// What the failed write left in the table.
+        left: String,
+        /// Lance's error.
+        #[source]
+        source: lance::Error,
+    },
+
+    /// Lance failed to open or scan a table.
     #[error("lance-nd table {uri}: {source}")]
     Lance {
         /// The table.

@@ -10,17 +10,29 @@ pub(crate) const FORMAT_VERSION: &str = "1";
 /// Prefix of the optional per-array statistics columns, `__stats__:<array>`.
 pub(crate) const STATS_PREFIX: &str = "__stats__:";
 
-/// A Lance error on the table at `uri`: conflicts and missing tables get their own variants.
-/// `left` says what a failed write left behind, for conflicts.
-pub(crate) fn lance_error(uri: &str, e: lance::Error, left: &str) -> Error {
+/// A Lance error while writing the table at `uri`; `left` says what the failed write left in
+/// the table (Lance commits each step atomically, so it is known which steps landed).
+pub(crate) fn write_error(uri: &str, e: lance::Error, left: &str) -> Error {
+    let (uri, left) = (uri.to_string(), left.to_string());
     match e {
         lance::Error::CommitConflict { .. }
         | lance::Error::RetryableCommitConflict { .. }
         | lance::Error::IncompatibleTransaction { .. } => Error::Conflict {
-            uri: uri.to_string(),
-            left: left.to_string(),
+            uri,
+            left,
             source: e,
         },
+        e => Error::WriteFailed {
+            uri,
+            left,
+            source: e,
+        },
+    }
+}
+
+/// A Lance error while reading the table at `uri`: a missing table gets its own variant.
+pub(crate) fn read_error(uri: &str, e: lance::Error) -> Error {
+    match e {
         lance::Error::DatasetNotFound { .. } => Error::NotFound {
             location: uri.to_string(),
             reason: "no lance-nd table here (no Lance manifest)".into(),
@@ -30,11 +42,6 @@ pub(crate) fn lance_error(uri: &str, e: lance::Error, left: &str) -> Error {
             source: e,
         },
     }
-}
-
-/// A Lance error while reading the table at `uri`.
-pub(crate) fn read_error(uri: &str, e: lance::Error) -> Error {
-    lance_error(uri, e, "nothing was written")
 }
 
 /// Checks the lance-nd marker of an opened table.

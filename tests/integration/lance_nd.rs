@@ -675,3 +675,278 @@ async fn a_statistics_column_of_another_shape_is_an_error() {
     let back = read_nd_batches(&uri, &ReadOptions::new()).await.unwrap();
     assert_eq!(back.len(), 1);
 }
+
+/// 8 writers append rows (each `v = [n, n]` with global attribute `id = n`) while 4 readers
+/// read the table over and over: readers never see a half-written row, and in the end every
+/// acknowledged row is there exactly once. Conflicts are retried, as a caller would.
+pub async fn writers_and_readers(uri: &str, storage: ndfusion::StorageOptions) {
+    use std::collections::BTreeSet;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    const WRITERS: i64 = 8;
+    const APPENDS: i64 = 5;
+    let row = |n: i64| {
+        NdRecordBatch::try_new(
+            vec![("v".into(), f64s(&[n as f64, n as f64], &[("t", 2)], vec![]))],
+            vec![("id".into(), Arc::new(Int64Array::from(vec![n])) as ArrayRef)],
+        )
+        .unwrap()
+    };
+    let write = WriteOptions::new().with_storage(storage.clone());
+    let read = ReadOptions::new().with_storage(storage);
+    // The table exists before the race (creating it is not what is tested).
+    write_nd_batches(uri, &[row(-1)], &write).await.unwrap();
+
+    let done = Arc::new(AtomicBool::new(false));
+    let check = |batches: &[NdRecordBatch]| -> BTreeSet<i64> {
+        let mut ids = BTreeSet::new();
+        for b in batches {
+            let id = b.global_attrs()[0]
+                .1
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .value(0);
+            let v = b.array("v").expect("a row without its array");
+            let values = v.values().as_primitive::<Float64Type>();
+            assert_eq!(
+                values.values().as_ref(),
+                &[id as f64, id as f64],
+                "row {id}"
+            );
+            assert!(ids.insert(id), "row {id} read twice");
+        }
+        ids
+    };
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let (uri, read, done) = (uri.to_string(), read.clone(), Arc::clone(&done));
+            tokio::spawn(async move {
+                let mut reads = 0;
+                while !done.load(Ordering::SeqCst) {
+                    let batches = read_nd_batches(&uri, &read).await.unwrap();
+                    check(&batches);
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (uri, write) = (uri.to_string(), write.clone());
+            tokio::spawn(async move {
+                let mut acknowledged = Vec::new();
+                for k in 0..APPENDS {
+                    let n = w * 100 + k;
+                    for attempt in 0.. {
+                        match write_nd_batches(&uri, &[row(n)], &write).await {
+                            Ok(()) => {
+                                acknowledged.push(n);
+                                break;
+                            }
+                            Err(Error::Conflict { .. }) if attempt < 20 => continue,
+                            Err(e) => panic!("writer {w}: {e}"),
+                        }
+                    }
+                }
+                acknowledged
+            })
+        })
+        .collect();
+    let deadline = std::time::Duration::from_secs(180);
+    let mut acknowledged = BTreeSet::from([-1]);
+    for w in writers {
+        let ids = tokio::time::timeout(deadline, w)
+            .await
+            .expect("a writer hung")
+            .unwrap();
+        acknowledged.extend(ids);
+    }
+    done.store(true, Ordering::SeqCst);
+    for r in readers {
+        let reads = tokio::time::timeout(deadline, r)
+            .await
+            .expect("a reader hung")
+            .unwrap();
+        assert!(reads > 0);
+    }
+    let batches = read_nd_batches(uri, &read).await.unwrap();
+    assert_eq!(check(&batches), acknowledged);
+    assert_eq!(acknowledged.len() as i64, WRITERS * APPENDS + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_writers_and_four_readers_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("race.lance").to_string_lossy().to_string();
+    writers_and_readers(&uri, ndfusion::StorageOptions::new()).await;
+}
+
+/// An object store that refuses to write data files while `refuse_data` is set: a storage
+/// failure that lands between a write's schema commits and its row commit.
+#[derive(Debug)]
+struct DataWritesFail {
+    inner: object_store::memory::InMemory,
+    refuse_data: std::sync::atomic::AtomicBool,
+}
+
+impl DataWritesFail {
+    fn check(&self, location: &object_store::path::Path) -> object_store::Result<()> {
+        let data = location.parts().any(|p| p.as_ref() == "data");
+        if data && self.refuse_data.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(object_store::Error::Generic {
+                store: "DataWritesFail",
+                source: format!("refused to write {location}").into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for DataWritesFail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DataWritesFail({})", self.inner)
+    }
+}
+
+#[async_trait::async_trait]
+impl object_store::ObjectStore for DataWritesFail {
+    async fn put_opts(
+        &self,
+        location: &object_store::path::Path,
+        payload: object_store::PutPayload,
+        opts: object_store::PutOptions,
+    ) -> object_store::Result<object_store::PutResult> {
+        self.check(location)?;
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &object_store::path::Path,
+        opts: object_store::PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+        self.check(location)?;
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &object_store::path::Path,
+        options: object_store::GetOptions,
+    ) -> object_store::Result<object_store::GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: futures::stream::BoxStream<
+            'static,
+            object_store::Result<object_store::path::Path>,
+        >,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::path::Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(
+        &self,
+        prefix: Option<&object_store::path::Path>,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&object_store::path::Path>,
+    ) -> object_store::Result<object_store::ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &object_store::path::Path,
+        to: &object_store::path::Path,
+        options: object_store::CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// A write whose rows fail to reach storage after its new columns were committed: the error
+/// says so, the table stays readable with every earlier row intact, and retrying the write
+/// completes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_failing_between_its_commits_says_what_it_left() {
+    use std::sync::atomic::Ordering;
+
+    let store = Arc::new(DataWritesFail {
+        inner: object_store::memory::InMemory::new(),
+        refuse_data: false.into(),
+    });
+    let storage = ndfusion::StorageOptions::new().with_object_store(store.clone());
+    let write = WriteOptions::new().with_storage(storage.clone());
+    let read = ReadOptions::new().with_storage(storage);
+    let uri = "tables/fault.lance";
+    let row = |id: &str, arrays: &[&str]| {
+        NdRecordBatch::try_new(
+            arrays
+                .iter()
+                .map(|a| (a.to_string(), f64s(&[1.0, 2.0], &[("t", 2)], vec![])))
+                .collect(),
+            vec![("id".into(), text(id))],
+        )
+        .unwrap()
+    };
+    write_nd_batches(uri, &[row("a", &["v"])], &write)
+        .await
+        .unwrap();
+
+    store.refuse_data.store(true, Ordering::SeqCst);
+    let err = write_nd_batches(uri, &[row("b", &["v", "w"])], &write)
+        .await
+        .unwrap_err();
+    match &err {
+        Error::WriteFailed { uri: at, left, .. } => {
+            assert_eq!(at, uri);
+            assert_eq!(
+                left,
+                "the new columns were added (all null), none of the rows"
+            );
+        }
+        other => panic!("expected WriteFailed, got {other}"),
+    }
+    assert!(err.to_string().contains("refused to write"), "{err}");
+    let err = write_nd_batches(uri, &[row("c", &["v"])], &write)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::WriteFailed { left, .. } if left == "nothing was written"),
+        "{err}"
+    );
+
+    let ids = |batches: &[NdRecordBatch]| -> Vec<(String, bool)> {
+        batches
+            .iter()
+            .map(|b| {
+                let id = b.global_attrs()[0]
+                    .1
+                    .as_string::<i32>()
+                    .value(0)
+                    .to_string();
+                (id, b.array("w").is_some())
+            })
+            .collect()
+    };
+    let after_failure = read_nd_batches(uri, &read).await.unwrap();
+    assert_eq!(ids(&after_failure), vec![("a".to_string(), false)]);
+
+    store.refuse_data.store(false, Ordering::SeqCst);
+    write_nd_batches(uri, &[row("b", &["v", "w"])], &write)
+        .await
+        .unwrap();
+    let mut after_retry = ids(&read_nd_batches(uri, &read).await.unwrap());
+    after_retry.sort();
+    assert_eq!(
+        after_retry,
+        vec![("a".to_string(), false), ("b".to_string(), true)]
+    );
+}

@@ -492,6 +492,13 @@ async fn s3_lance_nd_tables_are_written_and_read_like_local_ones() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_lance_nd_writers_and_readers_lose_nothing() {
+    let server = servers::seaweedfs(BUCKET);
+    let options = storage(&s3_options(&server));
+    crate::lance_nd::writers_and_readers("s3://data/race.lance", options).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_the_application_built_serves_zarr_and_lance_nd() {
     let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
     upload_fixtures(&store).await;

@@ -19,7 +19,7 @@ use lance::Dataset;
 
 pub use casting::Casting;
 
-use super::format::{check_marker, lance_error, FORMAT_KEY, FORMAT_VERSION};
+use super::format::{check_marker, write_error, FORMAT_KEY, FORMAT_VERSION};
 use super::location::TableLocation;
 use crate::error::{Error, Result};
 use crate::nd::NdRecordBatch;
@@ -81,7 +81,8 @@ impl WriteOptions {
 /// A write that brings new arrays or attribute keys first adds them to the table (one Lance
 /// commit per new column, all null in the existing rows), then appends its rows (one more
 /// commit). A failure before the append commits leaves no row of the write in the table; the
-/// error ([`Error::Conflict`] for a concurrent writer) says whether new columns were added.
+/// error ([`Error::Conflict`] for a concurrent writer, [`Error::WriteFailed`] otherwise) says
+/// whether new columns were added.
 pub async fn write_nd_batches(
     location: &str,
     batches: &[NdRecordBatch],
@@ -112,7 +113,7 @@ pub async fn write_nd_batches(
                         None,
                     )
                     .await
-                    .map_err(|e| lance_error(uri, e, left))?;
+                    .map_err(|e| write_error(uri, e, left))?;
                 added = true;
             }
             let schema: SchemaRef = Arc::new(Schema::from(dataset.schema()));
@@ -126,7 +127,7 @@ pub async fn write_nd_batches(
             dataset
                 .append(reader, None)
                 .await
-                .map_err(|e| lance_error(uri, e, left))?;
+                .map_err(|e| write_error(uri, e, left))?;
             Ok(())
         }
         None => {
@@ -140,7 +141,7 @@ pub async fn write_nd_batches(
             let params = location.write_params(WriteMode::Create);
             Dataset::write(reader, location.uri(), Some(params))
                 .await
-                .map_err(|e| lance_error(uri, e, "nothing was written"))?;
+                .map_err(|e| write_error(uri, e, "nothing was written"))?;
             Ok(())
         }
     }
