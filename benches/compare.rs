@@ -3,7 +3,8 @@
 //!     cargo bench --bench compare                  # full size (50M records, 100k nd batches)
 //!     cargo bench --bench compare -- --records 5000000 --batches 10000   # smaller
 //!
-//!     cargo bench --bench compare -- --only s3     # one section: zarr, lance_nd or s3
+//!     cargo bench --bench compare -- --only s3     # one section: zarr, dataset,
+//!                                                  # collection, s3, lance_nd or plan
 //!
 //! Data is generated once into `target/bench-data` (or `$NDFUSION_BENCH_DIR`) and reused.
 //! The s3 section serves the zstd array from SeaweedFS on 127.0.0.1 (installed by
@@ -46,7 +47,7 @@ struct Args {
     /// `--run FORMAT LOCATION SQL`: only run one query (for profilers and the memory check).
     run: Option<(String, String, String)>,
     repeat: usize,
-    /// `--only SECTION`: zarr, dataset, collection, lance_nd or s3.
+    /// `--only SECTION`: zarr, dataset, collection, s3, lance_nd or plan.
     only: Option<String>,
 }
 
@@ -71,7 +72,7 @@ fn args() -> Args {
             "--only" => {
                 only = Some(
                     it.next()
-                        .expect("--only zarr|dataset|collection|lance_nd|s3"),
+                        .expect("--only zarr|dataset|collection|s3|lance_nd|plan"),
                 )
             }
             "--run" => {
@@ -530,7 +531,20 @@ async fn main() {
         lance_nd_section(&args, &mut rows, &mut peaks, py).await;
     }
 
+    let plan_times = if args.runs("plan") {
+        plan_section(&args).await
+    } else {
+        Vec::new()
+    };
+
     print_rows(&rows);
+    if !plan_times.is_empty() {
+        println!("\n| chunks | grid | plan `sum(value)` (ms) | plan `WHERE i >= ...` (ms) | `LIMIT 10` planned and run (ms) |");
+        println!("|---:|---|---:|---:|---:|");
+        for (chunks, grid, whole, range, limit) in plan_times {
+            println!("| {chunks} | {grid} | {whole:.2} | {range:.2} | {limit:.2} |");
+        }
+    }
     if !peaks.is_empty() {
         println!("\n| data | query (own process) | RSS before (MiB) | peak RSS (MiB) |");
         println!("|---|---|---:|---:|");
@@ -993,4 +1007,71 @@ async fn generate_lance_nd(uri: &str, batches: usize) {
         )
         .await
         .unwrap();
+}
+
+// ---------------------------------------------------------------- Planning
+
+/// Plan time against the chunk count: arrays of 10^3 to 10^7 chunks of 1000 records, metadata
+/// only (every chunk missing reads as the fill value). Times in milliseconds, medians.
+async fn plan_section(args: &Args) -> Vec<(u64, String, f64, f64, f64)> {
+    let mut out = Vec::new();
+    let grids: Vec<(u64, Vec<u64>)> = (3..=7)
+        .map(|e| (10u64.pow(e), vec![10u64.pow(e)]))
+        .chain([(10_000_000, vec![1000, 10_000])])
+        .collect();
+    for (chunks, grid) in grids {
+        let name = grid
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join("x");
+        let path = args.dir.join(format!("plan_{name}.zarr"));
+        std::fs::create_dir_all(&path).unwrap();
+        let mut meta = record_metadata(chunks * 1000, true);
+        let chunk_shape: Vec<u64> = match grid.len() {
+            1 => vec![1000],
+            _ => vec![10, 100],
+        };
+        let shape: Vec<u64> = grid.iter().zip(&chunk_shape).map(|(g, c)| g * c).collect();
+        meta["shape"] = serde_json::json!(shape);
+        meta["chunk_grid"]["configuration"]["chunk_shape"] = serde_json::json!(chunk_shape);
+        meta["dimension_names"] = match grid.len() {
+            1 => serde_json::json!(["i"]),
+            _ => serde_json::json!(["i", "j"]),
+        };
+        std::fs::write(path.join("zarr.json"), meta.to_string()).unwrap();
+        let ctx = ndfusion::new_session_context();
+        let location = path.to_string_lossy().to_string();
+        ctx.register_table(
+            "t",
+            Arc::new(ndfusion::ZarrTable::open(&location).await.unwrap()),
+        )
+        .unwrap();
+        let plan = |query: String| {
+            let ctx = ctx.clone();
+            async move {
+                let df = ctx.sql(&query).await.unwrap();
+                df.create_physical_plan().await.unwrap();
+            }
+        };
+        let ms = |(seconds, _): (f64, _)| seconds * 1000.0;
+        let whole = ms(median(|| plan("SELECT sum(value) FROM t".into())).await);
+        let half = shape[0] / 2;
+        let range =
+            ms(median(|| plan(format!("SELECT sum(value) FROM t WHERE i >= {half}"))).await);
+        let limit = ms(median(|| async {
+            let batches = ctx
+                .sql("SELECT * FROM t LIMIT 10")
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 10);
+        })
+        .await);
+        println!("plan: {chunks} chunks ({name}): {whole:.2} / {range:.2} / {limit:.2} ms");
+        out.push((chunks, name, whole, range, limit));
+    }
+    out
 }

@@ -1,13 +1,312 @@
-//! The chunks a selection touches, in C order of the chunk grid, each with the boxes of its
-//! selected elements.
+//! The chunks a selection touches, in C order of the chunk grid, and each chunk's read worked
+//! out when the scan reaches it.
+//!
+//! One box of a selection touches the cartesian product of, per dimension, the chunks its index
+//! set meets; the k-th chunk of that product and the rows before it follow from per-dimension
+//! arithmetic. So a plan costs memory and time in the number of dimensions and index ranges,
+//! not in the number of chunks: an array of 10 million chunks plans in microseconds, and a
+//! partition is a range of chunk positions.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::Arc;
 
 use super::chunk_read::{for_each_index, ChunkRead};
+use super::index_set::IndexSet;
 use super::selection::{box_is_empty, box_len, IndexBox, Selection};
 
-/// The chunks a selection touches, in C order of the chunk grid, with their local boxes.
-pub(crate) fn plan_chunk_reads(
+/// Selections of several boxes touching at most this many chunks are listed up front, so a
+/// chunk two boxes share is read once; beyond it each box's chunks are worked out in turn and
+/// a shared chunk is read once per box (each time for that box's elements only).
+const MAX_LISTED_CHUNKS: u64 = 100_000;
+
+/// The chunks a selection touches, in C order of the chunk grid (box by box when the selection
+/// has many boxes over many chunks).
+#[derive(Debug)]
+pub(crate) struct ChunkPlan {
+    chunk_shape: Vec<u64>,
+    layout: Layout,
+}
+
+#[derive(Debug)]
+enum Layout {
+    /// Each box's chunks in turn. `starts[i]` is the position of box `i`'s first chunk and
+    /// `row_starts[i]` the rows before it; both end with the totals.
+    Boxes {
+        boxes: Vec<BoxChunks>,
+        starts: Vec<u64>,
+        row_starts: Vec<u64>,
+    },
+    /// Every read listed, with the rows before each (ending with the total).
+    Listed {
+        reads: Vec<ChunkRead>,
+        row_starts: Vec<u64>,
+    },
+}
+
+impl ChunkPlan {
+    pub(crate) fn new(shape: &[u64], chunk_shape: &[u64], selection: &Selection) -> Self {
+        Self::listing_at_most(shape, chunk_shape, selection, MAX_LISTED_CHUNKS)
+    }
+
+    fn listing_at_most(
+        shape: &[u64],
+        chunk_shape: &[u64],
+        selection: &Selection,
+        max_listed: u64,
+    ) -> Self {
+        let boxes: Vec<BoxChunks> = selection
+            .boxes()
+            .iter()
+            .filter(|b| !box_is_empty(b))
+            .map(|b| BoxChunks::new(b, chunk_shape))
+            .collect();
+        let chunks: u64 = boxes.iter().map(|b| b.count).sum();
+        let layout = if shape.is_empty() || (boxes.len() > 1 && chunks <= max_listed) {
+            let reads = list_chunk_reads(shape, chunk_shape, selection);
+            let row_starts = prefix_sums(reads.iter().map(|r| r.rows as u64));
+            Layout::Listed { reads, row_starts }
+        } else {
+            let starts = prefix_sums(boxes.iter().map(|b| b.count));
+            let row_starts = prefix_sums(boxes.iter().map(|b| b.rows));
+            Layout::Boxes {
+                boxes,
+                starts,
+                row_starts,
+            }
+        };
+        ChunkPlan {
+            chunk_shape: chunk_shape.to_vec(),
+            layout,
+        }
+    }
+
+    /// Number of chunk reads.
+    pub(crate) fn len(&self) -> u64 {
+        match &self.layout {
+            Layout::Boxes { starts, .. } => *starts.last().unwrap_or(&0),
+            Layout::Listed { reads, .. } => reads.len() as u64,
+        }
+    }
+
+    /// The read at position `p < len()`.
+    pub(crate) fn read(&self, p: u64) -> ChunkRead {
+        match &self.layout {
+            Layout::Boxes { boxes, starts, .. } => {
+                let i = starts.partition_point(|&s| s <= p) - 1;
+                boxes[i].read(p - starts[i], &self.chunk_shape)
+            }
+            Layout::Listed { reads, .. } => reads[p as usize].clone(),
+        }
+    }
+
+    /// Rows of the reads before position `p <= len()`.
+    pub(crate) fn rows_before(&self, p: u64) -> u64 {
+        match &self.layout {
+            Layout::Boxes {
+                boxes,
+                starts,
+                row_starts,
+            } => {
+                let i = starts.partition_point(|&s| s <= p) - 1;
+                match boxes.get(i) {
+                    Some(b) => row_starts[i] + b.rows_before(p - starts[i]),
+                    None => row_starts[i],
+                }
+            }
+            Layout::Listed { row_starts, .. } => row_starts[p as usize],
+        }
+    }
+
+    /// Contiguous runs of chunk positions, one per partition (at most `target`, at least one).
+    /// With a limit (and no row filter) only the leading chunks that hold `limit` rows are
+    /// read: a `LIMIT 10` reads one chunk.
+    pub(crate) fn partitions(&self, target: usize, limit: Option<usize>) -> Vec<Range<u64>> {
+        let n = match limit {
+            Some(limit) => self.chunks_holding(limit as u64),
+            None => self.len(),
+        };
+        let parts = (target as u64).min(n).max(1);
+        let boundary = |j: u64| ((j as u128 * n as u128).div_ceil(parts as u128)) as u64;
+        (0..parts).map(|j| boundary(j)..boundary(j + 1)).collect()
+    }
+
+    /// The fewest leading chunks whose reads hold `rows` rows (all of them if fewer).
+    fn chunks_holding(&self, rows: u64) -> u64 {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.rows_before(mid) >= rows {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    }
+
+    /// The reads at `positions`, the last one cut so that no more than `limit` rows are made.
+    pub(crate) fn reads(
+        self: Arc<Self>,
+        positions: Range<u64>,
+        limit: Option<usize>,
+    ) -> impl Iterator<Item = ChunkRead> {
+        let mut remaining = limit.unwrap_or(usize::MAX);
+        positions.map_while(move |p| {
+            if remaining == 0 {
+                return None;
+            }
+            let mut read = self.read(p);
+            read.rows = read.rows.min(remaining);
+            remaining -= read.rows;
+            Some(read)
+        })
+    }
+}
+
+/// `0, a, a + b, ...` for `[a, b, ...]`.
+fn prefix_sums(values: impl Iterator<Item = u64>) -> Vec<u64> {
+    let mut sums = vec![0];
+    for v in values {
+        sums.push(sums[sums.len() - 1] + v);
+    }
+    sums
+}
+
+/// The chunks one box touches: the cartesian product of its axes' chunks, in C order.
+#[derive(Debug)]
+struct BoxChunks {
+    axes: Vec<AxisChunks>,
+    count: u64,
+    rows: u64,
+}
+
+impl BoxChunks {
+    fn new(b: &IndexBox, chunk_shape: &[u64]) -> Self {
+        let axes: Vec<AxisChunks> = b
+            .iter()
+            .zip(chunk_shape)
+            .map(|(set, &c)| AxisChunks::new(set, c))
+            .collect();
+        // Both are at most the element count, which the metadata checks fit in u64.
+        let count = axes.iter().map(|a| a.count).product();
+        BoxChunks {
+            axes,
+            count,
+            rows: box_len(b),
+        }
+    }
+
+    /// Position `p` in mixed radix: per axis, the position among its chunks.
+    fn digits(&self, mut p: u64) -> Vec<u64> {
+        let mut digits = vec![0; self.axes.len()];
+        for (digit, axis) in digits.iter_mut().zip(&self.axes).rev() {
+            *digit = p % axis.count;
+            p /= axis.count;
+        }
+        digits
+    }
+
+    fn read(&self, p: u64, chunk_shape: &[u64]) -> ChunkRead {
+        let digits = self.digits(p);
+        let indices: Vec<u64> = digits
+            .iter()
+            .zip(&self.axes)
+            .map(|(&d, axis)| axis.chunk_at(d))
+            .collect();
+        let origin: Vec<u64> = indices
+            .iter()
+            .zip(chunk_shape)
+            .map(|(k, c)| k * c)
+            .collect();
+        let local: IndexBox = self
+            .axes
+            .iter()
+            .zip(&origin)
+            .map(|(axis, &o)| axis.set.local(o, axis.chunk))
+            .collect();
+        ChunkRead {
+            rows: box_len(&local) as usize,
+            indices,
+            origin,
+            shape: chunk_shape.to_vec(),
+            local: vec![local],
+        }
+    }
+
+    /// Rows in the chunks before position `p <= count`. In C order, the chunks before `p` are:
+    /// along axis 0, every chunk row before digit 0 (whole), then within that row, along axis
+    /// 1, every chunk before digit 1, and so on; each term is a product over the axes.
+    fn rows_before(&self, p: u64) -> u64 {
+        if p >= self.count {
+            return self.rows;
+        }
+        let digits = self.digits(p);
+        let mut rows = 0;
+        // Rows of the chunks fixed by the leading digits so far.
+        let mut leading = 1;
+        for (d, axis) in self.axes.iter().enumerate() {
+            let trailing: u64 = self.axes[d + 1..].iter().map(|a| a.set.len()).product();
+            rows += leading * axis.rows_before(digits[d]) * trailing;
+            leading *= axis.rows_at(digits[d]);
+        }
+        rows
+    }
+}
+
+/// The chunks an index set touches along one axis, as runs of chunk indices.
+#[derive(Debug)]
+struct AxisChunks {
+    set: IndexSet,
+    chunk: u64,
+    runs: Vec<Range<u64>>,
+    /// Position of each run's first chunk among the axis's touched chunks.
+    run_starts: Vec<u64>,
+    count: u64,
+}
+
+impl AxisChunks {
+    fn new(set: &IndexSet, chunk: u64) -> Self {
+        let mut runs: Vec<Range<u64>> = Vec::new();
+        for r in set.ranges() {
+            let touched = r.start / chunk..r.end.div_ceil(chunk);
+            match runs.last_mut() {
+                Some(last) if touched.start <= last.end => last.end = last.end.max(touched.end),
+                _ => runs.push(touched),
+            }
+        }
+        let run_starts = prefix_sums(runs.iter().map(|r| r.end - r.start));
+        let count = run_starts[run_starts.len() - 1];
+        AxisChunks {
+            set: set.clone(),
+            chunk,
+            runs,
+            run_starts,
+            count,
+        }
+    }
+
+    /// The chunk index at position `p < count`.
+    fn chunk_at(&self, p: u64) -> u64 {
+        let i = self.run_starts.partition_point(|&s| s <= p) - 1;
+        self.runs[i].start + (p - self.run_starts[i])
+    }
+
+    /// Selected indices in the chunks before position `p < count` (untouched chunks hold none).
+    fn rows_before(&self, p: u64) -> u64 {
+        self.set.count_below(self.chunk_at(p) * self.chunk)
+    }
+
+    /// Selected indices in the chunk at position `p < count`.
+    fn rows_at(&self, p: u64) -> u64 {
+        self.set
+            .local(self.chunk_at(p) * self.chunk, self.chunk)
+            .len()
+    }
+}
+
+/// Every chunk's read, listed; a chunk several boxes touch is one read of all their elements.
+pub(crate) fn list_chunk_reads(
     shape: &[u64],
     chunk_shape: &[u64],
     selection: &Selection,
@@ -24,18 +323,12 @@ pub(crate) fn plan_chunk_reads(
     }
     let mut reads: BTreeMap<Vec<u64>, ChunkRead> = BTreeMap::new();
     for b in selection.boxes() {
-        // Per dimension: the chunks the set touches.
         let per_dim: Vec<Vec<u64>> = b
             .iter()
             .zip(chunk_shape)
             .map(|(set, &c)| {
-                let mut ks: Vec<u64> = set
-                    .ranges()
-                    .iter()
-                    .flat_map(|r| r.start / c..r.end.div_ceil(c))
-                    .collect();
-                ks.dedup();
-                ks
+                let axis = AxisChunks::new(set, c);
+                axis.runs.into_iter().flatten().collect()
             })
             .collect();
         for_each_index(&per_dim, |ks| {
@@ -77,7 +370,7 @@ pub(crate) fn chunk_count(shape: &[u64], chunk_shape: &[u64]) -> u64 {
 mod tests {
     use super::*;
     use crate::zarr::decode::Gather;
-    use crate::zarr::index_set::IndexSet;
+    use proptest::prelude::*;
 
     fn set(n: u64, r: Vec<std::ops::Range<u64>>) -> IndexSet {
         IndexSet::from_ranges(n, r)
@@ -86,7 +379,7 @@ mod tests {
     #[test]
     fn whole_array_reads_every_chunk_with_edge_chunks_bounded() {
         let shape = [5, 3];
-        let reads = plan_chunk_reads(&shape, &[2, 2], &Selection::all(&shape));
+        let reads = list_chunk_reads(&shape, &[2, 2], &Selection::all(&shape));
         assert_eq!(reads.len(), 6);
         assert_eq!(reads.iter().map(|r| r.rows).sum::<usize>(), 15);
         let edge = &reads[5];
@@ -116,12 +409,113 @@ mod tests {
         );
     }
 
+    /// Every element a list of reads selects, in array coordinates.
+    fn elements(reads: &[ChunkRead]) -> Vec<Vec<u64>> {
+        let mut out = Vec::new();
+        for read in reads {
+            for b in &read.local {
+                let lists: Vec<Vec<u64>> = b.iter().map(|s| s.indices().collect()).collect();
+                for_each_index(&lists, |local| {
+                    out.push(local.iter().zip(&read.origin).map(|(l, o)| l + o).collect())
+                });
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn geometry() -> impl Strategy<Value = (Vec<u64>, Vec<u64>, Vec<IndexBox>)> {
+        (1usize..4)
+            .prop_flat_map(|dims| {
+                (
+                    prop::collection::vec(1u64..13, dims),
+                    prop::collection::vec(1u64..6, dims),
+                )
+            })
+            .prop_flat_map(|(shape, chunks)| {
+                let set = |n: u64| {
+                    prop::collection::vec((0..n, 0..n), 1..4).prop_map(move |rs| {
+                        IndexSet::from_ranges(n, rs.into_iter().map(|(a, b)| a..a + b).collect())
+                    })
+                };
+                let one_box: Vec<_> = shape.iter().map(|&n| set(n)).collect();
+                (
+                    Just(shape),
+                    Just(chunks),
+                    prop::collection::vec(one_box, 1..4),
+                )
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        /// The plan worked out chunk by chunk selects exactly the elements of the listed plan,
+        /// its row counts add up, and limits keep the fewest chunks that hold the rows.
+        #[test]
+        fn a_plan_worked_out_per_chunk_selects_what_the_listing_does(
+            (shape, chunks, boxes) in geometry(),
+            target in 1usize..5,
+            limit in 0usize..40,
+        ) {
+            let Some(selection) = Selection::from_boxes(boxes) else { return Ok(()) };
+            let listed = list_chunk_reads(&shape, &chunks, &selection);
+            for max_listed in [0, MAX_LISTED_CHUNKS] {
+                let plan = Arc::new(ChunkPlan::listing_at_most(&shape, &chunks, &selection, max_listed));
+                let reads: Vec<ChunkRead> = (0..plan.len()).map(|p| plan.read(p)).collect();
+                prop_assert_eq!(elements(&reads), elements(&listed));
+                if selection.boxes().len() == 1 {
+                    prop_assert_eq!(&reads, &listed);
+                }
+                let mut before = 0;
+                for (p, read) in reads.iter().enumerate() {
+                    prop_assert_eq!(plan.rows_before(p as u64), before);
+                    prop_assert_eq!(read.rows as u64, read.local.iter().map(box_len).sum::<u64>());
+                    before += read.rows as u64;
+                }
+                prop_assert_eq!(plan.rows_before(plan.len()), selection.len());
+
+                let parts = plan.partitions(target, Some(limit));
+                prop_assert!(parts.len() <= target);
+                let end = parts.last().unwrap().end;
+                prop_assert!(parts.windows(2).all(|w| w[0].end == w[1].start));
+                prop_assert!(plan.rows_before(end) >= (limit as u64).min(selection.len()));
+                prop_assert!(end == 0 || plan.rows_before(end - 1) < limit as u64);
+                let made: usize = parts
+                    .iter()
+                    .map(|r| plan.clone().reads(r.clone(), Some(limit)).map(|r| r.rows).sum::<usize>())
+                    .sum();
+                prop_assert!(made >= limit.min(selection.len() as usize));
+                let all = plan.partitions(target, None);
+                prop_assert_eq!(all.last().unwrap().end, plan.len());
+            }
+        }
+    }
+
+    #[test]
+    fn ten_million_chunks_plan_without_listing_them() {
+        let shape = [10_000_000_000u64];
+        let plan = ChunkPlan::new(&shape, &[1000], &Selection::all(&shape));
+        assert_eq!(plan.len(), 10_000_000);
+        assert_eq!(plan.partitions(4, Some(10)), vec![0..1]);
+        assert_eq!(plan.read(9_999_999).origin, vec![9_999_999_000]);
+        assert_eq!(plan.rows_before(5_000_000), 5_000_000_000);
+    }
+
     #[test]
     fn zero_d_and_empty_arrays() {
-        let reads = plan_chunk_reads(&[], &[], &Selection::all(&[]));
+        let reads = list_chunk_reads(&[], &[], &Selection::all(&[]));
         assert_eq!(reads.len(), 1);
         assert_eq!(reads[0].rows, 1);
-        assert!(plan_chunk_reads(&[0, 4], &[2, 2], &Selection::all(&[0, 4])).is_empty());
+        assert!(list_chunk_reads(&[0, 4], &[2, 2], &Selection::all(&[0, 4])).is_empty());
+        let empty = ChunkPlan::new(&[0, 4], &[2, 2], &Selection::all(&[0, 4]));
+        assert_eq!((empty.len(), empty.partitions(3, None)), (0, vec![0..0]));
+        let zero_d = ChunkPlan::new(&[], &[], &Selection::all(&[]));
+        assert_eq!((zero_d.len(), zero_d.rows_before(1)), (1, 1));
         assert_eq!(chunk_count(&[5, 3], &[2, 2]), 6);
     }
 }

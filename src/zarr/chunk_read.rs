@@ -291,7 +291,7 @@ pub(crate) fn for_each_index(lists: &[Vec<u64>], mut f: impl FnMut(&[u64])) {
 #[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
-    use crate::zarr::chunk_plan::plan_chunk_reads;
+    use crate::zarr::chunk_plan::list_chunk_reads;
     use crate::zarr::index_set::IndexSet;
     use crate::zarr::selection::Selection;
     use arrow::array::AsArray;
@@ -310,7 +310,7 @@ mod tests {
         let sel = Selection::from_boxes(vec![vec![set(4, vec![1..3]), set(6, vec![2..3, 4..9])]])
             .unwrap();
         assert_eq!(sel.len(), 6);
-        let reads = plan_chunk_reads(&[4, 6], &[4, 3], &sel);
+        let reads = list_chunk_reads(&[4, 6], &[4, 3], &sel);
         assert_eq!(reads.len(), 2);
         let first = &reads[0];
         assert_eq!(first.gather(1), Gather::Positions(vec![5, 8]));
@@ -330,7 +330,7 @@ mod tests {
         // Rows 2..4 of a 4 x 3 chunk: one run of 6 elements starting at element 6.
         let sel =
             Selection::from_boxes(vec![vec![set(8, vec![2..4]), set(3, vec![0..3])]]).unwrap();
-        let reads = plan_chunk_reads(&[8, 3], &[4, 3], &sel);
+        let reads = list_chunk_reads(&[8, 3], &[4, 3], &sel);
         assert_eq!(
             reads[0].gather(2),
             Gather::Strided {
@@ -342,7 +342,7 @@ mod tests {
         // One row, a range of columns: still one run.
         let sel =
             Selection::from_boxes(vec![vec![set(4, vec![1..2]), set(3, vec![1..3])]]).unwrap();
-        let read = &plan_chunk_reads(&[4, 3], &[4, 3], &sel)[0];
+        let read = &list_chunk_reads(&[4, 3], &[4, 3], &sel)[0];
         assert_eq!(
             read.gather(1),
             Gather::Strided {
@@ -361,7 +361,7 @@ mod tests {
             vec![set(12, vec![10..11]), set(6, vec![3..5])],
         ])
         .unwrap();
-        plan_chunk_reads(&[12, 6], &[6, 6], &sel).pop().unwrap()
+        list_chunk_reads(&[12, 6], &[6, 6], &sel).pop().unwrap()
     }
 
     #[test]
@@ -387,7 +387,7 @@ mod tests {
         let read = two_boxes_in_one_chunk();
         // Chunk rows 1..3 x col 1 end at (2, 1) = 13; row 4 x cols 3..5 ends at (4, 4) = 28.
         assert_eq!(read.end_element(), 29);
-        let whole = plan_chunk_reads(&[12, 6], &[6, 6], &Selection::all(&[12, 6]));
+        let whole = list_chunk_reads(&[12, 6], &[6, 6], &Selection::all(&[12, 6]));
         assert_eq!(whole[0].end_element(), 36);
     }
 
@@ -441,7 +441,7 @@ mod tests {
         let sel = Selection::from_boxes(vec![row, col]).unwrap();
         assert_eq!(sel.len(), 5);
         assert_eq!(sel.boxes().len(), 2);
-        let reads = plan_chunk_reads(&[3, 3], &[3, 3], &sel);
+        let reads = list_chunk_reads(&[3, 3], &[3, 3], &sel);
         assert_eq!(reads.len(), 1);
         assert_eq!(reads[0].gather(1), Gather::Positions(vec![2, 3, 4, 5, 8]));
         let dims = reads[0].dimension_columns();
@@ -453,7 +453,7 @@ mod tests {
     fn projected_gathers_broadcast_missing_dimensions() {
         // A 2 x 3 read (time, station); a variable over (station) and one over (station, time).
         let shape = [2, 3];
-        let read = plan_chunk_reads(&shape, &shape, &Selection::all(&shape)).remove(0);
+        let read = list_chunk_reads(&shape, &shape, &Selection::all(&shape)).remove(0);
         assert_eq!(
             read.project_gather(&[1], 1),
             Gather::Positions(vec![0, 1, 2, 0, 1, 2])
@@ -469,7 +469,7 @@ mod tests {
     #[test]
     fn a_row_limit_cuts_positions_and_indices_alike() {
         let shape = [3, 3];
-        let mut read = plan_chunk_reads(&shape, &[3, 3], &Selection::all(&shape)).remove(0);
+        let mut read = list_chunk_reads(&shape, &[3, 3], &Selection::all(&shape)).remove(0);
         read.rows = 4;
         assert_eq!(read.gather(1).len(), 4);
         let dims = read.dimension_columns();

@@ -445,7 +445,7 @@ mod tests {
 
     use super::*;
     use crate::storage::StorageOptions;
-    use crate::zarr::chunk_plan::plan_chunk_reads;
+    use crate::zarr::chunk_plan::list_chunk_reads;
     use crate::zarr::schema::table_columns;
     use crate::zarr::selection::Selection;
 
@@ -457,7 +457,7 @@ mod tests {
         );
         assert_eq!(array.strategy, ReadStrategy::Plain, "{location}");
         let (schema, columns) = table_columns(&array.meta, None).unwrap();
-        let reads = plan_chunk_reads(
+        let reads = list_chunk_reads(
             &array.meta.shape,
             &array.meta.chunk_shape,
             &Selection::all(&array.meta.shape),

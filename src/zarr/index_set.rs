@@ -98,13 +98,22 @@ impl IndexSet {
     /// Shifted by `-offset` and clipped to `0..len`: the part of the set inside a chunk that
     /// starts at `offset`, in chunk-local indices.
     pub fn local(&self, offset: u64, len: u64) -> IndexSet {
-        let ranges = self
-            .0
+        let first = self.0.partition_point(|r| r.end <= offset);
+        let ranges = self.0[first..]
             .iter()
-            .filter(|r| r.end > offset && r.start < offset + len)
+            .take_while(|r| r.start < offset + len)
             .map(|r| r.start.max(offset) - offset..r.end.min(offset + len) - offset)
             .collect();
         IndexSet(ranges)
+    }
+
+    /// How many indices of the set are below `x`.
+    pub fn count_below(&self, x: u64) -> u64 {
+        self.0
+            .iter()
+            .take_while(|r| r.start < x)
+            .map(|r| r.end.min(x) - r.start)
+            .sum()
     }
 
     /// Every index in the set, in order.
@@ -140,6 +149,11 @@ mod tests {
         assert_eq!(a.complement(10).ranges(), &[3..5, 7..9]);
         assert_eq!(a.difference(&b).ranges(), &[0..2, 6..7, 9..10]);
         assert_eq!(a.local(4, 4).ranges(), &[1..3]);
+        assert_eq!(a.local(0, 10), a);
+        assert_eq!(a.local(8, 2).ranges(), &[1..2]);
+        assert_eq!(a.count_below(6), 4);
+        assert_eq!(a.count_below(0), 0);
+        assert_eq!(a.count_below(100), 6);
         assert_eq!(IndexSet::full(0), IndexSet::empty());
     }
 }

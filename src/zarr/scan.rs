@@ -1,10 +1,12 @@
 //! `ZarrScanExec`: the physical scan of one Zarr array.
 //!
-//! The chunks a selection touches are planned up front and split into contiguous runs, one per
-//! DataFusion partition. Each partition streams its chunks, fetching the next while the
-//! previous one decodes, and slices each chunk's rows into batches of the session batch size.
+//! The chunks a selection touches form a [`ChunkPlan`], split into contiguous runs of chunk
+//! positions, one per DataFusion partition. Each partition works out its chunks' reads as it
+//! reaches them, fetching the next while the previous one decodes, and slices each chunk's rows
+//! into batches of the session batch size.
 
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
@@ -25,8 +27,7 @@ use crate::scan_util::{limit_rows, scan_statistics, slices};
 
 use super::array::ZarrArray;
 use super::attributes::GlobalAttrs;
-use super::chunk_plan::{chunk_count, plan_chunk_reads};
-use super::chunk_read::ChunkRead;
+use super::chunk_plan::{chunk_count, ChunkPlan};
 use super::chunk_reader::ChunkReader;
 use super::metrics::ChunkMetrics;
 use super::options::ZarrOptions;
@@ -41,9 +42,10 @@ pub(crate) struct ZarrScanExec {
     /// Projected column names, for EXPLAIN.
     column_names: Vec<String>,
     selection: Selection,
-    partitions: Vec<Vec<ChunkRead>>,
+    plan: Arc<ChunkPlan>,
+    /// Chunk positions in `plan`, per partition.
+    partitions: Vec<Range<u64>>,
     total_chunks: u64,
-    selected_chunks: usize,
     limit: Option<usize>,
     target_partitions: usize,
     session_batch_size: usize,
@@ -82,12 +84,11 @@ impl ZarrScanExec {
             options,
         } = request;
         let meta = &array.meta;
-        let reads = plan_chunk_reads(&meta.shape, &meta.chunk_shape, &selection);
-        let selected_chunks = reads.len();
+        let plan = Arc::new(ChunkPlan::new(&meta.shape, &meta.chunk_shape, &selection));
         // Row counts are known up front unless a row filter drops rows: then the limit is
         // applied to the filtered stream instead.
         let trim_to = if filter.is_none() { limit } else { None };
-        let partitions = split_into_partitions(reads, target_partitions.max(1), trim_to);
+        let partitions = plan.partitions(target_partitions.max(1), trim_to);
         let properties = PlanProperties::new(
             EquivalenceProperties::new(Arc::clone(&schema)),
             Partitioning::UnknownPartitioning(partitions.len()),
@@ -107,8 +108,8 @@ impl ZarrScanExec {
                 global_attrs,
             }),
             selection,
+            plan,
             partitions,
-            selected_chunks,
             limit,
             target_partitions,
             session_batch_size,
@@ -118,38 +119,18 @@ impl ZarrScanExec {
         }
     }
 
-    fn rows_in(reads: &[ChunkRead]) -> usize {
-        reads.iter().map(|r| r.rows).sum()
+    /// Rows of each partition (before a row filter), for statistics.
+    fn partition_rows(&self) -> Vec<usize> {
+        partition_rows(&self.plan, &self.partitions)
     }
 }
 
-/// Contiguous runs of chunks, one per partition (at most `target` partitions, at least one).
-/// With a limit, each partition keeps only the chunks (and rows) needed to reach it.
-pub(crate) fn split_into_partitions(
-    reads: Vec<ChunkRead>,
-    target: usize,
-    limit: Option<usize>,
-) -> Vec<Vec<ChunkRead>> {
-    let n = reads.len();
-    let parts = target.min(n).max(1);
-    let mut out: Vec<Vec<ChunkRead>> = (0..parts).map(|_| Vec::new()).collect();
-    for (i, read) in reads.into_iter().enumerate() {
-        out[i * parts / n.max(1)].push(read);
-    }
-    if let Some(limit) = limit {
-        for part in &mut out {
-            let mut remaining = limit;
-            part.retain_mut(|read| {
-                if remaining == 0 {
-                    return false;
-                }
-                read.rows = read.rows.min(remaining);
-                remaining -= read.rows;
-                true
-            });
-        }
-    }
-    out
+/// Rows of each run of chunk positions in `plan`.
+pub(crate) fn partition_rows(plan: &ChunkPlan, partitions: &[Range<u64>]) -> Vec<usize> {
+    partitions
+        .iter()
+        .map(|r| (plan.rows_before(r.end) - plan.rows_before(r.start)) as usize)
+        .collect()
 }
 
 impl DisplayAs for ZarrScanExec {
@@ -163,7 +144,7 @@ impl DisplayAs for ZarrScanExec {
                     self.reader.array.location,
                     self.column_names.join(", "),
                     self.partitions.len(),
-                    self.selected_chunks,
+                    self.plan.len(),
                     self.total_chunks,
                 )?;
                 if !self.selection.is_all(&meta.shape) {
@@ -175,6 +156,11 @@ impl DisplayAs for ZarrScanExec {
                 }
                 if let Some(limit) = self.limit {
                     write!(f, ", limit={limit}")?;
+                    // Without a row filter only the leading chunks that hold the limit are read.
+                    if self.reader.filter.is_none() {
+                        let read = self.partitions.last().map_or(0, |r| r.end);
+                        write!(f, ", chunks_for_limit={read}")?;
+                    }
                 }
                 // EXPLAIN shows the options a user set; EXPLAIN VERBOSE all in force (the
                 // batch size as the session's when not set).
@@ -191,7 +177,7 @@ impl DisplayAs for ZarrScanExec {
             }
             DisplayFormatType::TreeRender => {
                 writeln!(f, "array={}", self.reader.array.location)?;
-                write!(f, "chunks={}/{}", self.selected_chunks, self.total_chunks)
+                write!(f, "chunks={}/{}", self.plan.len(), self.total_chunks)
             }
         }
     }
@@ -226,7 +212,7 @@ impl ExecutionPlan for ZarrScanExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let Some(reads) = self.partitions.get(partition) else {
+        let Some(positions) = self.partitions.get(partition).cloned() else {
             return internal_err!("ZarrScanExec has no partition {partition}");
         };
         let batch_size = self
@@ -239,15 +225,16 @@ impl ExecutionPlan for ZarrScanExec {
         if partition == 0 {
             metrics
                 .chunks_skipped
-                .add((self.total_chunks as usize).saturating_sub(self.selected_chunks));
+                .add(self.total_chunks.saturating_sub(self.plan.len()) as usize);
         }
         let reader = Arc::clone(&self.reader);
-        let limit = if self.reader.filter.is_some() {
-            self.limit
-        } else {
-            None
+        // Without a row filter the reads are cut to the limit; with one, the filtered stream is.
+        let (trim_to, limit) = match self.reader.filter {
+            Some(_) => (None, self.limit),
+            None => (self.limit, None),
         };
-        let stream = futures::stream::iter(reads.clone())
+        let reads = Arc::clone(&self.plan).reads(positions, trim_to);
+        let stream = futures::stream::iter(reads)
             .map(move |read| Arc::clone(&reader).read(read, metrics.clone()))
             .buffered(in_flight)
             .map_err(datafusion::error::DataFusionError::from)
@@ -290,7 +277,7 @@ impl ExecutionPlan for ZarrScanExec {
     }
 
     fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
-        let rows: Vec<usize> = self.partitions.iter().map(|p| Self::rows_in(p)).collect();
+        let rows = self.partition_rows();
         let filtered = self.reader.filter.is_some();
         scan_statistics(&self.reader.schema, &rows, partition, self.limit, filtered).map(Arc::new)
     }
@@ -300,36 +287,24 @@ impl ExecutionPlan for ZarrScanExec {
 mod tests {
     use super::*;
 
-    fn reads(rows: &[usize]) -> Vec<ChunkRead> {
-        rows.iter()
-            .enumerate()
-            .map(|(i, &rows)| ChunkRead {
-                indices: vec![i as u64],
-                origin: vec![0],
-                shape: vec![rows as u64],
-                local: vec![vec![crate::zarr::index_set::IndexSet::full(rows as u64)]],
-                rows,
-            })
-            .collect()
-    }
-
     #[test]
     fn chunks_are_split_into_contiguous_runs() {
-        let parts = split_into_partitions(reads(&[1, 1, 1, 1, 1]), 2, None);
-        let idx: Vec<Vec<u64>> = parts
-            .iter()
-            .map(|p| p.iter().map(|r| r.indices[0]).collect())
-            .collect();
-        assert_eq!(idx, vec![vec![0, 1, 2], vec![3, 4]]);
-        assert_eq!(split_into_partitions(vec![], 4, None).len(), 1);
+        let shape = [5];
+        let plan = ChunkPlan::new(&shape, &[1], &Selection::all(&shape));
+        assert_eq!(plan.partitions(2, None), vec![0..3, 3..5]);
+        let none = ChunkPlan::new(&shape, &[1], &Selection::none());
+        assert_eq!(none.partitions(4, None), vec![0..0]);
     }
 
     #[test]
-    fn a_limit_keeps_only_the_rows_each_partition_needs() {
-        let parts = split_into_partitions(reads(&[4, 4, 4, 4]), 1, Some(6));
-        assert_eq!(
-            parts[0].iter().map(|r| r.rows).collect::<Vec<_>>(),
-            vec![4, 2]
-        );
+    fn a_limit_keeps_only_the_chunks_it_needs() {
+        let shape = [16];
+        let plan = Arc::new(ChunkPlan::new(&shape, &[4], &Selection::all(&shape)));
+        let parts = plan.partitions(4, Some(6));
+        assert_eq!(parts, vec![0..1, 1..2]);
+        assert_eq!(partition_rows(&plan, &parts), vec![4, 4]);
+        let rows: Vec<usize> = plan.clone().reads(0..4, Some(6)).map(|r| r.rows).collect();
+        assert_eq!(rows, vec![4, 2]);
+        assert_eq!(plan.partitions(4, Some(3)), vec![0..1]);
     }
 }

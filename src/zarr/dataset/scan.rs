@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
@@ -29,11 +30,11 @@ use futures::{StreamExt, TryStreamExt};
 use super::model::{Dataset, DatasetColumn};
 use crate::error::{Error, Result};
 use crate::scan_util::{limit_rows, scan_statistics, slices};
-use crate::zarr::chunk_plan::{chunk_count, plan_chunk_reads};
+use crate::zarr::chunk_plan::{chunk_count, ChunkPlan};
 use crate::zarr::chunk_read::ChunkRead;
 use crate::zarr::options::ZarrOptions;
 use crate::zarr::row_filter::RowFilter;
-use crate::zarr::scan::split_into_partitions;
+use crate::zarr::scan::partition_rows;
 use crate::zarr::selection::Selection;
 
 /// What a dataset scan reads.
@@ -55,9 +56,10 @@ pub(crate) struct DatasetScanRequest {
 pub(crate) struct ZarrDatasetScanExec {
     reader: Arc<BlockReader>,
     selection: Selection,
-    partitions: Vec<Vec<ChunkRead>>,
+    plan: Arc<ChunkPlan>,
+    /// Block positions in `plan`, per partition.
+    partitions: Vec<Range<u64>>,
     total_blocks: u64,
-    selected_blocks: usize,
     /// Per variable read: (name, chunks touched, chunks in all).
     variable_chunks: Vec<(String, u64, u64)>,
     limit: Option<usize>,
@@ -82,10 +84,9 @@ impl ZarrDatasetScanExec {
             options,
         } = request;
         let shape = dataset.shape();
-        let reads = plan_chunk_reads(&shape, &dataset.block_shape, &selection);
-        let selected_blocks = reads.len();
+        let plan = Arc::new(ChunkPlan::new(&shape, &dataset.block_shape, &selection));
         let trim_to = if filter.is_none() { limit } else { None };
-        let partitions = split_into_partitions(reads, target_partitions.max(1), trim_to);
+        let partitions = plan.partitions(target_partitions.max(1), trim_to);
         let needed: Vec<usize> = {
             let mut n = projection.clone();
             for c in filter.iter().flat_map(|f| f.columns.iter()) {
@@ -105,7 +106,7 @@ impl ZarrDatasetScanExec {
                     .map(|b| var.axes.iter().map(|&a| b[a].clone()).collect())
                     .collect();
                 let touched = Selection::from_boxes(boxes)
-                    .map(|s| plan_chunk_reads(&var.shape, &var.chunk_shape, &s).len() as u64)
+                    .map(|s| ChunkPlan::new(&var.shape, &var.chunk_shape, &s).len())
                     .unwrap_or(0);
                 let total = chunk_count(&var.shape, &var.chunk_shape);
                 (var.name.clone(), touched, total)
@@ -128,8 +129,8 @@ impl ZarrDatasetScanExec {
                 filter,
             }),
             selection,
+            plan,
             partitions,
-            selected_blocks,
             variable_chunks,
             limit,
             target_partitions,
@@ -138,10 +139,6 @@ impl ZarrDatasetScanExec {
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
         }
-    }
-
-    fn rows_in(reads: &[ChunkRead]) -> usize {
-        reads.iter().map(|r| r.rows).sum()
     }
 
     /// The selection per constrained axis, in index ranges and coordinate values.
@@ -204,7 +201,7 @@ impl DisplayAs for ZarrDatasetScanExec {
             dataset.location,
             names.join(", "),
             self.partitions.len(),
-            self.selected_blocks,
+            self.plan.len(),
             self.total_blocks,
         )?;
         if !self.selection.is_all(&dataset.shape()) {
@@ -223,6 +220,11 @@ impl DisplayAs for ZarrDatasetScanExec {
         }
         if let Some(limit) = self.limit {
             write!(f, ", limit={limit}")?;
+            // Without a row filter only the leading blocks that hold the limit are read.
+            if self.reader.filter.is_none() {
+                let read = self.partitions.last().map_or(0, |r| r.end);
+                write!(f, ", blocks_for_limit={read}")?;
+            }
         }
         let options = match t {
             DisplayFormatType::Verbose => {
@@ -274,7 +276,7 @@ impl ExecutionPlan for ZarrDatasetScanExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
-        let Some(blocks) = self.partitions.get(partition) else {
+        let Some(positions) = self.partitions.get(partition).cloned() else {
             return internal_err!("ZarrDatasetScanExec has no partition {partition}");
         };
         let batch_size = self
@@ -285,11 +287,16 @@ impl ExecutionPlan for ZarrDatasetScanExec {
         if partition == 0 {
             metrics
                 .blocks_skipped
-                .add((self.total_blocks as usize).saturating_sub(self.selected_blocks));
+                .add(self.total_blocks.saturating_sub(self.plan.len()) as usize);
         }
         let reader = Arc::clone(&self.reader);
-        let limit = self.reader.filter.as_ref().and(self.limit);
-        let stream = futures::stream::iter(blocks.clone())
+        // Without a row filter the reads are cut to the limit; with one, the filtered stream is.
+        let (trim_to, limit) = match self.reader.filter {
+            Some(_) => (None, self.limit),
+            None => (self.limit, None),
+        };
+        let blocks = Arc::clone(&self.plan).reads(positions, trim_to);
+        let stream = futures::stream::iter(blocks)
             .map(move |block| {
                 let reader = Arc::clone(&reader);
                 let metrics = metrics.clone();
@@ -343,7 +350,7 @@ impl ExecutionPlan for ZarrDatasetScanExec {
     }
 
     fn partition_statistics(&self, partition: Option<usize>) -> DfResult<Arc<Statistics>> {
-        let rows: Vec<usize> = self.partitions.iter().map(|p| Self::rows_in(p)).collect();
+        let rows = partition_rows(&self.plan, &self.partitions);
         let filtered = self.reader.filter.is_some();
         scan_statistics(&self.reader.schema, &rows, partition, self.limit, filtered).map(Arc::new)
     }

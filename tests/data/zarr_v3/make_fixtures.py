@@ -30,7 +30,7 @@ from zarr.codecs import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from fixture_common import GRID, GRID_CHUNKS, GRID_SHAPE, POINT, POINT_FILL, Recorder, grid_data, point_data  # noqa: E402
+from fixture_common import GRID, GRID_CHUNKS, GRID_SHAPE, POINT, POINT_FILL, Recorder, grid_data, leaf_values, point_data  # noqa: E402
 
 assert zarr.__version__ == "3.4.2", zarr.__version__
 warnings.filterwarnings("ignore")  # raw/bytes data types "have no v3 spec" warnings
@@ -129,6 +129,25 @@ store = fresh("scalar_0d.zarr")
 a = zarr.create_array(store, shape=(), dtype=POINT, fill_value=np.zeros((), dtype=POINT)[()])
 a[...] = point_data(1)[0]
 record("scalar_0d", store, [])
+
+# Ten million chunks of 1000 elements (10^10 rows), only the first and last written: a
+# plan must not grow with the chunk count, and `LIMIT 10` reads one chunk.
+store = fresh("ten_million_chunks.zarr")
+n = 10_000_000_000
+a = zarr.create_array(store, shape=(n,), chunks=(1000,), dtype=GRID,
+                      fill_value=np.array((-1.0, -2.0, False), dtype=GRID)[()], dimension_names=["i"])
+a[:10] = grid_data((1, 10))[0]
+a[n - 5:] = grid_data((2, 5))[1]
+def leaves(part, start):
+    columns = {"i": list(range(start, start + len(part)))}
+    for field in part.dtype.names:
+        columns.update(leaf_values(part[field], field))
+    return columns
+rec.expected["ten_million_chunks"] = {
+    "shape": [n], "dims": ["i"],
+    "head": leaves(np.asarray(a[:12]), 0),
+    "tail": leaves(np.asarray(a[n - 7:]), n - 7),
+}
 
 # The REPL's demo table: daily ocean profiles, time x depth, chunked by month.
 OCEAN = np.dtype([("temperature", "<f4"), ("salinity", "<f4"), ("qc", "u1")])
