@@ -4,7 +4,8 @@
 //!     cargo bench --bench compare -- --records 5000000 --batches 10000   # smaller
 //!
 //!     cargo bench --bench compare -- --only s3     # one section: zarr, dataset,
-//!                                                  # collection, s3, lance_nd or plan
+//!                                                  # collection, s3, lance_nd, plan
+//!                                                  # or memory
 //!
 //! Data is generated once into `target/bench-data` (or `$NDFUSION_BENCH_DIR`) and reused.
 //! The s3 section serves the zstd array from SeaweedFS on 127.0.0.1 (installed by
@@ -47,7 +48,7 @@ struct Args {
     /// `--run FORMAT LOCATION SQL`: only run one query (for profilers and the memory check).
     run: Option<(String, String, String)>,
     repeat: usize,
-    /// `--only SECTION`: zarr, dataset, collection, s3, lance_nd or plan.
+    /// `--only SECTION`: zarr, dataset, collection, s3, lance_nd, plan or memory.
     only: Option<String>,
 }
 
@@ -72,7 +73,7 @@ fn args() -> Args {
             "--only" => {
                 only = Some(
                     it.next()
-                        .expect("--only zarr|dataset|collection|s3|lance_nd|plan"),
+                        .expect("--only zarr|dataset|collection|s3|lance_nd|plan|memory"),
                 )
             }
             "--run" => {
@@ -355,7 +356,18 @@ fn print_rows(rows: &[Row]) {
 /// client would), and prints as JSON the resident memory before the first query and the
 /// process's peak, so a query's peak memory is measured in a process of its own.
 async fn run_one(format: &str, location: &str, query: &str, repeat: usize) {
-    let ctx = ndfusion::new_session_context();
+    // `NDFUSION_MEMORY_LIMIT` (bytes): the memory pool's size, as `ndfusion --memory-limit`.
+    let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
+    if let Some(limit) = std::env::var("NDFUSION_MEMORY_LIMIT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        runtime = runtime.with_memory_limit(limit, 1.0);
+    }
+    let ctx = ndfusion::new_session_context_with_runtime(
+        datafusion::prelude::SessionConfig::new(),
+        runtime.build_arc().unwrap(),
+    );
     let table: Arc<dyn datafusion::catalog::TableProvider> = match format {
         "zarr" => Arc::new(ndfusion::ZarrTable::open(location).await.unwrap()),
         "lance_nd" => Arc::new(ndfusion::LanceNdTable::open(location).await.unwrap()),
@@ -379,11 +391,23 @@ async fn run_one(format: &str, location: &str, query: &str, repeat: usize) {
 
 /// Runs one query in a child process (`--run`) and returns (RSS before, peak RSS) in MiB.
 fn peak_memory_of(format: &str, location: &str, query: &str) -> Option<(f64, f64)> {
+    peak_memory_limited(format, location, query, None)
+}
+
+/// [`peak_memory_of`] with the memory pool limited to `limit` bytes.
+fn peak_memory_limited(
+    format: &str,
+    location: &str,
+    query: &str,
+    limit: Option<usize>,
+) -> Option<(f64, f64)> {
     let exe = std::env::current_exe().ok()?;
-    let out = Command::new(exe)
-        .args(["--run", format, location, query])
-        .output()
-        .ok()?;
+    let mut command = Command::new(exe);
+    command.args(["--run", format, location, query]);
+    if let Some(limit) = limit {
+        command.env("NDFUSION_MEMORY_LIMIT", limit.to_string());
+    }
+    let out = command.output().ok()?;
     if !out.status.success() {
         eprintln!("--run {query}: {}", String::from_utf8_lossy(&out.stderr));
         return None;
@@ -531,6 +555,9 @@ async fn main() {
         lance_nd_section(&args, &mut rows, &mut peaks, py).await;
     }
 
+    if args.runs("memory") {
+        memory_section(&args, &mut peaks);
+    }
     let plan_times = if args.runs("plan") {
         plan_section(&args).await
     } else {
@@ -1074,4 +1101,38 @@ async fn plan_section(args: &Args) -> Vec<(u64, String, f64, f64, f64)> {
         out.push((chunks, name, whole, range, limit));
     }
     out
+}
+
+// ---------------------------------------------------------------- Memory
+
+/// Peak memory of full scans of a 2 GB array (80M records, 80 zstd chunks of 25 MB decoded),
+/// each query in a process of its own, without a limit and with the pool limited to 128 MiB
+/// (each of the 2 partitions then keeps one chunk read in flight instead of two).
+fn memory_section(args: &Args, peaks: &mut Vec<(String, String, f64, f64)>) {
+    const RECORDS: u64 = 80_000_000;
+    let path = args.dir.join(format!("records_{RECORDS}_zstd.zarr"));
+    if !path.join("zarr.json").exists() {
+        println!("generating {}", path.display());
+        generate_zarr(&path, RECORDS, true);
+    }
+    let location = path.to_string_lossy().to_string();
+    for limit in [None, Some(128usize << 20)] {
+        let group = match limit {
+            None => "Zarr 80M records (2.0 GB), zstd, no memory limit".to_string(),
+            Some(l) => format!(
+                "Zarr 80M records (2.0 GB), zstd, memory limit {} MiB",
+                l >> 20
+            ),
+        };
+        for query in [
+            "SELECT sum(value) FROM t",
+            "SELECT count(*) FROM t WHERE flag = 3",
+            "SELECT value FROM t",
+        ] {
+            if let Some((before, peak)) = peak_memory_limited("zarr", &location, query, limit) {
+                println!("{group}: {query}: {before:.0} -> {peak:.0} MiB");
+                peaks.push((group.clone(), query.to_string(), before, peak));
+            }
+        }
+    }
 }

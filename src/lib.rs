@@ -41,6 +41,7 @@
 mod error;
 mod lance_nd;
 mod nd;
+mod read_buffers;
 mod scan_util;
 mod session;
 mod storage;
@@ -54,8 +55,8 @@ pub use lance_nd::{
 };
 pub use nd::{Dim, NdArrowArray, NdError, NdRecordBatch};
 pub use session::{
-    new_session_context, new_session_context_with_config, register_table_factories,
-    LANCE_ND_FORMAT, ZARR_FORMAT,
+    new_session_context, new_session_context_with_config, new_session_context_with_runtime,
+    register_table_factories, LANCE_ND_FORMAT, ZARR_FORMAT,
 };
 pub use storage::StorageOptions;
 pub use zarr::{ZarrOptions, ZarrTable, ZarrTableFactory};

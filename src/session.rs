@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
@@ -44,8 +45,31 @@ pub fn new_session_context() -> SessionContext {
 
 /// Like [`new_session_context`], with a given configuration.
 pub fn new_session_context_with_config(config: SessionConfig) -> SessionContext {
+    new_session_context_with_runtime(config, Arc::new(RuntimeEnv::default()))
+}
+
+/// Like [`new_session_context`], with a given configuration and runtime. The runtime's memory
+/// pool bounds what scans hold: each scan partition reserves its reads in flight (fetched
+/// and decoded chunks) from it and keeps fewer in flight when the pool is short.
+///
+/// ```
+/// use std::sync::Arc;
+/// use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+/// use datafusion::prelude::SessionConfig;
+///
+/// let runtime = RuntimeEnvBuilder::new()
+///     .with_memory_limit(512 << 20, 1.0)
+///     .build_arc()?;
+/// let ctx = ndfusion::new_session_context_with_runtime(SessionConfig::new(), runtime);
+/// # Ok::<_, datafusion::error::DataFusionError>(())
+/// ```
+pub fn new_session_context_with_runtime(
+    config: SessionConfig,
+    runtime: Arc<RuntimeEnv>,
+) -> SessionContext {
     let state = SessionStateBuilder::new()
         .with_config(config)
+        .with_runtime_env(runtime)
         .with_default_features()
         .build();
     let ctx = SessionContext::new_with_state(state);

@@ -79,6 +79,13 @@ pub(crate) fn check_sizes(
 }
 
 impl ArrayMeta {
+    /// Bytes of one decoded chunk (checked to fit when the metadata was read).
+    pub fn chunk_bytes(&self) -> u64 {
+        self.chunk_shape
+            .iter()
+            .fold(self.element.size() as u64, |n, &d| n.saturating_mul(d))
+    }
+
     /// The metadata file this came from: `zarr.json` (v3) or `.zarray` (v2).
     pub fn file_name(&self) -> &'static str {
         match self.zarrs_metadata {

@@ -23,6 +23,7 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 
+use crate::read_buffers::ReadBuffers;
 use crate::scan_util::{limit_rows, scan_statistics, slices};
 
 use super::array::ZarrArray;
@@ -221,6 +222,18 @@ impl ExecutionPlan for ZarrScanExec {
         let in_flight = self
             .options
             .chunks_in_flight(self.reader.array.store.is_remote());
+        // A read holds the fetched chunk and the decoded one.
+        let buffers = ReadBuffers::reserve(
+            context.memory_pool(),
+            &self.metrics,
+            partition,
+            self.partitions.len(),
+            format!("ZarrScanExec[{partition}]"),
+            &self.reader.array.location,
+            2 * self.reader.array.meta.chunk_bytes(),
+            in_flight.min((positions.end - positions.start) as usize),
+        )?;
+        let in_flight = buffers.in_flight;
         let metrics = ChunkMetrics::new(&self.metrics, partition);
         if partition == 0 {
             metrics
@@ -241,7 +254,11 @@ impl ExecutionPlan for ZarrScanExec {
             .map_ok(move |batches| {
                 futures::stream::iter(slices(&batches, batch_size).into_iter().map(Ok))
             })
-            .try_flatten();
+            .try_flatten()
+            // The buffers stay reserved while the stream reads.
+            .inspect(move |_| {
+                let _ = &buffers;
+            });
         let stream = limit_rows(stream, limit);
         Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.reader.schema),

@@ -183,3 +183,36 @@ fn demo_tables_answer_as_numpy_computed() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "n\n100\n");
 }
+
+#[test]
+fn memory_limit_bounds_what_scans_hold() {
+    let create = "CREATE EXTERNAL TABLE o STORED AS ZARR LOCATION 'tests/data/demo/ocean.zarr'";
+    let query = "SELECT count(*) FROM o WHERE qc = 4";
+    // 64 KiB holds one chunk read (22,320 bytes) per partition: the answer numpy gave.
+    let out = ndfusion(
+        &[
+            "-q", "--format", "csv", "-m", "64K", "-c", create, "-c", query,
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "count(*)\n444\n");
+
+    let out = ndfusion(
+        &["-q", "--memory-limit", "10K", "-c", create, "-c", query],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("one chunk read needs 22320 bytes"),
+        "{}",
+        stderr(&out)
+    );
+
+    for bad in ["12X", "lots", "0", "-5M", "1e30T"] {
+        let flag = format!("--memory-limit={bad}");
+        let out = ndfusion(&[&flag, "-c", "SELECT 1"], None);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(stderr(&out).contains("--memory-limit"), "{}", stderr(&out));
+    }
+}

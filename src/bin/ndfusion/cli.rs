@@ -39,6 +39,58 @@ pub struct Args {
     /// Start the REPL without the demo tables.
     #[arg(long)]
     pub no_demo: bool,
+
+    /// Memory DataFusion may use for query buffers (joins, sorts, aggregations, and the
+    /// chunks scans hold in flight), e.g. 512M or 2G; unlimited when not given.
+    #[arg(short = 'm', long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory_limit: Option<usize>,
+}
+
+/// `512M`, `2G`, `1.5G`, `100000` (bytes); units K, M, G, T of 1024.
+pub fn parse_size(text: &str) -> std::result::Result<usize, String> {
+    let trimmed = text.trim();
+    let split = trimmed
+        .find(|c: char| c.is_ascii_alphabetic())
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let scale: f64 = match unit
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 1.0,
+        "K" => 1024.0,
+        "M" => 1024f64.powi(2),
+        "G" => 1024f64.powi(3),
+        "T" => 1024f64.powi(4),
+        _ => {
+            return Err(format!(
+                "unknown unit {unit:?} in {text:?}: use K, M, G or T"
+            ))
+        }
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size such as 512M or 2G"))?;
+    let bytes = value * scale;
+    if !(bytes.is_finite() && bytes >= 1.0 && bytes < usize::MAX as f64) {
+        return Err(format!("{text:?} is not a usable memory size"));
+    }
+    Ok(bytes as usize)
+}
+
+/// The session: ndfusion's formats, the information schema, and the memory limit if given.
+fn session(args: &Args) -> Result<SessionContext> {
+    let config = datafusion::prelude::SessionConfig::new().with_information_schema(true);
+    let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
+    if let Some(limit) = args.memory_limit {
+        runtime = runtime.with_memory_limit(limit, 1.0);
+    }
+    Ok(ndfusion::new_session_context_with_runtime(
+        config,
+        runtime.build_arc()?,
+    ))
 }
 
 /// One source of statements, in command-line order.
@@ -49,7 +101,13 @@ enum Source {
 
 /// Runs the CLI; returns the process exit code.
 pub async fn run(args: Args, matches: &clap::ArgMatches) -> i32 {
-    let ctx = ndfusion::new_session_context();
+    let ctx = match session(&args) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
     let sources = ordered_sources(&args, matches);
     let interactive = sources.is_empty() && std::io::stdin().is_terminal();
 

@@ -28,7 +28,9 @@ use datafusion::physical_plan::{
 use futures::{StreamExt, TryStreamExt};
 
 use super::model::{Dataset, DatasetColumn};
+use super::variable::Source;
 use crate::error::{Error, Result};
+use crate::read_buffers::ReadBuffers;
 use crate::scan_util::{limit_rows, scan_statistics, slices};
 use crate::zarr::chunk_plan::{chunk_count, ChunkPlan};
 use crate::zarr::chunk_read::ChunkRead;
@@ -283,6 +285,17 @@ impl ExecutionPlan for ZarrDatasetScanExec {
             .options
             .batch_size(context.session_config().batch_size());
         let in_flight = self.options.chunks_in_flight(self.reader.dataset.remote);
+        let buffers = ReadBuffers::reserve(
+            context.memory_pool(),
+            &self.metrics,
+            partition,
+            self.partitions.len(),
+            format!("ZarrDatasetScanExec[{partition}]"),
+            &self.reader.dataset.location,
+            self.reader.block_bytes(),
+            in_flight.min((positions.end - positions.start) as usize),
+        )?;
+        let in_flight = buffers.in_flight;
         let metrics = BlockMetrics::new(&self.metrics, partition);
         if partition == 0 {
             metrics
@@ -315,7 +328,11 @@ impl ExecutionPlan for ZarrDatasetScanExec {
             .map_ok(move |batch| {
                 futures::stream::iter(slices(&[batch], batch_size).into_iter().map(Ok))
             })
-            .try_flatten();
+            .try_flatten()
+            // The buffers stay reserved while the stream reads.
+            .inspect(move |_| {
+                let _ = &buffers;
+            });
         let stream = limit_rows(stream, limit);
         Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.reader.schema),
@@ -388,6 +405,27 @@ struct BlockReader {
 
 impl BlockReader {
     /// The rows of one block (blocking: it reads and decodes).
+    /// What reading one block holds at most: each needed variable's box under the block,
+    /// fetched and decoded (strings counted at 16 bytes a cell).
+    fn block_bytes(&self) -> u64 {
+        let dataset = &self.dataset;
+        variables_read(dataset, &self.needed)
+            .into_iter()
+            .map(|v| {
+                let var = &dataset.variables[v];
+                let cells = var
+                    .axes
+                    .iter()
+                    .fold(1u64, |n, &a| n.saturating_mul(dataset.block_shape[a]));
+                let cell_bytes = match &var.source {
+                    Source::Fixed { array, .. } => array.meta.element.size() as u64,
+                    Source::Strings(_) => 16,
+                };
+                cells.saturating_mul(cell_bytes).saturating_mul(2)
+            })
+            .fold(0u64, u64::saturating_add)
+    }
+
     fn read(&self, block: &ChunkRead) -> Result<RecordBatch> {
         let dataset = &self.dataset;
         // The box of the block holding its selected cells, in grid coordinates.
