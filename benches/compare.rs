@@ -342,11 +342,11 @@ fn print_rows(rows: &[Row]) {
     println!("|---|---|---:|---|---:|---:|");
     for r in rows {
         let (t, ratio) = match r.theirs {
-            Some(t) => (format!("{t:.3}"), format!("{:.2}", r.ours / t)),
+            Some(t) => (format!("{t:.4}"), format!("{:.3}", r.ours / t)),
             None => ("skipped".into(), "-".into()),
         };
         println!(
-            "| {} | {} | {:.3} | {} | {} | {} |",
+            "| {} | {} | {:.4} | {} | {} | {} |",
             r.group, r.query, r.ours, r.baseline, t, ratio
         );
     }
@@ -873,6 +873,13 @@ async fn collection_section(args: &Args, rows: &mut Vec<Row>, py: bool) {
             theirs: p(key),
         });
     }
+    rows.push(Row {
+        group: group.clone(),
+        query: "one member by id / count(*) over all (ndfusion)".into(),
+        ours: pick,
+        baseline: "ndfusion count(*) over all".into(),
+        theirs: Some(count),
+    });
     rows.push(Row {
         group,
         query: "one member by id / sum over all (ndfusion)".into(),
