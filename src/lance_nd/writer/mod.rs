@@ -13,11 +13,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::RecordBatchIterator;
-use arrow::datatypes::{Schema, SchemaRef};
-use lance::dataset::{NewColumnTransform, WriteMode};
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use lance::dataset::fragment::write::FragmentCreateBuilder;
+use lance::dataset::transaction::{Operation, Transaction};
+use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode};
 use lance::Dataset;
+use lance_table::format::Fragment;
 
 pub use casting::Casting;
+use casting::Casts;
 
 use super::format::{check_marker, write_error, FORMAT_KEY, FORMAT_VERSION};
 use super::location::TableLocation;
@@ -78,11 +82,11 @@ impl WriteOptions {
 /// an `s3://`, `gs://`, `az://` URL), creating the table when nothing is there. Every batch was
 /// validated when it was built, so invalid arrays never reach the table.
 ///
-/// A write that brings new arrays or attribute keys first adds them to the table (one Lance
-/// commit per new column, all null in the existing rows), then appends its rows (one more
-/// commit). A failure before the append commits leaves no row of the write in the table; the
-/// error ([`Error::Conflict`] for a concurrent writer, [`Error::WriteFailed`] otherwise) says
-/// whether new columns were added.
+/// A write is one Lance commit. A write that brings new arrays or attribute keys adds them to
+/// the schema (all null in the existing rows) in the same commit that appends its rows (a Lance
+/// `Merge` of the table's fragments and the new ones). So a write that fails leaves the table
+/// as it was: [`Error::Conflict`] when another writer committed first (retry the write),
+/// [`Error::WriteFailed`] otherwise; its `left` field says what is known of the table.
 pub async fn write_nd_batches(
     location: &str,
     batches: &[NdRecordBatch],
@@ -94,41 +98,16 @@ pub async fn write_nd_batches(
     let location = TableLocation::resolve(location, &options.storage)?;
     let uri = location.shown.as_str();
     match location.open_lance().await? {
-        Some(mut dataset) => {
+        Some(dataset) => {
             check_marker(&dataset, uri)?;
             let existing = Schema::from(dataset.schema());
             let (wanted, casts) = plan_schema(uri, &existing, batches, options)?;
             let additions = schema_additions(&existing, &wanted);
-            let mut added = false;
-            for addition in additions {
-                let left = if added {
-                    "some of the new columns were added (all null), no rows"
-                } else {
-                    "nothing was written"
-                };
-                dataset
-                    .add_columns(
-                        NewColumnTransform::AllNulls(Arc::new(Schema::new(vec![addition]))),
-                        None,
-                        None,
-                    )
-                    .await
-                    .map_err(|e| write_error(uri, e, left))?;
-                added = true;
-            }
-            let schema: SchemaRef = Arc::new(Schema::from(dataset.schema()));
-            let batch = encode_rows(uri, &schema, batches, &casts)?;
-            let reader = RecordBatchIterator::new(vec![Ok(batch)], schema);
-            let left = if added {
-                "the new columns were added (all null), none of the rows"
+            if additions.is_empty() {
+                append(&location, dataset, batches, &casts).await
             } else {
-                "nothing was written"
-            };
-            dataset
-                .append(reader, None)
-                .await
-                .map_err(|e| write_error(uri, e, left))?;
-            Ok(())
+                evolve_and_append(&location, dataset, additions, batches, &casts).await
+            }
         }
         None => {
             let (wanted, casts) = plan_schema(uri, &Schema::empty(), batches, options)?;
@@ -141,8 +120,104 @@ pub async fn write_nd_batches(
             let params = location.write_params(WriteMode::Create);
             Dataset::write(reader, location.uri(), Some(params))
                 .await
-                .map_err(|e| write_error(uri, e, "nothing was written"))?;
+                .map_err(|e| write_error(uri, e, COMMIT_UNKNOWN))?;
             Ok(())
         }
     }
+}
+
+/// What a failed write left when it failed before committing.
+const NOTHING_WRITTEN: &str = "nothing was written";
+/// What a failed write left when the commit itself failed (not by a conflict): the store may
+/// have taken the new manifest before the failure hid the answer.
+const COMMIT_UNKNOWN: &str = "the commit's outcome is unknown: read the table before retrying";
+
+/// Appends the rows of a write that fits the table's schema: data files first, then one
+/// commit.
+async fn append(
+    location: &TableLocation,
+    dataset: Dataset,
+    batches: &[NdRecordBatch],
+    casts: &Casts,
+) -> Result<()> {
+    let uri = location.shown.as_str();
+    let schema: SchemaRef = Arc::new(Schema::from(dataset.schema()));
+    let batch = encode_rows(uri, &schema, batches, casts)?;
+    let dataset = Arc::new(dataset);
+    let params = location.write_params(WriteMode::Append);
+    let transaction = InsertBuilder::new(Arc::clone(&dataset))
+        .with_params(&params)
+        .execute_uncommitted(vec![batch])
+        .await
+        .map_err(|e| write_error(uri, e, NOTHING_WRITTEN))?;
+    commit(uri, dataset, transaction).await
+}
+
+/// Commits `transaction` on `dataset`: a conflict left nothing; another failure may have hidden
+/// a commit that landed.
+async fn commit(uri: &str, dataset: Arc<Dataset>, transaction: Transaction) -> Result<()> {
+    CommitBuilder::new(dataset)
+        .execute(transaction)
+        .await
+        .map_err(|e| match e {
+            conflict @ (lance::Error::CommitConflict { .. }
+            | lance::Error::RetryableCommitConflict { .. }
+            | lance::Error::IncompatibleTransaction { .. }) => {
+                write_error(uri, conflict, NOTHING_WRITTEN)
+            }
+            e => write_error(uri, e, COMMIT_UNKNOWN),
+        })?;
+    Ok(())
+}
+
+/// Adds `additions` (new columns, or new leaves of struct columns, all null in the existing
+/// rows) and appends the rows in one commit: the rows are written as new fragments under the
+/// evolved schema, then a `Merge` commits the table's fragments plus the new ones with that
+/// schema. Lance refuses the `Merge` when another writer committed since the table was read
+/// (a retryable conflict), so no concurrent row is dropped.
+async fn evolve_and_append(
+    location: &TableLocation,
+    dataset: Dataset,
+    additions: Vec<Field>,
+    batches: &[NdRecordBatch],
+    casts: &Casts,
+) -> Result<()> {
+    let uri = location.shown.as_str();
+    let failed = |e| write_error(uri, e, NOTHING_WRITTEN);
+    let manifest = dataset.manifest();
+    let mut schema = dataset
+        .schema()
+        .merge(&Schema::new(additions))
+        .map_err(failed)?;
+    schema
+        .try_set_field_id(Some(manifest.max_field_id()))
+        .map_err(failed)?;
+    let arrow_schema: SchemaRef = Arc::new(Schema::from(&schema));
+    let batch = encode_rows(uri, &arrow_schema, batches, casts)?;
+    let reader = RecordBatchIterator::new(vec![Ok(batch)], arrow_schema);
+    let params = location.write_params(WriteMode::Append);
+    let mut written = FragmentCreateBuilder::new(location.uri())
+        .schema(&schema)
+        .write_params(&params)
+        .write_fragments(reader)
+        .await
+        .map_err(failed)?;
+    let first_id = manifest.max_fragment_id().map_or(0, |id| id + 1);
+    for (fragment, id) in written.iter_mut().zip(first_id..) {
+        fragment.id = id;
+    }
+    let mut fragments: Vec<Fragment> = dataset
+        .get_fragments()
+        .iter()
+        .map(|f| f.metadata().clone())
+        .collect();
+    fragments.extend(written);
+    let operation = Operation::Merge {
+        fragments,
+        schema,
+        // The additions are nullable (schema_plan.rs), so existing rows read them as null.
+        preserves_nullability: true,
+    };
+    let transaction = Transaction::new(manifest.version, operation, None);
+    commit(uri, Arc::new(dataset), transaction).await
 }
