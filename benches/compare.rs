@@ -4,8 +4,8 @@
 //!     cargo bench --bench compare -- --records 5000000 --batches 10000   # smaller
 //!
 //!     cargo bench --bench compare -- --only s3     # one section: zarr, dataset,
-//!                                                  # collection, s3, lance_nd, plan
-//!                                                  # or memory
+//!                                                  # collection, s3, lance_nd, plan,
+//!                                                  # memory or cluster
 //!
 //! Data is generated once into `target/bench-data` (or `$NDFUSION_BENCH_DIR`) and reused.
 //! The s3 section serves the zstd array from SeaweedFS on 127.0.0.1 (installed by
@@ -48,7 +48,7 @@ struct Args {
     /// `--run FORMAT LOCATION SQL`: only run one query (for profilers and the memory check).
     run: Option<(String, String, String)>,
     repeat: usize,
-    /// `--only SECTION`: zarr, dataset, collection, s3, lance_nd, plan or memory.
+    /// `--only SECTION`: zarr, dataset, collection, s3, lance_nd, plan, memory or cluster.
     only: Option<String>,
 }
 
@@ -73,7 +73,7 @@ fn args() -> Args {
             "--only" => {
                 only = Some(
                     it.next()
-                        .expect("--only zarr|dataset|collection|s3|lance_nd|plan|memory"),
+                        .expect("--only zarr|dataset|collection|s3|lance_nd|plan|memory|cluster"),
                 )
             }
             "--run" => {
@@ -557,6 +557,9 @@ async fn main() {
 
     if args.runs("memory") {
         memory_section(&args, &mut peaks);
+    }
+    if args.runs("cluster") {
+        cluster_section(&args, &mut rows).await;
     }
     let plan_times = if args.runs("plan") {
         plan_section(&args).await
@@ -1140,6 +1143,140 @@ fn memory_section(args: &Args, peaks: &mut Vec<(String, String, f64, f64)>) {
                 println!("{group}: {query}: {before:.0} -> {peak:.0} MiB");
                 peaks.push((group.clone(), query.to_string(), before, peak));
             }
+        }
+    }
+}
+
+/// A process of the bench's cluster, killed when dropped.
+struct ClusterProcess(std::process::Child);
+
+impl Drop for ClusterProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `ndfusion <args>` in the background, once `port` accepts connections.
+fn start_cluster_process(args: &[String], port: u16) -> ClusterProcess {
+    let child = Command::new(env!("CARGO_BIN_EXE_ndfusion"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "ndfusion {args:?} did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    ClusterProcess(child)
+}
+
+/// The overhead of distribution on one machine: the Zarr full scan and a sum over the 10,000
+/// member collection, locally, on a standalone (in-process) Ballista cluster, and on a
+/// scheduler and two executor processes on 127.0.0.1, all with 4 target partitions.
+async fn cluster_section(args: &Args, rows: &mut Vec<Row>) {
+    let path = args.dir.join(format!("records_{}_zstd.zarr", args.records));
+    if !path.join("zarr.json").exists() {
+        println!("generating {}", path.display());
+        generate_zarr(&path, args.records, true);
+    }
+    let collection = args.dir.join("collection_10k");
+    if !collection
+        .join(format!("m{:05}.zarr", MEMBERS - 1))
+        .join("zarr.json")
+        .exists()
+    {
+        println!("generating {}", collection.display());
+        generate_collection(&collection);
+    }
+    let scheduler_port = servers::free_port();
+    let _scheduler = start_cluster_process(
+        &[
+            "scheduler".into(),
+            "--bind".into(),
+            format!("127.0.0.1:{scheduler_port}"),
+        ],
+        scheduler_port,
+    );
+    let _executors: Vec<ClusterProcess> = (0..2)
+        .map(|_| {
+            let port = servers::free_port();
+            start_cluster_process(
+                &[
+                    "executor".into(),
+                    "--scheduler".into(),
+                    format!("127.0.0.1:{scheduler_port}"),
+                    "--bind".into(),
+                    format!("127.0.0.1:{port}"),
+                    "--concurrency".into(),
+                    "2".into(),
+                ],
+                port,
+            )
+        })
+        .collect();
+    let contexts = [
+        ("local", ndfusion::new_session_context()),
+        (
+            "standalone cluster",
+            ndfusion::new_standalone_context(4).await.unwrap(),
+        ),
+        (
+            "scheduler + 2 executors",
+            ndfusion::new_cluster_context(&format!("df://127.0.0.1:{scheduler_port}"))
+                .await
+                .unwrap(),
+        ),
+    ];
+    let array = format!(
+        "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '{}'",
+        path.display()
+    );
+    let members = format!(
+        "CREATE EXTERNAL TABLE c STORED AS ZARR LOCATION '{}/*.zarr'",
+        collection.display()
+    );
+    let queries = [
+        (
+            format!("Zarr {}M records, zstd", args.records / 1_000_000),
+            "SELECT sum(value) FROM t",
+        ),
+        (
+            format!("{MEMBERS} Zarr stores x {MEMBER_RECORDS} records, zstd"),
+            "SELECT sum(value) FROM c",
+        ),
+        (
+            "no table (the cost of a job)".to_string(),
+            "SELECT count(*) FROM (VALUES (1), (2)) AS v(x)",
+        ),
+    ];
+    let mut local_times = Vec::new();
+    for (name, ctx) in &contexts {
+        for sql_text in [
+            "SET datafusion.execution.target_partitions = 4",
+            array.as_str(),
+            members.as_str(),
+        ] {
+            ctx.sql(sql_text).await.unwrap().collect().await.unwrap();
+        }
+        for (i, (group, query)) in queries.iter().enumerate() {
+            let (time, _) = median(|| sql(ctx, query)).await;
+            if *name == "local" {
+                local_times.push(time);
+                continue;
+            }
+            rows.push(Row {
+                group: group.clone(),
+                query: format!("`{query}` on a {name}"),
+                ours: time,
+                baseline: "ndfusion in one process".into(),
+                theirs: Some(local_times[i]),
+            });
         }
     }
 }

@@ -17,7 +17,11 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Everything that can go wrong when opening, reading or writing N-d data.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints the message (as `Display` does): errors that cross process boundaries
+/// (a Ballista executor's task error reaches the client as the `Debug` text of DataFusion's
+/// error) stay readable and name what is at fault.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The location does not exist or holds no table of the expected format.
@@ -207,9 +211,25 @@ pub enum Error {
         source: arrow::error::ArrowError,
     },
 
+    /// A Ballista cluster could not be reached or started.
+    #[error("{what}: {source}")]
+    Cluster {
+        /// The scheduler or executor, with its address.
+        what: String,
+        /// Ballista's or DataFusion's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
     /// An invariant of ndfusion broke; reported instead of panicking.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 impl Error {

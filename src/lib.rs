@@ -16,6 +16,10 @@
 //!   LOCATION '...' [OPTIONS (...)]` work on a `SessionContext`; [`new_session_context`] builds
 //!   a context with it done.
 //!
+//! - With the `cluster` feature, [`new_cluster_context`] runs the same SQL on an Apache
+//!   DataFusion Ballista cluster ([`run_scheduler`], [`run_executor`]), and
+//!   [`new_standalone_context`] on one inside the process.
+//!
 //! Every fallible function returns [`Error`]; inside DataFusion errors it travels as
 //! `DataFusionError::External`, and [`Error::find`] gets it back.
 //!
@@ -33,11 +37,13 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Cargo features: `cli` (the `ndfusion` binary), `s3`, `gcs`, `azure`, `http` (remote
-//! locations); all on by default. An application that needs none of the command line builds
+//! Cargo features: `cli` (the `ndfusion` binary), `cluster` (Ballista), `s3`, `gcs`, `azure`,
+//! `http` (remote locations); all on by default. An application that needs none of the command line builds
 //! with `default-features = false` and the storage features it wants.
 #![warn(missing_docs)]
 
+#[cfg(feature = "cluster")]
+mod cluster;
 mod error;
 mod lance_nd;
 mod nd;
@@ -46,8 +52,14 @@ mod scan_util;
 mod session;
 mod storage;
 mod table_options;
+mod table_source;
 mod zarr;
 
+#[cfg(feature = "cluster")]
+pub use cluster::{
+    new_cluster_context, new_standalone_context, run_executor, run_scheduler, AllowedLocations,
+    ExecutorSettings, SchedulerSettings,
+};
 pub use error::{Error, Result};
 pub use lance_nd::{
     read_nd_batches, write_nd_batches, Casting, LanceNdOptions, LanceNdTable, LanceNdTableFactory,

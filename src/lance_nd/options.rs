@@ -13,7 +13,8 @@ const BATCH_BYTES: usize = 8 << 20;
 const KEYS: &[&str] = &[
     // bytes Lance aims each scanned batch of table rows at (default: 8388608)
     "batch_bytes",
-    // Lance fragments read ahead (default: the session's target partitions)
+    // Lance fragments each scan partition reads ahead (default: the session's target
+    // partitions divided among the scan's partitions)
     "fragments_in_flight",
 ];
 
@@ -42,8 +43,9 @@ impl LanceNdOptions {
         self
     }
 
-    /// Lance fragments read ahead (at least 1). Lance's own default reads many ahead, which
-    /// holds much of a table in memory (BENCHMARKS.md).
+    /// Lance fragments each scan partition reads ahead (at least 1; default: the session's
+    /// target partitions divided among the scan's partitions). Lance's own default reads many
+    /// ahead, which holds much of a table in memory (BENCHMARKS.md).
     pub fn with_fragments_in_flight(mut self, fragments: usize) -> Self {
         self.fragments_in_flight = Some(fragments.max(1));
         self
@@ -73,12 +75,27 @@ impl LanceNdOptions {
         Ok(out)
     }
 
+    #[cfg(feature = "cluster")]
+    /// The options as `OPTIONS (...)` keys, which [`from_sql`](Self::from_sql) reads back (a
+    /// cluster sends them with the plan); an object store the application built has no keys.
+    pub(crate) fn to_sql(&self) -> Result<HashMap<String, String>> {
+        let mut map = self.storage.to_sql()?;
+        if let Some(n) = self.batch_bytes {
+            map.insert("batch_bytes".into(), n.to_string());
+        }
+        if let Some(n) = self.fragments_in_flight {
+            map.insert("fragments_in_flight".into(), n.to_string());
+        }
+        Ok(map)
+    }
+
     pub(crate) fn batch_bytes(&self) -> usize {
         self.batch_bytes.unwrap_or(BATCH_BYTES)
     }
 
-    pub(crate) fn fragments_in_flight(&self, target_partitions: usize) -> usize {
-        self.fragments_in_flight.unwrap_or(target_partitions).max(1)
+    /// Fragments a partition reads ahead, given its default share.
+    pub(crate) fn fragments_in_flight(&self, share: usize) -> usize {
+        self.fragments_in_flight.unwrap_or(share).max(1)
     }
 
     /// The options set by the user, as EXPLAIN shows them (secrets as `***`).
@@ -97,13 +114,10 @@ impl LanceNdOptions {
     }
 
     /// The options in force, as EXPLAIN VERBOSE shows them.
-    pub(crate) fn describe(&self, target_partitions: usize) -> String {
+    pub(crate) fn describe(&self, share: usize) -> String {
         let mut parts = vec![
             format!("batch_bytes={}", self.batch_bytes()),
-            format!(
-                "fragments_in_flight={}",
-                self.fragments_in_flight(target_partitions)
-            ),
+            format!("fragments_in_flight={}", self.fragments_in_flight(share)),
         ];
         if !self.storage.is_empty() {
             parts.push(format!("{:?}", self.storage));

@@ -23,12 +23,14 @@ use datafusion::physical_plan::{
 use futures::{StreamExt, TryStreamExt};
 
 use lance::Dataset;
+use lance_table::format::Fragment;
 
 use super::format::read_error;
 use super::materialize::Materializer;
 use super::options::LanceNdOptions;
 use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
 use crate::scan_util::limit_rows;
+use crate::table_source::OriginSlot;
 
 /// Where an output column comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,28 +67,52 @@ pub(crate) struct ScanRequest {
     pub options: LanceNdOptions,
 }
 
-/// The scan of a lance-nd table: EXPLAIN shows it as `LanceNdScanExec`.
+/// The scan of a lance-nd table: EXPLAIN shows it as `LanceNdScanExec`. The table's Lance
+/// fragments are split into contiguous runs, one per partition (a cluster runs them as
+/// separate tasks).
 #[derive(Debug)]
 pub(crate) struct LanceNdScanExec {
     request: ScanRequest,
+    /// Fragments per partition; `None` for a table without fragments (one empty partition).
+    partitions: Vec<Option<Vec<Fragment>>>,
+    fragment_count: usize,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
+    /// The table's scan call that planned this, for a cluster's codec.
+    origin: OriginSlot,
 }
 
 impl LanceNdScanExec {
+    /// The scan call that planned this scan (set by the table).
+    pub(crate) fn origin(&self) -> &OriginSlot {
+        &self.origin
+    }
+
     pub(crate) fn new(request: ScanRequest) -> Self {
+        let fragments: Vec<Fragment> = request.dataset.manifest().fragments.to_vec();
+        let fragment_count = fragments.len();
+        let parts = request.target_partitions.clamp(1, fragment_count.max(1));
+        let mut partitions: Vec<Option<Vec<Fragment>>> = vec![None; parts];
+        for (i, fragment) in fragments.into_iter().enumerate() {
+            partitions[i * parts / fragment_count]
+                .get_or_insert_with(Vec::new)
+                .push(fragment);
+        }
         let schema = &request.schema;
         let properties = PlanProperties::new(
             EquivalenceProperties::new(Arc::clone(schema)),
-            Partitioning::UnknownPartitioning(1),
+            Partitioning::UnknownPartitioning(parts),
             EmissionType::Incremental,
             Boundedness::Bounded,
         )
         .with_scheduling_type(SchedulingType::Cooperative);
         LanceNdScanExec {
             request,
+            partitions,
+            fragment_count,
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
+            origin: OriginSlot::default(),
         }
     }
 
@@ -140,9 +166,11 @@ impl DisplayAs for LanceNdScanExec {
             .collect();
         write!(
             f,
-            "LanceNdScanExec: table={}, projection=[{}]",
+            "LanceNdScanExec: table={}, projection=[{}], partitions={}, fragments={}",
             request.uri,
-            names.join(", ")
+            names.join(", "),
+            self.partitions.len(),
+            self.fragment_count,
         )?;
         if let Some(filter) = &request.lance_filter {
             write!(f, ", lance_filter={filter}")?;
@@ -155,7 +183,9 @@ impl DisplayAs for LanceNdScanExec {
         }
         // EXPLAIN shows the options a user set; EXPLAIN VERBOSE all in force.
         let options = match t {
-            DisplayFormatType::Verbose => request.options.describe(request.target_partitions),
+            DisplayFormatType::Verbose => request
+                .options
+                .describe(request.target_partitions.div_ceil(self.partitions.len())),
             _ => request.options.describe_set(),
         };
         if !options.is_empty() {
@@ -194,9 +224,12 @@ impl ExecutionPlan for LanceNdScanExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        if partition != 0 {
-            return internal_err!("LanceNdScanExec has one partition, not {partition}");
-        }
+        let Some(fragments) = self.partitions.get(partition).cloned() else {
+            return internal_err!(
+                "LanceNdScanExec has {} partitions, not {partition}",
+                self.partitions.len()
+            );
+        };
         let request = &self.request;
         let uri = request.uri.clone();
         let dataset = Arc::clone(&request.dataset);
@@ -204,10 +237,13 @@ impl ExecutionPlan for LanceNdScanExec {
         let filter = self.combined_filter();
         // Lance reads ahead io_parallelism x 2 fragments by default (on local disk, every
         // fragment of a table of ten), so a full scan held most of the table in memory; one
-        // fragment per core in flight keeps both busy and memory bounded by fragment size.
-        let fragments_in_flight = request
-            .options
-            .fragments_in_flight(context.session_config().target_partitions());
+        // fragment per core in flight, shared by the partitions, keeps both busy and memory
+        // bounded by fragment size.
+        let per_partition = context
+            .session_config()
+            .target_partitions()
+            .div_ceil(self.partitions.len());
+        let fragments_in_flight = request.options.fragments_in_flight(per_partition);
         let batch_bytes = request.options.batch_bytes() as u64;
         let lance_error = {
             let uri = uri.clone();
@@ -220,6 +256,9 @@ impl ExecutionPlan for LanceNdScanExec {
             scanner.with_row_id();
             scanner.batch_size_bytes(batch_bytes);
             scanner.fragment_readahead(fragments_in_flight);
+            if let Some(fragments) = fragments {
+                scanner.with_fragments(fragments);
+            }
             if let Some(filter) = filter {
                 scanner.filter_expr(filter);
             }

@@ -25,6 +25,7 @@ use crate::nd::arrow_encoding::{
     decode_dims, is_nd_array_field, nd_array_parts, GLOBAL_ATTRS_COLUMN,
 };
 use crate::scan_util::project_columns;
+use crate::table_source::{ScanOrigin, TableSource};
 
 /// A lance-nd table as a table: an Int64 index column for each dimension name that has no
 /// array of the same name, one column per array (its values broadcast onto the row's grid,
@@ -52,6 +53,8 @@ pub struct LanceNdTable {
     /// Arrays with a `__stats__:<array>` column.
     stats: HashSet<String>,
     options: LanceNdOptions,
+    /// How to open the table again, at the version read here.
+    source: Arc<TableSource>,
 }
 
 impl LanceNdTable {
@@ -64,8 +67,29 @@ impl LanceNdTable {
 
     /// Opens the table at `location` with `options`.
     pub async fn open_with(location: &str, options: LanceNdOptions) -> Result<Self> {
+        Self::open_at(location, options, None).await
+    }
+
+    /// Opens the table at `location` as it was at Lance `version` (the latest when `None`).
+    pub(crate) async fn open_at(
+        location: &str,
+        options: LanceNdOptions,
+        version: Option<u64>,
+    ) -> Result<Self> {
+        let given = location.to_string();
         let location = TableLocation::resolve(location, options.storage())?;
-        let dataset = location.open().await?;
+        let mut dataset = location.open().await?;
+        if let Some(version) = version {
+            dataset = dataset
+                .checkout_version(version)
+                .await
+                .map_err(|e| read_error(&location.shown, e))?;
+        }
+        let source = Arc::new(TableSource::LanceNd {
+            location: given,
+            version: dataset.version_id(),
+            options: options.clone(),
+        });
         let uri = &location.shown;
         let table_schema = Schema::from(dataset.schema());
         let invalid = |reason: String| Error::InvalidTable {
@@ -119,12 +143,19 @@ impl LanceNdTable {
             arrays,
             stats,
             options,
+            source,
         })
     }
 
     /// The options the table was opened with.
     pub fn options(&self) -> &LanceNdOptions {
         &self.options
+    }
+
+    #[cfg(feature = "cluster")]
+    /// How the table was opened.
+    pub(crate) fn source(&self) -> &Arc<TableSource> {
+        &self.source
     }
 
     fn classify(&self, filter: &Expr) -> FilterUse {
@@ -211,7 +242,7 @@ impl TableProvider for LanceNdTable {
                 FilterUse::Unused => {}
             }
         }
-        Ok(Arc::new(LanceNdScanExec::new(ScanRequest {
+        let scan = LanceNdScanExec::new(ScanRequest {
             uri: self.location.shown.clone(),
             dataset: Arc::clone(&self.dataset),
             schema,
@@ -222,7 +253,10 @@ impl TableProvider for LanceNdTable {
             limit,
             target_partitions: state.config().target_partitions(),
             options: self.options.clone(),
-        })))
+        });
+        let origin = ScanOrigin::new(&self.source, state, projection, filters, limit);
+        scan.origin().set(origin);
+        Ok(Arc::new(scan))
     }
 
     fn supports_filters_pushdown(

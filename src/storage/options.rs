@@ -108,6 +108,21 @@ impl StorageOptions {
         self
     }
 
+    #[cfg(feature = "cluster")]
+    /// The settings as `OPTIONS (...)` keys, secrets included (a cluster sends them with the
+    /// plan, never shows them). An object store the application built cannot travel: an error.
+    pub(crate) fn to_sql(&self) -> Result<std::collections::HashMap<String, String>> {
+        if self.object_store.is_some() {
+            return Err(Error::InvalidOption {
+                option: "object_store".into(),
+                reason: "a table read through an object store the application built cannot be \
+                         sent to a cluster: give its location as a URL and storage settings"
+                    .into(),
+            });
+        }
+        Ok(self.values.clone().into_iter().collect())
+    }
+
     /// Whether `key` (lower case) is a storage setting.
     pub(crate) fn is_storage_key(key: &str) -> bool {
         SETTINGS.iter().any(|s| s.key == key)

@@ -39,6 +39,12 @@ mod store;
 mod table;
 mod zstd_prefix;
 
+#[cfg(feature = "cluster")]
+pub(crate) use collection::CollectionScanExec;
+#[cfg(feature = "cluster")]
+pub(crate) use dataset::ZarrDatasetScanExec;
 pub use factory::ZarrTableFactory;
 pub use options::ZarrOptions;
+#[cfg(feature = "cluster")]
+pub(crate) use scan::ZarrScanExec;
 pub use table::ZarrTable;

@@ -147,6 +147,28 @@ impl ZarrOptions {
         Ok(out)
     }
 
+    #[cfg(feature = "cluster")]
+    /// The options as `OPTIONS (...)` keys, which [`from_sql`](Self::from_sql) reads back (a
+    /// cluster sends them with the plan); an object store the application built has no keys.
+    pub(crate) fn to_sql(&self) -> Result<HashMap<String, String>> {
+        let mut map = self.storage.to_sql()?;
+        let mut set = |key: &str, value: Option<String>| {
+            if let Some(value) = value {
+                map.insert(key.to_string(), value);
+            }
+        };
+        set("batch_size", self.batch_size.map(|n| n.to_string()));
+        set(
+            "chunks_in_flight",
+            self.chunks_in_flight.map(|n| n.to_string()),
+        );
+        set("piece_bytes", self.piece_bytes.map(|n| n.to_string()));
+        set("variables", self.variables.as_ref().map(|v| v.join(",")));
+        set("decode_times", self.decode_times.map(|b| b.to_string()));
+        set("mask_and_scale", self.mask_and_scale.map(|b| b.to_string()));
+        Ok(map)
+    }
+
     pub(crate) fn variables(&self) -> Option<&[String]> {
         self.variables.as_deref()
     }

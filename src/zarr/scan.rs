@@ -25,6 +25,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use crate::read_buffers::ReadBuffers;
 use crate::scan_util::{limit_rows, scan_statistics, slices};
+use crate::table_source::OriginSlot;
 
 use super::array::ZarrArray;
 use super::attributes::GlobalAttrs;
@@ -53,6 +54,8 @@ pub(crate) struct ZarrScanExec {
     options: ZarrOptions,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
+    /// The table's scan call that planned this, for a cluster's codec.
+    origin: OriginSlot,
 }
 
 /// What a scan reads: the array, the projected columns, the row filter and selection.
@@ -71,6 +74,11 @@ pub(crate) struct ScanRequest {
 }
 
 impl ZarrScanExec {
+    /// The scan call that planned this scan (set by the table).
+    pub(crate) fn origin(&self) -> &OriginSlot {
+        &self.origin
+    }
+
     pub(crate) fn new(request: ScanRequest) -> Self {
         let ScanRequest {
             array,
@@ -117,6 +125,7 @@ impl ZarrScanExec {
             options,
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
+            origin: OriginSlot::default(),
         }
     }
 
@@ -275,7 +284,7 @@ impl ExecutionPlan for ZarrScanExec {
     }
 
     fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
-        Some(Arc::new(ZarrScanExec::new(ScanRequest {
+        let mut scan = ZarrScanExec::new(ScanRequest {
             array: Arc::clone(&self.reader.array),
             schema: Arc::clone(&self.reader.schema),
             columns: self.reader.columns.clone(),
@@ -286,7 +295,9 @@ impl ExecutionPlan for ZarrScanExec {
             session_batch_size: self.session_batch_size,
             global_attrs: self.reader.global_attrs.clone(),
             options: self.options.clone(),
-        })))
+        });
+        scan.origin = self.origin.with_limit(limit);
+        Some(Arc::new(scan))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

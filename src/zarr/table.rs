@@ -11,11 +11,13 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::array_table::ArrayTable;
-use super::collection::{expand, is_pattern, CollectionTable};
-use super::dataset::DatasetTable;
+use super::collection::{expand, is_pattern, CollectionScanExec, CollectionTable};
+use super::dataset::{DatasetTable, ZarrDatasetScanExec};
 use super::node::{read_node, Node};
 use super::options::ZarrOptions;
+use super::scan::ZarrScanExec;
 use super::store::ZarrStore;
+use crate::table_source::{ScanOrigin, TableSource};
 
 /// A Zarr array or group as a table.
 ///
@@ -49,6 +51,8 @@ use super::store::ZarrStore;
 pub struct ZarrTable {
     inner: Inner,
     options: ZarrOptions,
+    /// How to open the table again (a cluster's scheduler and executors do).
+    source: Arc<TableSource>,
 }
 
 #[derive(Debug)]
@@ -74,6 +78,10 @@ impl ZarrTable {
             let collection = CollectionTable::open(location, members, member_options).await?;
             return Ok(ZarrTable {
                 inner: Inner::Collection(collection),
+                source: Arc::new(TableSource::Zarr {
+                    location: location.to_string(),
+                    options: options.clone(),
+                }),
                 options,
             });
         }
@@ -96,9 +104,13 @@ impl ZarrTable {
             [one] => one.clone(),
             [first, ..] => format!("{first} and {} more", members.len() - 1),
         };
-        let collection = CollectionTable::open(&shown, members, options.clone()).await?;
+        let collection = CollectionTable::open(&shown, members.clone(), options.clone()).await?;
         Ok(ZarrTable {
             inner: Inner::Collection(collection),
+            source: Arc::new(TableSource::ZarrMany {
+                locations: members,
+                options: options.clone(),
+            }),
             options,
         })
     }
@@ -115,12 +127,26 @@ impl ZarrTable {
                 Inner::Dataset(DatasetTable::open(store, location, group, options.clone()).await?)
             }
         };
-        Ok(ZarrTable { inner, options })
+        let source = Arc::new(TableSource::Zarr {
+            location: location.to_string(),
+            options: options.clone(),
+        });
+        Ok(ZarrTable {
+            inner,
+            options,
+            source,
+        })
     }
 
     /// The options the table was opened with.
     pub fn options(&self) -> &ZarrOptions {
         &self.options
+    }
+
+    #[cfg(feature = "cluster")]
+    /// How the table was opened.
+    pub(crate) fn source(&self) -> &Arc<TableSource> {
+        &self.source
     }
 
     /// The shape of the array, or of the grid of the dataset; for a collection, the number of
@@ -170,9 +196,19 @@ impl TableProvider for ZarrTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        self.provider()
+        let plan = self
+            .provider()
             .scan(state, projection, filters, limit)
-            .await
+            .await?;
+        let origin = ScanOrigin::new(&self.source, state, projection, filters, limit);
+        if let Some(scan) = plan.downcast_ref::<ZarrScanExec>() {
+            scan.origin().set(origin);
+        } else if let Some(scan) = plan.downcast_ref::<ZarrDatasetScanExec>() {
+            scan.origin().set(origin);
+        } else if let Some(scan) = plan.downcast_ref::<CollectionScanExec>() {
+            scan.origin().set(origin);
+        }
+        Ok(plan)
     }
 
     fn supports_filters_pushdown(

@@ -5,6 +5,7 @@ mod zarr_datasets;
 mod zarr_fixtures;
 
 mod cli;
+mod cluster;
 mod lance_nd;
 mod object_stores;
 mod servers;

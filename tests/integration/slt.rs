@@ -2,6 +2,10 @@
 //!
 //! Values print as DataFusion displays them (NULL as `NULL`, empty strings as `(empty)`).
 //! A multi-line cell (EXPLAIN plans) becomes one row per line, so plans can be asserted.
+//!
+//! The same files run on Ballista clusters (label `cluster`, for `skipif cluster`): there
+//! EXPLAIN also shows the distributed plan, which the runner checks holds the physical plan's
+//! scan and then leaves out, so plans are compared with the local ones.
 
 use std::path::PathBuf;
 
@@ -12,6 +16,7 @@ use sqllogictest::{DBOutput, DefaultColumnType};
 
 struct Ndfusion {
     ctx: SessionContext,
+    on_cluster: bool,
 }
 
 #[derive(Debug)]
@@ -61,6 +66,9 @@ impl sqllogictest::AsyncDB for Ndfusion {
                 push_row(&mut rows, cells);
             }
         }
+        if self.on_cluster && sql.trim_start().starts_with("EXPLAIN") {
+            without_distributed_plan(&mut rows)?;
+        }
         Ok(DBOutput::Rows {
             types: vec![DefaultColumnType::Any; columns],
             rows,
@@ -68,6 +76,54 @@ impl sqllogictest::AsyncDB for Ndfusion {
     }
 
     async fn shutdown(&mut self) {}
+}
+
+/// Leaves out the `distributed_plan` rows of a cluster's EXPLAIN, after checking that they
+/// hold the physical plan's scan (the last line of the physical plan).
+fn without_distributed_plan(rows: &mut Vec<Vec<String>>) -> Result<(), SqlError> {
+    let Some(start) = rows.iter().position(|r| r[0] == "distributed_plan") else {
+        return Ok(());
+    };
+    let scan = rows[..start]
+        .last()
+        .and_then(|r| r.last())
+        .map(|line| line.trim().to_string())
+        .unwrap_or_default();
+    if !rows[start..]
+        .iter()
+        .any(|r| r.iter().any(|cell| cell.trim() == scan))
+    {
+        return Err(SqlError(format!(
+            "the distributed plan does not hold the scan `{scan}`"
+        )));
+    }
+    rows.truncate(start);
+    Ok(())
+}
+
+/// The default normalization, and a logical plan's `TableScan` without its `fetch=N`: a
+/// cluster's scheduler receives the logical plan without it (DataFusion's protobuf does not
+/// carry it) and pushes the limit down again, so only the logical plan shows the difference.
+#[allow(clippy::ptr_arg)]
+fn without_scan_fetch(line: &String) -> String {
+    let line = sqllogictest::default_normalizer(line);
+    if !line.contains("TableScan:") {
+        return line;
+    }
+    match line.find(", fetch=") {
+        Some(start) => {
+            let digits = line[start + ", fetch=".len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .count();
+            format!(
+                "{}{}",
+                &line[..start],
+                &line[start + ", fetch=".len() + digits..]
+            )
+        }
+        None => line,
+    }
 }
 
 /// Splits multi-line cells: the first line stays with the row, later lines become rows.
@@ -95,27 +151,73 @@ fn sql_files_in_repo() -> Vec<PathBuf> {
     files
 }
 
-fn runner() -> sqllogictest::Runner<Ndfusion, impl sqllogictest::MakeConnection<Conn = Ndfusion>> {
-    let mut runner = sqllogictest::Runner::new(|| async {
-        Ok(Ndfusion {
-            ctx: ndfusion::new_session_context(),
-        })
+/// Where a runner's SQL runs.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// In this process, as `ndfusion` runs it.
+    Local,
+    /// On a Ballista cluster started inside this process (a scheduler and an executor).
+    Standalone,
+    /// On the Ballista cluster whose scheduler is at this `df://` URL.
+    Cluster(String),
+}
+
+fn runner(
+    mode: Mode,
+) -> sqllogictest::Runner<Ndfusion, impl sqllogictest::MakeConnection<Conn = Ndfusion>> {
+    let on_cluster = !matches!(mode, Mode::Local);
+    let mut runner = sqllogictest::Runner::new(move || {
+        let mode = mode.clone();
+        async move {
+            let ctx = match mode {
+                Mode::Local => ndfusion::new_session_context(),
+                Mode::Standalone => ndfusion::new_standalone_context(2)
+                    .await
+                    .map_err(|e| SqlError(e.to_string()))?,
+                Mode::Cluster(url) => ndfusion::new_cluster_context(&url)
+                    .await
+                    .map_err(|e| SqlError(e.to_string()))?,
+            };
+            Ok(Ndfusion { ctx, on_cluster })
+        }
     });
+    if on_cluster {
+        runner.add_label("cluster");
+        runner.with_normalizer(without_scan_fetch);
+    }
     runner.set_var("REPO".into(), env!("CARGO_MANIFEST_DIR").into());
     runner
 }
 
-#[tokio::test]
-async fn sql_files() {
+/// Runs every file of `sql/` in `mode`; returns the failures.
+async fn run_sql_files(mode: Mode) -> Vec<String> {
     let mut failures = Vec::new();
     for file in &sql_files_in_repo() {
-        if let Err(e) = runner().run_file_async(file).await {
+        if let Err(e) = runner(mode.clone()).run_file_async(file).await {
             failures.push(format!("{}: {e}", file.display()));
         }
     }
+    failures
+}
+
+#[tokio::test]
+async fn sql_files() {
+    let failures = run_sql_files(Mode::Local).await;
     assert!(
         failures.is_empty(),
         "sqllogictest failures:\n{}",
+        failures.join("\n\n")
+    );
+}
+
+/// The same files give the same answers on a Ballista cluster: tables and scans travel
+/// through ndfusion's codecs to the scheduler and executor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sql_files_on_a_standalone_cluster() {
+    let failures = run_sql_files(Mode::Standalone).await;
+    assert!(
+        failures.is_empty(),
+        "sqllogictest failures on a standalone cluster:\n{}",
         failures.join("\n\n")
     );
 }
@@ -129,6 +231,16 @@ pub async fn run_sql_files_at(
     options: &[(&str, String)],
     skip_file: impl Fn(&str) -> bool,
 ) -> usize {
+    run_sql_files_at_in(Mode::Local, base, options, skip_file).await
+}
+
+/// [`run_sql_files_at`] in `mode`.
+pub async fn run_sql_files_at_in(
+    mode: Mode,
+    base: &str,
+    options: &[(&str, String)],
+    skip_file: impl Fn(&str) -> bool,
+) -> usize {
     use sqllogictest::{QueryExpect, Record, StatementExpect};
     let mut failures = Vec::new();
     let mut ran = 0;
@@ -137,7 +249,7 @@ pub async fn run_sql_files_at(
         if skip_file(&name) {
             continue;
         }
-        let mut runner = runner();
+        let mut runner = runner(mode.clone());
         for record in sqllogictest::parse_file::<DefaultColumnType>(file).unwrap() {
             let record = match record {
                 Record::Statement {

@@ -1,6 +1,7 @@
 //! The command line: run SQL from arguments, files or standard input, or start the REPL.
 
 use std::io::{IsTerminal, Read, Write};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -14,8 +15,17 @@ use crate::{demo, repl};
 
 /// Query N-dimensional data (Zarr, lance-nd) with SQL.
 #[derive(Debug, clap::Parser)]
-#[command(name = "ndfusion", version)]
+#[command(name = "ndfusion", version, args_conflicts_with_subcommands = true)]
 pub struct Args {
+    /// Run a cluster process instead of SQL.
+    #[command(subcommand)]
+    pub process: Option<Process>,
+
+    /// Run the SQL on the Ballista cluster whose scheduler is at URL (df://HOST:PORT) instead
+    /// of in this process.
+    #[arg(long, value_name = "URL", conflicts_with = "memory_limit")]
+    pub cluster: Option<String>,
+
     /// SQL to run (repeatable; one string may hold several statements separated by `;`).
     #[arg(short = 'c', long = "command", value_name = "SQL")]
     pub commands: Vec<String>,
@@ -44,6 +54,95 @@ pub struct Args {
     /// chunks scans hold in flight), e.g. 512M or 2G; unlimited when not given.
     #[arg(short = 'm', long, value_name = "SIZE", value_parser = parse_size)]
     pub memory_limit: Option<usize>,
+}
+
+/// The processes of a Ballista cluster, with ndfusion's tables built in.
+#[derive(Debug, clap::Subcommand)]
+pub enum Process {
+    /// Run a cluster's scheduler: clients (`ndfusion --cluster`) send it queries, it plans
+    /// them and hands their tasks to executors.
+    Scheduler {
+        /// Address to listen on for clients and executors.
+        #[arg(long, default_value = "127.0.0.1:50050")]
+        bind: SocketAddr,
+        /// Only tables under this location prefix may be read (repeatable; default: any).
+        #[arg(long = "allow", value_name = "PREFIX")]
+        allow: Vec<String>,
+        /// Seconds without a heartbeat after which an executor is lost and its tasks rerun.
+        #[arg(long, default_value_t = 20)]
+        executor_timeout: u64,
+    },
+    /// Run a cluster's executor: it registers with the scheduler and runs tasks.
+    Executor {
+        /// The scheduler's HOST:PORT.
+        #[arg(long)]
+        scheduler: String,
+        /// Address to serve shuffle data on (Arrow Flight).
+        #[arg(long, default_value = "127.0.0.1:50051")]
+        bind: SocketAddr,
+        /// Tasks run at once (default: the machine's cores).
+        #[arg(long)]
+        concurrency: Option<usize>,
+        /// Folder for shuffle files (default: a new one under the temporary folder).
+        #[arg(long)]
+        work_dir: Option<PathBuf>,
+        /// Memory the executor's tasks may use, e.g. 4G (default: unlimited).
+        #[arg(short = 'm', long, value_name = "SIZE", value_parser = parse_size)]
+        memory_limit: Option<usize>,
+        /// Only tables under this location prefix may be read (repeatable; default: any).
+        #[arg(long = "allow", value_name = "PREFIX")]
+        allow: Vec<String>,
+    },
+}
+
+/// Runs a scheduler or an executor until it stops; returns the process exit code.
+pub async fn run_process(process: Process) -> i32 {
+    let allowed = |prefixes: Vec<String>| match prefixes.is_empty() {
+        true => ndfusion::AllowedLocations::everything(),
+        false => ndfusion::AllowedLocations::prefixes(prefixes),
+    };
+    let result = match process {
+        Process::Scheduler {
+            bind,
+            allow,
+            executor_timeout,
+        } => {
+            eprintln!("ndfusion scheduler listening on {bind}");
+            ndfusion::run_scheduler(ndfusion::SchedulerSettings {
+                bind,
+                allowed: allowed(allow),
+                executor_timeout_seconds: executor_timeout,
+            })
+            .await
+        }
+        Process::Executor {
+            scheduler,
+            bind,
+            concurrency,
+            work_dir,
+            memory_limit,
+            allow,
+        } => {
+            eprintln!("ndfusion executor on {bind}, scheduler {scheduler}");
+            let defaults = ndfusion::ExecutorSettings::default();
+            ndfusion::run_executor(ndfusion::ExecutorSettings {
+                scheduler,
+                bind,
+                concurrency: concurrency.unwrap_or(defaults.concurrency),
+                work_dir,
+                memory_limit: memory_limit.map(|m| m as u64),
+                allowed: allowed(allow),
+            })
+            .await
+        }
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            1
+        }
+    }
 }
 
 /// `512M`, `2G`, `1.5G`, `100000` (bytes); units K, M, G, T of 1024.
@@ -80,8 +179,12 @@ pub fn parse_size(text: &str) -> std::result::Result<usize, String> {
     Ok(bytes as usize)
 }
 
-/// The session: ndfusion's formats, the information schema, and the memory limit if given.
-fn session(args: &Args) -> Result<SessionContext> {
+/// The session: ndfusion's formats, the information schema, and the memory limit if given;
+/// or a cluster's.
+async fn session(args: &Args) -> Result<SessionContext> {
+    if let Some(url) = &args.cluster {
+        return Ok(ndfusion::new_cluster_context(url).await?);
+    }
     let config = datafusion::prelude::SessionConfig::new().with_information_schema(true);
     let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
     if let Some(limit) = args.memory_limit {
@@ -101,7 +204,7 @@ enum Source {
 
 /// Runs the CLI; returns the process exit code.
 pub async fn run(args: Args, matches: &clap::ArgMatches) -> i32 {
-    let ctx = match session(&args) {
+    let ctx = match session(&args).await {
         Ok(ctx) => ctx,
         Err(e) => {
             eprintln!("error: {e}");

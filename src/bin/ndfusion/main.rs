@@ -3,6 +3,7 @@
 mod cli;
 mod demo;
 mod output;
+mod process_log;
 mod repl;
 
 use clap::{CommandFactory, FromArgMatches};
@@ -20,7 +21,7 @@ fn main() {
         eprintln!("Error: internal error in ndfusion: {info}");
     }));
     let matches = Args::command().get_matches();
-    let args = match Args::from_arg_matches(&matches) {
+    let mut args = match Args::from_arg_matches(&matches) {
         Ok(args) => args,
         Err(e) => e.exit(),
     };
@@ -34,6 +35,12 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let code = runtime.block_on(run(args, &matches));
+    let code = match args.process.take() {
+        Some(process) => {
+            process_log::init();
+            runtime.block_on(cli::run_process(process))
+        }
+        None => runtime.block_on(run(args, &matches)),
+    };
     std::process::exit(code);
 }

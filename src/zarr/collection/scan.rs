@@ -26,6 +26,7 @@ use datafusion::physical_plan::{
 use futures::{StreamExt, TryStreamExt};
 
 use crate::scan_util::limit_rows;
+use crate::table_source::OriginSlot;
 use crate::zarr::attributes::GlobalAttrs;
 
 /// Where an output column of a member's batches comes from.
@@ -59,9 +60,16 @@ pub(crate) struct CollectionScanExec {
     limit: Option<usize>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
+    /// The table's scan call that planned this, for a cluster's codec.
+    origin: OriginSlot,
 }
 
 impl CollectionScanExec {
+    /// The scan call that planned this scan (set by the table).
+    pub(crate) fn origin(&self) -> &OriginSlot {
+        &self.origin
+    }
+
     pub(crate) fn new(
         pattern: String,
         schema: SchemaRef,
@@ -92,6 +100,7 @@ impl CollectionScanExec {
             limit,
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
+            origin: OriginSlot::default(),
         }
     }
 

@@ -8,4 +8,5 @@ mod scan;
 mod table;
 mod variable;
 
+pub(crate) use scan::ZarrDatasetScanExec;
 pub(crate) use table::DatasetTable;

@@ -32,6 +32,7 @@ use super::variable::Source;
 use crate::error::{Error, Result};
 use crate::read_buffers::ReadBuffers;
 use crate::scan_util::{limit_rows, scan_statistics, slices};
+use crate::table_source::OriginSlot;
 use crate::zarr::chunk_plan::{chunk_count, ChunkPlan};
 use crate::zarr::chunk_read::ChunkRead;
 use crate::zarr::options::ZarrOptions;
@@ -70,9 +71,16 @@ pub(crate) struct ZarrDatasetScanExec {
     options: ZarrOptions,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
+    /// The table's scan call that planned this, for a cluster's codec.
+    origin: OriginSlot,
 }
 
 impl ZarrDatasetScanExec {
+    /// The scan call that planned this scan (set by the table).
+    pub(crate) fn origin(&self) -> &OriginSlot {
+        &self.origin
+    }
+
     pub(crate) fn new(request: DatasetScanRequest) -> Self {
         let DatasetScanRequest {
             dataset,
@@ -140,6 +148,7 @@ impl ZarrDatasetScanExec {
             options,
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
+            origin: OriginSlot::default(),
         }
     }
 
@@ -349,7 +358,7 @@ impl ExecutionPlan for ZarrDatasetScanExec {
     }
 
     fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
-        Some(Arc::new(ZarrDatasetScanExec::new(DatasetScanRequest {
+        let mut scan = ZarrDatasetScanExec::new(DatasetScanRequest {
             dataset: Arc::clone(&self.reader.dataset),
             projection: self.reader.projection.clone(),
             schema: Arc::clone(&self.reader.schema),
@@ -359,7 +368,9 @@ impl ExecutionPlan for ZarrDatasetScanExec {
             target_partitions: self.target_partitions,
             session_batch_size: self.session_batch_size,
             options: self.options.clone(),
-        })))
+        });
+        scan.origin = self.origin.with_limit(limit);
+        Some(Arc::new(scan))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

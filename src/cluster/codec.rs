@@ -1,0 +1,598 @@
+//! Ballista's extension codecs for ndfusion's tables and scans.
+//!
+//! A table travels as its [`TableSource`] (format, location, version, options); a scan as the
+//! table's `scan` call ([`ScanOrigin`]). The receiving process opens the table again and, for
+//! a scan, runs the same `scan`: planning is deterministic given the table, so it is the scan
+//! the scheduler planned. What the scheduler planned (partitions, EXPLAIN line) travels too and
+//! is checked, so a table that changed between planning and execution is an error, not rows
+//! of another plan. Everything else goes to Ballista's own codecs.
+//!
+//! Options travel with the plan, credentials included (they are never shown: EXPLAIN and
+//! errors print `***`); without them each process uses its own environment's credentials.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use ballista_core::serde::{BallistaLogicalExtensionCodec, BallistaPhysicalExtensionCodec};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::TableProvider;
+use datafusion::common::{DataFusionError, Result, TableReference};
+use datafusion::datasource::file_format::FileFormatFactory;
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::{AggregateUDF, Expr, Extension, LogicalPlan, ScalarUDF, WindowUDF};
+use datafusion::physical_plan::{displayable, ExecutionPlan};
+use datafusion_proto::bytes::Serializeable;
+use datafusion_proto::logical_plan::LogicalExtensionCodec;
+use datafusion_proto::physical_plan::PhysicalExtensionCodec;
+use serde::{Deserialize, Serialize};
+
+use super::allowed::AllowedLocations;
+use crate::lance_nd::{LanceNdOptions, LanceNdScanExec, LanceNdTable};
+use crate::table_source::{OriginSlot, ScanOrigin, TableSource};
+use crate::zarr::{CollectionScanExec, ZarrDatasetScanExec, ZarrOptions, ZarrScanExec, ZarrTable};
+
+/// Marks ndfusion's messages; Ballista's are protobuf, which never starts with this byte
+/// (field 9 of wire type 6 does not exist).
+const MAGIC: &[u8] = b"NDFUSION1";
+
+/// A table as it travels.
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct EncodedTable {
+    /// `zarr`, `zarr_many` or `lance_nd`.
+    format: String,
+    locations: Vec<String>,
+    /// The Lance version of a lance-nd table.
+    version: Option<u64>,
+    /// `OPTIONS (...)` keys and values.
+    options: BTreeMap<String, String>,
+}
+
+/// A scan as it travels.
+#[derive(Debug, Serialize, Deserialize)]
+struct EncodedScan {
+    table: EncodedTable,
+    projection: Option<Vec<usize>>,
+    /// Each filter as DataFusion's protobuf bytes.
+    filters: Vec<Vec<u8>>,
+    limit: Option<usize>,
+    target_partitions: usize,
+    batch_size: usize,
+    /// What the scheduler planned, checked when the scan is planned again.
+    partitions: usize,
+    explain: String,
+}
+
+/// Ballista's logical codec, knowing ndfusion's table providers.
+#[derive(Debug)]
+pub(crate) struct NdfusionLogicalCodec {
+    inner: BallistaLogicalExtensionCodec,
+    allowed: AllowedLocations,
+}
+
+impl NdfusionLogicalCodec {
+    pub(crate) fn new(allowed: AllowedLocations) -> Self {
+        NdfusionLogicalCodec {
+            inner: BallistaLogicalExtensionCodec::default(),
+            allowed,
+        }
+    }
+}
+
+/// Ballista's physical codec, knowing ndfusion's scans.
+#[derive(Debug)]
+pub(crate) struct NdfusionPhysicalCodec {
+    inner: BallistaPhysicalExtensionCodec,
+    allowed: AllowedLocations,
+}
+
+impl NdfusionPhysicalCodec {
+    pub(crate) fn new(allowed: AllowedLocations) -> Self {
+        NdfusionPhysicalCodec {
+            inner: BallistaPhysicalExtensionCodec::default(),
+            allowed,
+        }
+    }
+}
+
+impl LogicalExtensionCodec for NdfusionLogicalCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        inputs: &[LogicalPlan],
+        ctx: &TaskContext,
+    ) -> Result<Extension> {
+        self.inner.try_decode(buf, inputs, ctx)
+    }
+
+    fn try_encode(&self, node: &Extension, buf: &mut Vec<u8>) -> Result<()> {
+        self.inner.try_encode(node, buf)
+    }
+
+    fn try_decode_table_provider(
+        &self,
+        buf: &[u8],
+        table_ref: &TableReference,
+        schema: SchemaRef,
+        ctx: &TaskContext,
+    ) -> Result<Arc<dyn TableProvider>> {
+        let Some(message) = buf.strip_prefix(MAGIC) else {
+            return self
+                .inner
+                .try_decode_table_provider(buf, table_ref, schema, ctx);
+        };
+        let table: EncodedTable = from_json(message, "table")?;
+        let provider = block_on(&table, open_table(&table, &self.allowed))??;
+        if provider.schema().fields() != schema.fields() {
+            return Err(changed(
+                &table,
+                "its columns are not those the query was planned on",
+            ));
+        }
+        Ok(provider)
+    }
+
+    fn try_encode_table_provider(
+        &self,
+        table_ref: &TableReference,
+        node: Arc<dyn TableProvider>,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
+        let source = if let Some(table) = node.downcast_ref::<ZarrTable>() {
+            table.source()
+        } else if let Some(table) = node.downcast_ref::<LanceNdTable>() {
+            table.source()
+        } else {
+            return self.inner.try_encode_table_provider(table_ref, node, buf);
+        };
+        buf.extend_from_slice(MAGIC);
+        buf.extend(to_json(&encode_table(source)?)?);
+        Ok(())
+    }
+
+    fn try_decode_file_format(
+        &self,
+        buf: &[u8],
+        ctx: &TaskContext,
+    ) -> Result<Arc<dyn FileFormatFactory>> {
+        self.inner.try_decode_file_format(buf, ctx)
+    }
+
+    fn try_encode_file_format(
+        &self,
+        buf: &mut Vec<u8>,
+        node: Arc<dyn FileFormatFactory>,
+    ) -> Result<()> {
+        self.inner.try_encode_file_format(buf, node)
+    }
+
+    fn try_decode_udf(&self, name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
+        self.inner.try_decode_udf(name, buf)
+    }
+
+    fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> Result<()> {
+        self.inner.try_encode_udf(node, buf)
+    }
+
+    fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> Result<Arc<AggregateUDF>> {
+        self.inner.try_decode_udaf(name, buf)
+    }
+
+    fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> Result<()> {
+        self.inner.try_encode_udaf(node, buf)
+    }
+
+    fn try_decode_udwf(&self, name: &str, buf: &[u8]) -> Result<Arc<WindowUDF>> {
+        self.inner.try_decode_udwf(name, buf)
+    }
+
+    fn try_encode_udwf(&self, node: &WindowUDF, buf: &mut Vec<u8>) -> Result<()> {
+        self.inner.try_encode_udwf(node, buf)
+    }
+}
+
+impl PhysicalExtensionCodec for NdfusionPhysicalCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        inputs: &[Arc<dyn ExecutionPlan>],
+        ctx: &TaskContext,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let Some(message) = buf.strip_prefix(MAGIC) else {
+            return self.inner.try_decode(buf, inputs, ctx);
+        };
+        let scan: EncodedScan = from_json(message, "scan")?;
+        let table = &scan.table;
+        let plan = block_on(table, replay_scan(&scan, ctx, &self.allowed))??;
+        if plan.properties().partitioning.partition_count() != scan.partitions
+            || explain_line(plan.as_ref()) != scan.explain
+        {
+            return Err(changed(
+                table,
+                &format!(
+                    "the scan planned on the scheduler was `{}`, here it is `{}`",
+                    scan.explain,
+                    explain_line(plan.as_ref())
+                ),
+            ));
+        }
+        Ok(plan)
+    }
+
+    fn try_encode(&self, node: Arc<dyn ExecutionPlan>, buf: &mut Vec<u8>) -> Result<()> {
+        let Some(slot) = origin_slot(node.as_ref()) else {
+            return self.inner.try_encode(node, buf);
+        };
+        let Some(origin) = slot.get() else {
+            return Err(DataFusionError::Internal(format!(
+                "{} was not planned by its table, so it cannot be sent to a cluster",
+                node.name()
+            )));
+        };
+        let scan = encode_scan(origin, node.as_ref())?;
+        buf.extend_from_slice(MAGIC);
+        buf.extend(to_json(&scan)?);
+        Ok(())
+    }
+
+    fn try_decode_udf(&self, name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
+        self.inner.try_decode_udf(name, buf)
+    }
+
+    fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> Result<()> {
+        self.inner.try_encode_udf(node, buf)
+    }
+
+    fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> Result<Arc<AggregateUDF>> {
+        self.inner.try_decode_udaf(name, buf)
+    }
+
+    fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> Result<()> {
+        self.inner.try_encode_udaf(node, buf)
+    }
+
+    fn try_decode_udwf(&self, name: &str, buf: &[u8]) -> Result<Arc<WindowUDF>> {
+        self.inner.try_decode_udwf(name, buf)
+    }
+
+    fn try_encode_udwf(&self, node: &WindowUDF, buf: &mut Vec<u8>) -> Result<()> {
+        self.inner.try_encode_udwf(node, buf)
+    }
+}
+
+/// The origin of one of ndfusion's scans; `None` for every other plan.
+fn origin_slot(plan: &dyn ExecutionPlan) -> Option<&OriginSlot> {
+    let any = plan;
+    if let Some(scan) = any.downcast_ref::<ZarrScanExec>() {
+        Some(scan.origin())
+    } else if let Some(scan) = any.downcast_ref::<ZarrDatasetScanExec>() {
+        Some(scan.origin())
+    } else if let Some(scan) = any.downcast_ref::<CollectionScanExec>() {
+        Some(scan.origin())
+    } else {
+        any.downcast_ref::<LanceNdScanExec>()
+            .map(|scan| scan.origin())
+    }
+}
+
+fn encode_table(source: &TableSource) -> Result<EncodedTable> {
+    let (format, locations, version, options) = match source {
+        TableSource::Zarr { location, options } => {
+            ("zarr", vec![location.clone()], None, options.to_sql())
+        }
+        TableSource::ZarrMany { locations, options } => {
+            ("zarr_many", locations.clone(), None, options.to_sql())
+        }
+        TableSource::LanceNd {
+            location,
+            version,
+            options,
+        } => (
+            "lance_nd",
+            vec![location.clone()],
+            Some(*version),
+            options.to_sql(),
+        ),
+    };
+    Ok(EncodedTable {
+        format: format.to_string(),
+        locations,
+        version,
+        options: options.map_err(external)?.into_iter().collect(),
+    })
+}
+
+fn encode_scan(origin: &ScanOrigin, plan: &dyn ExecutionPlan) -> Result<EncodedScan> {
+    let filters = origin
+        .filters
+        .iter()
+        .map(|f| f.to_bytes().map(|b| b.to_vec()))
+        .collect::<Result<_>>()?;
+    Ok(EncodedScan {
+        table: encode_table(&origin.source)?,
+        projection: origin.projection.clone(),
+        filters,
+        limit: origin.limit,
+        target_partitions: origin.target_partitions,
+        batch_size: origin.batch_size,
+        partitions: plan.properties().partitioning.partition_count(),
+        explain: explain_line(plan),
+    })
+}
+
+/// Opens the table `table` describes, if its locations are allowed here.
+async fn open_table(
+    table: &EncodedTable,
+    allowed: &AllowedLocations,
+) -> Result<Arc<dyn TableProvider>> {
+    for location in &table.locations {
+        allowed.check(location).map_err(external)?;
+    }
+    let options: std::collections::HashMap<String, String> =
+        table.options.clone().into_iter().collect();
+    let provider: Arc<dyn TableProvider> = match (table.format.as_str(), table.locations.as_slice())
+    {
+        ("zarr", [location]) => {
+            let options = ZarrOptions::from_sql(&options).map_err(external)?;
+            Arc::new(
+                ZarrTable::open_with(location, options)
+                    .await
+                    .map_err(external)?,
+            )
+        }
+        ("zarr_many", locations) => {
+            let options = ZarrOptions::from_sql(&options).map_err(external)?;
+            Arc::new(
+                ZarrTable::open_many(locations, options)
+                    .await
+                    .map_err(external)?,
+            )
+        }
+        ("lance_nd", [location]) => {
+            let options = LanceNdOptions::from_sql(&options).map_err(external)?;
+            let table = LanceNdTable::open_at(location, options, table.version);
+            Arc::new(table.await.map_err(external)?)
+        }
+        (format, _) => {
+            return Err(DataFusionError::Internal(format!(
+                "an ndfusion table of unknown format '{format}' in a cluster plan"
+            )))
+        }
+    };
+    Ok(provider)
+}
+
+/// Opens the scan's table and plans the same scan, in a session like the scheduler's.
+async fn replay_scan(
+    scan: &EncodedScan,
+    ctx: &TaskContext,
+    allowed: &AllowedLocations,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let provider = open_table(&scan.table, allowed).await?;
+    let filters = scan
+        .filters
+        .iter()
+        .map(|bytes| Expr::from_bytes_with_ctx(bytes, ctx))
+        .collect::<Result<Vec<_>>>()?;
+    let config = ctx
+        .session_config()
+        .clone()
+        .with_target_partitions(scan.target_partitions)
+        .with_batch_size(scan.batch_size);
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(ctx.runtime_env())
+        .with_default_features()
+        .build();
+    provider
+        .scan(&state, scan.projection.as_ref(), &filters, scan.limit)
+        .await
+}
+
+/// Runs `future` (opening a table) from the codec's synchronous methods, on the tokio
+/// runtime the codec was called on; Ballista's scheduler and executors run on multi-threaded
+/// runtimes.
+fn block_on<F: Future>(table: &EncodedTable, future: F) -> Result<F::Output> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            Ok(tokio::task::block_in_place(|| handle.block_on(future)))
+        }
+        _ => Err(DataFusionError::Execution(format!(
+            "opening {} for a cluster plan needs a multi-threaded tokio runtime",
+            table.locations.join(", ")
+        ))),
+    }
+}
+
+/// The first line of the plan's EXPLAIN (its own line, without children).
+fn explain_line(plan: &dyn ExecutionPlan) -> String {
+    displayable(plan).one_line().to_string().trim().to_string()
+}
+
+fn changed(table: &EncodedTable, what: &str) -> DataFusionError {
+    DataFusionError::Execution(format!(
+        "{} changed since the query was planned: {what}",
+        table.locations.join(", ")
+    ))
+}
+
+fn external(e: crate::Error) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(value).map_err(|e| DataFusionError::Internal(e.to_string()))
+}
+
+fn from_json<'a, T: Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        DataFusionError::Internal(format!(
+            "an ndfusion {what} in a cluster plan is damaged: {e}"
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::util::pretty::pretty_format_batches;
+    use datafusion::physical_plan::collect;
+    use datafusion::prelude::SessionContext;
+    use datafusion_proto::bytes::{
+        logical_plan_from_bytes_with_extension_codec, logical_plan_to_bytes_with_extension_codec,
+        physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
+    };
+
+    use super::*;
+
+    /// The rows of `plan`, sorted (partitions may interleave).
+    async fn rows(plan: Arc<dyn ExecutionPlan>, ctx: &SessionContext) -> Vec<String> {
+        let batches = collect(plan, ctx.task_ctx()).await.unwrap();
+        let text = pretty_format_batches(&batches).unwrap().to_string();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        lines.sort();
+        lines
+    }
+
+    fn explain(plan: &Arc<dyn ExecutionPlan>) -> String {
+        displayable(plan.as_ref()).indent(true).to_string()
+    }
+
+    /// Plans `query` on a table created by `create`, sends the logical and the physical plan
+    /// through the codecs, and checks that both come back as the same plan with the same rows.
+    async fn round_trip(create: &str, query: &str) -> String {
+        let ctx = crate::new_session_context();
+        ctx.sql(create).await.unwrap();
+        let df = ctx.sql(query).await.unwrap();
+        let logical = df.logical_plan().clone();
+
+        let logical_codec = NdfusionLogicalCodec::new(AllowedLocations::everything());
+        let bytes = logical_plan_to_bytes_with_extension_codec(&logical, &logical_codec).unwrap();
+        let decoded =
+            logical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &logical_codec)
+                .unwrap();
+        assert_eq!(
+            format!("{}", decoded.display_indent()),
+            format!("{}", logical.display_indent())
+        );
+
+        let physical = ctx.state().create_physical_plan(&logical).await.unwrap();
+        let physical_codec = NdfusionPhysicalCodec::new(AllowedLocations::everything());
+        let bytes =
+            physical_plan_to_bytes_with_extension_codec(Arc::clone(&physical), &physical_codec)
+                .unwrap();
+        let decoded =
+            physical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &physical_codec)
+                .unwrap();
+        assert_eq!(explain(&decoded), explain(&physical));
+        let shown = explain(&physical);
+        let expected = rows(physical, &ctx).await;
+        assert!(expected.len() > 4, "{query}: no rows to compare");
+        assert_eq!(rows(decoded, &ctx).await, expected);
+        shown
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn zarr_array_scans_travel_with_their_chunk_ranges_and_row_filter() {
+        let plan = round_trip(
+            "CREATE EXTERNAL TABLE w STORED AS ZARR LOCATION 'tests/data/zarr_v3/grid_2d.zarr' \
+             OPTIONS ('batch_size' '7')",
+            "SELECT * FROM w WHERE time >= 1 AND station < 5 AND temp > 0 LIMIT 50",
+        )
+        .await;
+        assert!(plan.contains("selection="), "{plan}");
+        assert!(plan.contains("row_filter="), "{plan}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dataset_collection_and_lance_nd_scans_travel() {
+        round_trip(
+            "CREATE EXTERNAL TABLE o STORED AS ZARR LOCATION 'tests/data/datasets/ocean_v3.zarr'",
+            "SELECT * FROM o WHERE lat > 10",
+        )
+        .await;
+        round_trip(
+            "CREATE EXTERNAL TABLE f STORED AS ZARR \
+             LOCATION 'tests/data/collections/floats/*.zarr'",
+            "SELECT * FROM f WHERE __global_attrs__.id <> 'f4'",
+        )
+        .await;
+        round_trip(
+            "CREATE EXTERNAL TABLE m STORED AS LANCE_ND \
+             LOCATION 'tests/data/lance_nd/many.lance' OPTIONS ('batch_bytes' '4096')",
+            "SELECT * FROM m",
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn locations_outside_the_allow_list_are_refused() {
+        let ctx = crate::new_session_context();
+        ctx.sql(
+            "CREATE EXTERNAL TABLE p STORED AS ZARR LOCATION 'tests/data/zarr_v3/struct_1d.zarr'",
+        )
+        .await
+        .unwrap();
+        let plan = ctx
+            .sql("SELECT * FROM p")
+            .await
+            .unwrap()
+            .logical_plan()
+            .clone();
+        let open = NdfusionLogicalCodec::new(AllowedLocations::everything());
+        let bytes = logical_plan_to_bytes_with_extension_codec(&plan, &open).unwrap();
+        let strict = NdfusionLogicalCodec::new(AllowedLocations::prefixes(["s3://bucket"]));
+        let err = logical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &strict)
+            .unwrap_err();
+        assert!(
+            crate::Error::user_message(&err).contains(
+                "invalid location 'tests/data/zarr_v3/struct_1d.zarr': this cluster only reads \
+                 locations under: s3://bucket"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_scan_outside_a_multi_threaded_runtime_is_an_error() {
+        let table = EncodedTable {
+            format: "zarr".into(),
+            locations: vec!["a.zarr".into()],
+            version: None,
+            options: BTreeMap::new(),
+        };
+        let err = block_on(&table, async {}).unwrap_err();
+        assert!(err
+            .to_string()
+            .contains("opening a.zarr for a cluster plan needs a multi-threaded tokio runtime"));
+    }
+
+    #[test]
+    fn secrets_travel_but_an_application_store_does_not() {
+        let options = ZarrOptions::new().with_storage(
+            crate::StorageOptions::new()
+                .with("aws.secret_access_key", "s3cr3t")
+                .unwrap(),
+        );
+        let encoded = encode_table(&TableSource::Zarr {
+            location: "s3://b/a.zarr".into(),
+            options,
+        })
+        .unwrap();
+        assert_eq!(encoded.options["aws.secret_access_key"], "s3cr3t");
+        let store: Arc<dyn object_store::ObjectStore> =
+            Arc::new(object_store::memory::InMemory::new());
+        let options =
+            ZarrOptions::new().with_storage(crate::StorageOptions::new().with_object_store(store));
+        let err = encode_table(&TableSource::Zarr {
+            location: "a.zarr".into(),
+            options,
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("cannot be sent to a cluster"),
+            "{err}"
+        );
+    }
+}
