@@ -1265,17 +1265,28 @@ async fn cluster_section(args: &Args, rows: &mut Vec<Row>) {
             ctx.sql(sql_text).await.unwrap().collect().await.unwrap();
         }
         for (i, (group, query)) in queries.iter().enumerate() {
+            // The first query of a table opens it where the plan runs (then kept).
+            let start = Instant::now();
+            sql(ctx, query).await;
+            let first = start.elapsed().as_secs_f64();
             let (time, _) = median(|| sql(ctx, query)).await;
             if *name == "local" {
-                local_times.push(time);
+                local_times.push((first, time));
                 continue;
             }
             rows.push(Row {
                 group: group.clone(),
-                query: format!("`{query}` on a {name}"),
+                query: format!("`{query}` on a {name}, first query of the table"),
+                ours: first,
+                baseline: "ndfusion in one process, first query".into(),
+                theirs: Some(local_times[i].0),
+            });
+            rows.push(Row {
+                group: group.clone(),
+                query: format!("`{query}` on a {name}, median of 5"),
                 ours: time,
                 baseline: "ndfusion in one process".into(),
-                theirs: Some(local_times[i]),
+                theirs: Some(local_times[i].1),
             });
         }
     }

@@ -10,6 +10,7 @@
 // Without the `cluster` feature nothing reads these back.
 #![cfg_attr(not(feature = "cluster"), allow(dead_code))]
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use datafusion::catalog::Session;
@@ -20,7 +21,16 @@ use crate::zarr::ZarrOptions;
 
 /// How to open a table again.
 #[derive(Debug, Clone)]
-pub(crate) enum TableSource {
+pub(crate) struct TableSource {
+    pub kind: SourceKind,
+    /// Tells this opening of the table from others (of the same location too): a cluster
+    /// keeps what it opened per opening, so a table created again is read again, as locally.
+    pub opening: String,
+}
+
+/// What was opened.
+#[derive(Debug, Clone)]
+pub(crate) enum SourceKind {
     /// `ZarrTable::open_with(location)`: an array, a group, or a glob of members.
     Zarr {
         location: String,
@@ -38,6 +48,25 @@ pub(crate) enum TableSource {
         version: u64,
         options: LanceNdOptions,
     },
+}
+
+impl TableSource {
+    /// A new opening of `kind`: unique to this process and this opening.
+    pub(crate) fn new(kind: SourceKind) -> Arc<Self> {
+        static OPENINGS: AtomicU64 = AtomicU64::new(0);
+        static PROCESS: OnceLock<String> = OnceLock::new();
+        let process = PROCESS.get_or_init(|| {
+            let started = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            format!("{}-{started}", std::process::id())
+        });
+        let opening = OPENINGS.fetch_add(1, Ordering::Relaxed);
+        Arc::new(TableSource {
+            kind,
+            opening: format!("{process}-{opening}"),
+        })
+    }
 }
 
 /// A table's `scan` call, as the table received it.

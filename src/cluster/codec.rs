@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use super::allowed::AllowedLocations;
 use crate::lance_nd::{LanceNdOptions, LanceNdScanExec, LanceNdTable};
-use crate::table_source::{OriginSlot, ScanOrigin, TableSource};
+use crate::table_source::{OriginSlot, ScanOrigin, SourceKind, TableSource};
 use crate::zarr::{CollectionScanExec, ZarrDatasetScanExec, ZarrOptions, ZarrScanExec, ZarrTable};
 
 /// Marks ndfusion's messages; Ballista's are protobuf, which never starts with this byte
@@ -47,6 +47,8 @@ struct EncodedTable {
     version: Option<u64>,
     /// `OPTIONS (...)` keys and values.
     options: BTreeMap<String, String>,
+    /// Which opening of the table on the client (`TableSource::opening`).
+    opening: String,
 }
 
 /// A scan as it travels.
@@ -277,14 +279,14 @@ fn origin_slot(plan: &dyn ExecutionPlan) -> Option<&OriginSlot> {
 }
 
 fn encode_table(source: &TableSource) -> Result<EncodedTable> {
-    let (format, locations, version, options) = match source {
-        TableSource::Zarr { location, options } => {
+    let (format, locations, version, options) = match &source.kind {
+        SourceKind::Zarr { location, options } => {
             ("zarr", vec![location.clone()], None, options.to_sql())
         }
-        TableSource::ZarrMany { locations, options } => {
+        SourceKind::ZarrMany { locations, options } => {
             ("zarr_many", locations.clone(), None, options.to_sql())
         }
-        TableSource::LanceNd {
+        SourceKind::LanceNd {
             location,
             version,
             options,
@@ -300,6 +302,7 @@ fn encode_table(source: &TableSource) -> Result<EncodedTable> {
         locations,
         version,
         options: options.map_err(external)?.into_iter().collect(),
+        opening: source.opening.clone(),
     })
 }
 
@@ -321,7 +324,43 @@ fn encode_scan(origin: &ScanOrigin, plan: &dyn ExecutionPlan) -> Result<EncodedS
     })
 }
 
-/// Opens the table `table` describes, if its locations are allowed here.
+/// Tables this process opened, most recent last, by their client-side opening: every task
+/// of a query, and every query of the table, reuses it, as a local session reuses the table
+/// `CREATE EXTERNAL TABLE` opened, instead of reading its metadata again (for a collection,
+/// every member's).
+struct OpenedTables {
+    entries: std::sync::Mutex<Vec<(String, Arc<dyn TableProvider>)>>,
+}
+
+/// Tables kept per process (the least recently used goes first).
+const OPENED_TABLES: usize = 32;
+
+static OPENED: OpenedTables = OpenedTables {
+    entries: std::sync::Mutex::new(Vec::new()),
+};
+
+impl OpenedTables {
+    fn get(&self, key: &str) -> Option<Arc<dyn TableProvider>> {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let at = entries.iter().position(|(k, _)| k == key)?;
+        let entry = entries.remove(at);
+        let table = Arc::clone(&entry.1);
+        entries.push(entry);
+        Some(table)
+    }
+
+    fn put(&self, key: String, table: Arc<dyn TableProvider>) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.retain(|(k, _)| *k != key);
+        if entries.len() >= OPENED_TABLES {
+            entries.remove(0);
+        }
+        entries.push((key, table));
+    }
+}
+
+/// The table `table` describes, if its locations are allowed here: the one this process
+/// opened for that opening already, or opened now.
 async fn open_table(
     table: &EncodedTable,
     allowed: &AllowedLocations,
@@ -329,6 +368,17 @@ async fn open_table(
     for location in &table.locations {
         allowed.check(location).map_err(external)?;
     }
+    // The opening in the key tells a table created again from the one before.
+    let key = String::from_utf8_lossy(&to_json(table)?).to_string();
+    if let Some(provider) = OPENED.get(&key) {
+        return Ok(provider);
+    }
+    let provider = open_table_again(table).await?;
+    OPENED.put(key, Arc::clone(&provider));
+    Ok(provider)
+}
+
+async fn open_table_again(table: &EncodedTable) -> Result<Arc<dyn TableProvider>> {
     let options: std::collections::HashMap<String, String> =
         table.options.clone().into_iter().collect();
     let provider: Arc<dyn TableProvider> = match (table.format.as_str(), table.locations.as_slice())
@@ -561,6 +611,7 @@ mod tests {
             locations: vec!["a.zarr".into()],
             version: None,
             options: BTreeMap::new(),
+            opening: "1".into(),
         };
         let err = block_on(&table, async {}).unwrap_err();
         assert!(err
@@ -575,20 +626,20 @@ mod tests {
                 .with("aws.secret_access_key", "s3cr3t")
                 .unwrap(),
         );
-        let encoded = encode_table(&TableSource::Zarr {
+        let encoded = encode_table(&TableSource::new(SourceKind::Zarr {
             location: "s3://b/a.zarr".into(),
             options,
-        })
+        }))
         .unwrap();
         assert_eq!(encoded.options["aws.secret_access_key"], "s3cr3t");
         let store: Arc<dyn object_store::ObjectStore> =
             Arc::new(object_store::memory::InMemory::new());
         let options =
             ZarrOptions::new().with_storage(crate::StorageOptions::new().with_object_store(store));
-        let err = encode_table(&TableSource::Zarr {
+        let err = encode_table(&TableSource::new(SourceKind::Zarr {
             location: "a.zarr".into(),
             options,
-        })
+        }))
         .unwrap_err();
         assert!(
             err.to_string().contains("cannot be sent to a cluster"),

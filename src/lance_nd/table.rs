@@ -25,7 +25,7 @@ use crate::nd::arrow_encoding::{
     decode_dims, is_nd_array_field, nd_array_parts, GLOBAL_ATTRS_COLUMN,
 };
 use crate::scan_util::project_columns;
-use crate::table_source::{ScanOrigin, TableSource};
+use crate::table_source::{ScanOrigin, SourceKind, TableSource};
 
 /// A lance-nd table as a table: an Int64 index column for each dimension name that has no
 /// array of the same name, one column per array (its values broadcast onto the row's grid,
@@ -85,7 +85,7 @@ impl LanceNdTable {
                 .await
                 .map_err(|e| read_error(&location.shown, e))?;
         }
-        let source = Arc::new(TableSource::LanceNd {
+        let source = TableSource::new(SourceKind::LanceNd {
             location: given,
             version: dataset.version_id(),
             options: options.clone(),

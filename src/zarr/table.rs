@@ -17,7 +17,7 @@ use super::node::{read_node, Node};
 use super::options::ZarrOptions;
 use super::scan::ZarrScanExec;
 use super::store::ZarrStore;
-use crate::table_source::{ScanOrigin, TableSource};
+use crate::table_source::{ScanOrigin, SourceKind, TableSource};
 
 /// A Zarr array or group as a table.
 ///
@@ -78,7 +78,7 @@ impl ZarrTable {
             let collection = CollectionTable::open(location, members, member_options).await?;
             return Ok(ZarrTable {
                 inner: Inner::Collection(collection),
-                source: Arc::new(TableSource::Zarr {
+                source: TableSource::new(SourceKind::Zarr {
                     location: location.to_string(),
                     options: options.clone(),
                 }),
@@ -107,7 +107,7 @@ impl ZarrTable {
         let collection = CollectionTable::open(&shown, members.clone(), options.clone()).await?;
         Ok(ZarrTable {
             inner: Inner::Collection(collection),
-            source: Arc::new(TableSource::ZarrMany {
+            source: TableSource::new(SourceKind::ZarrMany {
                 locations: members,
                 options: options.clone(),
             }),
@@ -127,7 +127,7 @@ impl ZarrTable {
                 Inner::Dataset(DatasetTable::open(store, location, group, options.clone()).await?)
             }
         };
-        let source = Arc::new(TableSource::Zarr {
+        let source = TableSource::new(SourceKind::Zarr {
             location: location.to_string(),
             options: options.clone(),
         });
