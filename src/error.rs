@@ -256,14 +256,19 @@ impl Error {
 
     /// The message a user should see for a DataFusion error: ndfusion's own message when it
     /// holds one (without DataFusion's "External error: " prefix), else DataFusion's.
+    ///
+    /// An error of a task on a Ballista executor reaches the client as text holding the
+    /// `Debug` form of DataFusion's error; the message inside its `External(...)` (ndfusion's,
+    /// which `Debug` prints as its message) is what is shown.
     pub fn user_message(error: &DataFusionError) -> String {
-        match Error::find(error) {
-            Some(e) => e.to_string(),
+        let message = match Error::find(error) {
+            Some(e) => return e.to_string(),
             None => match error.find_root() {
                 DataFusionError::External(inner) => inner.to_string(),
                 root => root.to_string(),
             },
-        }
+        };
+        remote_message(&message).unwrap_or(message)
     }
 
     /// An Arrow error with what was being done.
@@ -275,6 +280,41 @@ impl Error {
     }
 }
 
+/// The message inside the last `External(` of `message`, without the wrappers still open
+/// before it (`Name(` and string quotes; a quoted string's content is escaped).
+fn remote_message(message: &str) -> Option<String> {
+    const EXTERNAL: &str = "External(";
+    let start = message.rfind(EXTERNAL)? + EXTERNAL.len();
+    let (prefix, inner) = message.split_at(start);
+    let mut inner = inner.trim_end();
+    let mut open = Vec::new();
+    let mut chars = prefix.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '(' => open.push(')'),
+            ')' if open.last() == Some(&')') => {
+                open.pop();
+            }
+            '"' if open.last() == Some(&'"') => {
+                open.pop();
+            }
+            '"' => open.push('"'),
+            _ => {}
+        }
+    }
+    for closer in open.iter().rev() {
+        inner = inner.strip_suffix(*closer)?;
+    }
+    let mut text = inner.to_string();
+    for _ in open.iter().filter(|c| **c == '"') {
+        text = text.replace("\\\"", "\"").replace("\\\\", "\\");
+    }
+    Some(text)
+}
+
 impl From<Error> for DataFusionError {
     fn from(err: Error) -> Self {
         DataFusionError::External(Box::new(err))
@@ -284,6 +324,23 @@ impl From<Error> for DataFusionError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_executor_error_shows_ndfusion_message() {
+        let remote = "Execution error: Job pIhmwru failed: Job failed due to stage 1 failed: \
+            Task failed due to runtime execution error: DataFusionError(Execution(\"DataFusionError(\
+            External(cannot read chunk 'c/1' of a.zarr (\\\"x\\\"): bad (frame)))\"))\n";
+        let e = DataFusionError::Execution(remote.trim_start_matches("Execution error: ").into());
+        assert_eq!(
+            Error::user_message(&e),
+            "cannot read chunk 'c/1' of a.zarr (\"x\"): bad (frame)"
+        );
+        let plain = DataFusionError::Plan("no field named nope".into());
+        assert_eq!(
+            Error::user_message(&plain),
+            "Error during planning: no field named nope"
+        );
+    }
 
     #[test]
     fn errors_survive_datafusion_and_keep_their_sources() {

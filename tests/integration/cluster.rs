@@ -244,20 +244,19 @@ async fn a_scheduler_and_two_executors_answer_like_the_local_cli() {
     );
     assert_eq!(text(&remote.stdout), text(&local.stdout));
 
-    // A failing query fails the same way: exit code 1 and the error naming the column.
-    let mut failing = args.clone();
-    failing.extend(["-c".into(), "SELECT nope FROM w".into()]);
-    let local = ndfusion(&failing);
-    let mut on_cluster = vec!["--cluster".to_string(), cluster.url()];
-    on_cluster.extend(failing);
-    let remote = ndfusion(&on_cluster);
-    assert_eq!(remote.status.code(), Some(1));
-    assert_eq!(local.status.code(), Some(1));
-    assert!(
-        text(&remote.stderr).contains("nope"),
-        "{}",
-        text(&remote.stderr)
-    );
+    // Failing queries fail the same way, with the same message: one the client's planning
+    // finds, one a task on an executor finds (a corrupt chunk of member f4).
+    for query in ["SELECT nope FROM w", "SELECT sum(temp) FROM f"] {
+        let mut failing = args.clone();
+        failing.extend(["-c".into(), query.into()]);
+        let local = ndfusion(&failing);
+        let mut on_cluster = vec!["--cluster".to_string(), cluster.url()];
+        on_cluster.extend(failing);
+        let remote = ndfusion(&on_cluster);
+        assert_eq!(local.status.code(), Some(1), "{query}");
+        assert_eq!(remote.status.code(), Some(1), "{query}");
+        assert_eq!(text(&remote.stderr), text(&local.stderr), "{query}");
+    }
 
     // Both executors ran tasks: each wrote shuffle files of some job.
     for dir in &cluster.work_dirs {
