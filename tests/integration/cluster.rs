@@ -8,10 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::servers::{self, free_port, S3_KEY_ID, S3_SECRET};
+use crate::object_stores::{s3_options, s3_store, upload_fixtures, BUCKET};
+use crate::servers::{self, free_port};
 use crate::slt::{run_sql_files_at_in, Mode};
-
-const BUCKET: &str = "data";
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -150,31 +149,6 @@ fn wait_for_port(port: u16, process: &Process) {
     }
 }
 
-fn s3_options(server: &servers::Server) -> Vec<(&'static str, String)> {
-    vec![
-        ("aws.endpoint", server.endpoint()),
-        ("aws.allow_http", "true".into()),
-        ("aws.access_key_id", S3_KEY_ID.into()),
-        ("aws.secret_access_key", S3_SECRET.into()),
-        ("aws.region", "us-east-1".into()),
-    ]
-}
-
-async fn upload_fixtures(server: &servers::Server) {
-    let store: std::sync::Arc<dyn object_store::ObjectStore> = std::sync::Arc::new(
-        object_store::aws::AmazonS3Builder::new()
-            .with_endpoint(server.endpoint())
-            .with_allow_http(true)
-            .with_bucket_name(BUCKET)
-            .with_access_key_id(S3_KEY_ID)
-            .with_secret_access_key(S3_SECRET)
-            .with_region("us-east-1")
-            .build()
-            .unwrap(),
-    );
-    servers::upload(&store, &repo().join("tests/data"), "tests/data").await;
-}
-
 /// `ndfusion` with `args`, from the repository root.
 fn ndfusion(args: &[String]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ndfusion"))
@@ -195,7 +169,7 @@ fn text(bytes: &[u8]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheduler_and_two_executors_answer_like_the_local_cli() {
     let server = servers::seaweedfs(BUCKET);
-    upload_fixtures(&server).await;
+    upload_fixtures(&s3_store(&server)).await;
     let cluster = Cluster::start(2);
     let options = s3_options(&server);
 

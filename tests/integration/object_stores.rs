@@ -21,13 +21,13 @@ use ndfusion::{
 use crate::servers::{self, Server, AZURE_ACCOUNT, AZURE_KEY, S3_KEY_ID, S3_SECRET};
 use crate::slt::run_sql_files_at;
 
-const BUCKET: &str = "data";
+pub const BUCKET: &str = "data";
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn s3_options(server: &Server) -> Vec<(&'static str, String)> {
+pub fn s3_options(server: &Server) -> Vec<(&'static str, String)> {
     vec![
         ("aws.endpoint", server.endpoint()),
         ("aws.allow_http", "true".into()),
@@ -44,7 +44,7 @@ fn storage(options: &[(&'static str, String)]) -> StorageOptions {
     StorageOptions::from_map(options.iter().map(|(k, v)| (*k, v.clone()))).unwrap()
 }
 
-fn s3_store(server: &Server) -> Arc<dyn ObjectStore> {
+pub fn s3_store(server: &Server) -> Arc<dyn ObjectStore> {
     Arc::new(
         object_store::aws::AmazonS3Builder::new()
             .with_endpoint(server.endpoint())
@@ -58,7 +58,7 @@ fn s3_store(server: &Server) -> Arc<dyn ObjectStore> {
     )
 }
 
-async fn upload_fixtures(store: &Arc<dyn ObjectStore>) {
+pub async fn upload_fixtures(store: &Arc<dyn ObjectStore>) {
     servers::upload(store, &repo().join("tests/data"), "tests/data").await;
 }
 
