@@ -1157,22 +1157,18 @@ impl Drop for ClusterProcess {
     }
 }
 
-/// `ndfusion <args>` in the background, once `port` accepts connections.
+/// `ndfusion <args>` in the background (its output in the temporary folder), once `port`
+/// accepts connections.
 fn start_cluster_process(args: &[String], port: u16) -> ClusterProcess {
-    let child = Command::new(env!("CARGO_BIN_EXE_ndfusion"))
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed().as_secs() < 60,
-            "ndfusion {args:?} did not start"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ndfusion"));
+    command.args(args);
+    let log = std::env::temp_dir().join(format!("ndfusion-bench-{port}.log"));
+    let child = servers::spawn_logged(command, &log).unwrap();
+    assert!(
+        servers::wait_for_port(port, std::time::Duration::from_secs(60)),
+        "ndfusion {args:?} did not start (see {})",
+        log.display()
+    );
     ClusterProcess(child)
 }
 

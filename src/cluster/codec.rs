@@ -207,15 +207,15 @@ impl PhysicalExtensionCodec for NdfusionPhysicalCodec {
         let scan: EncodedScan = from_json(message, "scan")?;
         let table = &scan.table;
         let plan = block_on(table, replay_scan(&scan, ctx, &self.allowed))??;
+        let explain = explain_line(plan.as_ref());
         if plan.properties().partitioning.partition_count() != scan.partitions
-            || explain_line(plan.as_ref()) != scan.explain
+            || explain != scan.explain
         {
             return Err(changed(
                 table,
                 &format!(
-                    "the scan planned on the scheduler was `{}`, here it is `{}`",
-                    scan.explain,
-                    explain_line(plan.as_ref())
+                    "the scan planned on the scheduler was `{}`, here it is `{explain}`",
+                    scan.explain
                 ),
             ));
         }

@@ -2,8 +2,6 @@
 //! `ndfusion executor`s, and clients (`ndfusion --cluster`, `new_cluster_context`) reading
 //! tables from the loopback S3 server; and an executor killed in the middle of a query.
 
-use std::net::TcpStream;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -26,24 +24,11 @@ struct Process {
 impl Process {
     fn start(name: &str, args: &[String], dir: &Path) -> Process {
         let log = dir.join(format!("{name}.log"));
-        let file = std::fs::File::create(&log).unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_ndfusion"));
-        command
-            .args(args)
-            .current_dir(repo())
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().unwrap())
-            .stderr(file);
-        // The process dies with the test, even when the test is killed.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        command.args(args).current_dir(repo());
         Process {
             name: name.to_string(),
-            child: command.spawn().unwrap(),
+            child: servers::spawn_logged(command, &log).unwrap(),
             log,
         }
     }
@@ -138,15 +123,11 @@ impl Cluster {
 }
 
 fn wait_for_port(port: u16, process: &Process) {
-    let start = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "nothing listens on {port}\n{}",
-            process.log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        servers::wait_for_port(port, Duration::from_secs(60)),
+        "nothing listens on {port}\n{}",
+        process.log()
+    );
 }
 
 /// `ndfusion` with `args`, from the repository root.

@@ -32,6 +32,38 @@ fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// Starts `command` with its output appended to `log`; it dies with the test process, even
+/// when that is killed.
+pub fn spawn_logged(mut command: Command, log: &Path) -> std::io::Result<Child> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
+    command
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    command.spawn()
+}
+
+/// Waits until something accepts connections on 127.0.0.1:`port`; false after `limit`.
+pub fn wait_for_port(port: u16, limit: Duration) -> bool {
+    let start = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
 /// A port nothing listens on now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -81,26 +113,9 @@ impl Server {
         server
     }
 
-    fn start(&self, mut command: Command) -> Child {
+    fn start(&self, command: Command) -> Child {
         let name = self.name;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join("server.log"))
-            .unwrap();
-        command
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
-        // The server dies with the test process, even when that is killed.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        command
-            .spawn()
+        spawn_logged(command, &self.dir.path().join("server.log"))
             .unwrap_or_else(|e| panic!("cannot start {name}: {e}"))
     }
 
