@@ -304,15 +304,21 @@ fn member_v2(name: &str, path: &str, zarray: Value, zattrs: Option<Value>) -> Re
                 f.iter()
                     .any(|c| c.get("id").and_then(Value::as_str) == Some("vlen-utf8"))
             });
+    // Zarr v2's fill value is the CF _FillValue, in place of any _FillValue attribute (xarray's
+    // `use_zarr_fill_value_as_mask`, on for v2); a null fill value leaves the attribute.
     let fill = zarray.get("fill_value").cloned().unwrap_or(Value::Null);
+    let with_fill = |attributes: &mut Map<String, Value>| {
+        if !fill.is_null() {
+            attributes.insert("_FillValue".into(), fill.clone());
+        }
+    };
     let array = if strings {
-        MemberArray::Strings(strings_v2(path, zarray, zattrs)?)
+        let mut meta = strings_v2(path, zarray, zattrs)?;
+        with_fill(&mut meta.attributes);
+        MemberArray::Strings(meta)
     } else {
         let mut meta = parse_v2_value(path, zarray, zattrs)?;
-        // Zarr v2's fill value is the CF _FillValue (xarray reads it so).
-        if !fill.is_null() && !meta.attributes.contains_key("_FillValue") {
-            meta.attributes.insert("_FillValue".into(), fill);
-        }
+        with_fill(&mut meta.attributes);
         MemberArray::Fixed(meta)
     };
     Ok(Member {
