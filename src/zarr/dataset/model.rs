@@ -16,11 +16,12 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use serde_json::Value;
 
 use super::coordinate::Coordinate;
-use super::variable::Variable;
+use super::variable::{is_char, Variable};
 use crate::error::{Error, Result};
 use crate::zarr::attributes::GlobalAttrs;
 use crate::zarr::cf::CfOptions;
-use crate::zarr::node::{Group, Member};
+use crate::zarr::element::{ElementType, ScalarKind};
+use crate::zarr::node::{Group, Member, MemberArray};
 use crate::zarr::store::ZarrStore;
 
 /// What a dataset table shows: all variables, or some, CF-decoded or not.
@@ -84,14 +85,23 @@ impl Dataset {
             return Err(invalid("the group holds no arrays".into()));
         }
         let roles = Roles::of(&group);
+        let joined = joined_char_arrays(&group);
         let (data, coords) = roles.choose(&group, options.variables.as_deref(), location)?;
+        // A member's dimensions and shape as the grid sees them: a character array without
+        // the character dimension it joins.
+        let dims_of = |m: &Member| -> Vec<String> {
+            let dims = m.array.dimension_names();
+            let keep = dims.len() - usize::from(joined.contains(&m.name));
+            dims[..keep].to_vec()
+        };
+        let shape_of = |m: &Member| m.array.shape()[..dims_of(m).len()].to_vec();
 
         // Dimension sizes: the first variable naming a dimension sets it.
         let mut sizes: Vec<(String, u64, String)> = Vec::new();
         for m in data.iter().chain(&coords) {
-            for (d, &n) in m.array.dimension_names().iter().zip(m.array.shape()) {
-                match sizes.iter().find(|(name, _, _)| name == d) {
-                    None => sizes.push((d.clone(), n, m.name.clone())),
+            for (d, n) in dims_of(m).into_iter().zip(shape_of(m)) {
+                match sizes.iter().find(|(name, _, _)| *name == d) {
+                    None => sizes.push((d, n, m.name.clone())),
                     Some((_, size, by)) if *size != n => {
                         let what = if roles.dimension_coordinates.contains(&m.name) {
                             format!("coordinate '{}' has {n} values", m.name)
@@ -107,14 +117,12 @@ impl Dataset {
             }
         }
 
-        // Reading order: the (first) data variable with the most dimensions first.
-        let max_rank = data.iter().map(|m| m.array.shape().len()).max();
-        let primary_member = data
-            .iter()
-            .find(|m| Some(m.array.shape().len()) == max_rank);
-        let mut axis_names: Vec<String> = primary_member
-            .map(|m| m.array.dimension_names().to_vec())
-            .unwrap_or_default();
+        // Reading order: the (first) data variable with the most dimensions first (a dataset of
+        // coordinates alone: its first coordinate with the most).
+        let readers = if data.is_empty() { &coords } else { &data };
+        let max_rank = readers.iter().map(|m| dims_of(m).len()).max();
+        let primary_member = readers.iter().find(|m| Some(dims_of(m).len()) == max_rank);
+        let mut axis_names: Vec<String> = primary_member.map(dims_of).unwrap_or_default();
         for (name, _, _) in &sizes {
             if !axis_names.contains(name) {
                 axis_names.push(name.clone());
@@ -131,8 +139,8 @@ impl Dataset {
             .map(|a| {
                 primary_member
                     .and_then(|m| {
-                        let dims = m.array.dimension_names();
-                        dims.iter()
+                        dims_of(m)
+                            .iter()
                             .position(|d| d == a)
                             .map(|i| m.array.chunk_shape()[i])
                     })
@@ -143,9 +151,9 @@ impl Dataset {
         // Column order of the dimensions: as xarray first meets them.
         let mut column_axes: Vec<String> = Vec::new();
         for m in data.iter().chain(&coords) {
-            for d in m.array.dimension_names() {
-                if !column_axes.contains(d) {
-                    column_axes.push(d.clone());
+            for d in dims_of(m) {
+                if !column_axes.contains(&d) {
+                    column_axes.push(d);
                 }
             }
         }
@@ -159,7 +167,8 @@ impl Dataset {
         for member in data.into_iter().chain(coords) {
             let is_dim_coord = roles.dimension_coordinates.contains(&member.name)
                 && member.array.dimension_names() == [member.name.clone()];
-            let mut var = Variable::open(&store, location, member, cf)?;
+            let join = joined.contains(&member.name);
+            let mut var = Variable::open(&store, location, member, cf, join)?;
             var.axes = var
                 .dimension_names
                 .iter()
@@ -257,6 +266,40 @@ impl Dataset {
     }
 }
 
+/// The `|S1` members that xarray reads as strings (`concat_characters`): their last
+/// dimension is no member's name and only such character arrays use it, as their last.
+fn joined_char_arrays(group: &Group) -> HashSet<String> {
+    let is_bytes = |m: &Member| match &m.array {
+        MemberArray::Fixed(meta) => matches!(
+            meta.element,
+            ElementType::Scalar {
+                kind: ScalarKind::NullTerminatedBytes(_),
+                ..
+            }
+        ),
+        MemberArray::Strings(_) => false,
+    };
+    let names: HashSet<&str> = group.members.iter().map(|m| m.name.as_str()).collect();
+    let joinable = |dim: &String| {
+        !names.contains(dim.as_str())
+            && group
+                .members
+                .iter()
+                .filter(|m| m.array.dimension_names().contains(dim))
+                .all(|m| is_bytes(m) && m.array.dimension_names().last() == Some(dim))
+    };
+    group
+        .members
+        .iter()
+        .filter(|m| match &m.array {
+            MemberArray::Fixed(meta) => is_char(&meta.element),
+            MemberArray::Strings(_) => false,
+        })
+        .filter(|m| m.array.dimension_names().last().is_some_and(joinable))
+        .map(|m| m.name.clone())
+        .collect()
+}
+
 /// Which members are coordinates, after xarray.
 struct Roles {
     /// Names in `coordinates` attributes, and 1-D arrays named like their dimension.
@@ -323,12 +366,9 @@ impl Roles {
                 .collect::<Result<_>>()?,
             None => group.members.iter().filter(is_data).collect(),
         };
-        if chosen.is_empty() {
-            return Err(Error::InvalidMetadata {
-                path: location.to_string(),
-                reason: "the group holds no data variables, only coordinates".into(),
-            });
-        }
+        // Every coordinate, as xarray's `to_dataframe` shows them (their dimensions are part of
+        // the grid even where no data variable spans them); with a `variables` option, the
+        // coordinates on the chosen variables' dimensions, as `ds[variables]` keeps them.
         let dims: HashSet<&String> = chosen
             .iter()
             .flat_map(|m| m.array.dimension_names())
@@ -337,8 +377,16 @@ impl Roles {
             .members
             .iter()
             .filter(|m| !is_data(m))
-            .filter(|m| m.array.dimension_names().iter().all(|d| dims.contains(d)))
+            .filter(|m| {
+                wanted.is_none() || m.array.dimension_names().iter().all(|d| dims.contains(d))
+            })
             .collect();
+        if chosen.is_empty() && coords.is_empty() {
+            return Err(Error::InvalidMetadata {
+                path: location.to_string(),
+                reason: "the group holds no arrays with dimensions".into(),
+            });
+        }
         Ok((
             chosen.into_iter().cloned().collect(),
             coords.into_iter().cloned().collect(),

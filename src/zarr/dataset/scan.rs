@@ -28,7 +28,6 @@ use datafusion::physical_plan::{
 use futures::{StreamExt, TryStreamExt};
 
 use super::model::{Dataset, DatasetColumn};
-use super::variable::Source;
 use crate::error::{Error, Result};
 use crate::read_buffers::ReadBuffers;
 use crate::scan_util::{limit_rows, scan_statistics, slices};
@@ -428,11 +427,7 @@ impl BlockReader {
                     .axes
                     .iter()
                     .fold(1u64, |n, &a| n.saturating_mul(dataset.block_shape[a]));
-                let cell_bytes = match &var.source {
-                    Source::Fixed { array, .. } => array.meta.element.size() as u64,
-                    Source::Strings(_) => 16,
-                };
-                cells.saturating_mul(cell_bytes).saturating_mul(2)
+                cells.saturating_mul(var.cell_bytes()).saturating_mul(2)
             })
             .fold(0u64, u64::saturating_add)
     }

@@ -5,6 +5,10 @@
 //! touches (missing ones as the fill value) and returns the box's elements in C order; the
 //! columns are then gathered from those bytes, broadcast over the axes the variable lacks.
 //! Reads run on a blocking thread (remote ones wait there for their requests).
+//!
+//! A `|S1` variable whose last dimension only such variables use (netCDF's character arrays)
+//! is read as xarray's `concat_characters` reads it: one byte string per cell of the other
+//! dimensions (`Binary`, or `Utf8` with an `_Encoding` attribute), the character dimension gone.
 
 use std::sync::Arc;
 
@@ -19,19 +23,21 @@ use crate::zarr::array::ZarrArray;
 use crate::zarr::cf::{CfDecoder, CfOptions};
 use crate::zarr::chunk_read::ChunkRead;
 use crate::zarr::decode::{check_bounds, decode_field, Gather};
-use crate::zarr::element::{field_offsets, ElementType};
+use crate::zarr::element::{field_offsets, ByteOrder, ElementType, ScalarKind};
 use crate::zarr::node::{Member, MemberArray};
 use crate::zarr::store::ZarrStore;
 
 /// Where a variable's values come from.
 pub(crate) enum Source {
-    /// Fixed-size elements, decoded by ndfusion; `cf` for non-struct variables.
+    /// Fixed-size elements, decoded by ndfusion; `cf` for non-struct variables. `element` is
+    /// the stored element, or the joined characters of a character array.
     Fixed {
         array: Box<ZarrArray>,
+        element: ElementType,
         cf: Option<CfDecoder>,
     },
     /// Variable-length strings, decoded by zarrs.
-    Strings(Box<StringSource>),
+    Strings(Box<StringSource>, Option<CfDecoder>),
 }
 
 /// zarrs' views of a string array: async, and blocking for local stores.
@@ -58,6 +64,9 @@ pub(crate) struct Variable {
     pub axes: Vec<usize>,
     pub shape: Vec<u64>,
     pub chunk_shape: Vec<u64>,
+    /// The length of the character dimension a character array joins (the stored array's
+    /// last dimension, which `shape` and `dimension_names` leave out).
+    pub joined_chars: Option<u64>,
     pub source: Source,
     pub columns: Vec<VariableColumn>,
 }
@@ -73,26 +82,50 @@ impl std::fmt::Debug for Variable {
 }
 
 impl Variable {
-    /// Opens member `member` of the group at `location`; its axes are set later.
+    /// Opens member `member` of the group at `location`; its axes are set later. With
+    /// `join_chars`, a `|S1` member's last dimension is joined into byte strings.
     pub(crate) fn open(
         store: &ZarrStore,
         location: &str,
         member: Member,
         cf: CfOptions,
+        join_chars: bool,
     ) -> Result<Self> {
         let var_location = format!("{}/{}", location.trim_end_matches('/'), member.name);
         let invalid = |reason: String| Error::InvalidMetadata {
             path: member.path.clone(),
             reason,
         };
-        let dimension_names = member.array.dimension_names().to_vec();
-        let shape = member.array.shape().to_vec();
-        let chunk_shape = member.array.chunk_shape().to_vec();
+        let mut dimension_names = member.array.dimension_names().to_vec();
+        let mut shape = member.array.shape().to_vec();
+        let mut chunk_shape = member.array.chunk_shape().to_vec();
+        let mut joined_chars = None;
         let (source, columns) = match member.array {
             MemberArray::Fixed(meta) => {
                 let columns: Vec<VariableColumn>;
                 let mut cf_decoder = None;
-                match &meta.element {
+                let mut element = meta.element.clone();
+                if join_chars && is_char(&element) {
+                    if let Some(n) = shape.pop() {
+                        dimension_names.pop();
+                        chunk_shape.pop();
+                        joined_chars = Some(n);
+                        let chars = usize::try_from(n)
+                            .ok()
+                            .filter(|&n| n <= MAX_JOINED_CHARS)
+                            .ok_or_else(|| {
+                                invalid(format!(
+                                    "a character dimension of {n} characters (at most \
+                                     {MAX_JOINED_CHARS} are joined into one string)"
+                                ))
+                            })?;
+                        element = ElementType::Scalar {
+                            kind: ScalarKind::NullTerminatedBytes(chars),
+                            order: ByteOrder::Little,
+                        };
+                    }
+                }
+                match &element {
                     ElementType::Struct(fields) if meta.is_struct => {
                         columns = fields
                             .iter()
@@ -108,9 +141,12 @@ impl Variable {
                         let stored = element.arrow_type();
                         cf_decoder = CfDecoder::new(&member.name, &stored, &meta.attributes, cf)
                             .map_err(invalid)?;
-                        let data_type = cf_decoder
+                        let mut data_type = cf_decoder
                             .as_ref()
                             .map_or(stored, |d| d.output_type().clone());
+                        if data_type == DataType::Binary && encoded(&meta.attributes) {
+                            data_type = DataType::Utf8;
+                        }
                         columns = vec![VariableColumn {
                             name: member.name.clone(),
                             data_type,
@@ -122,6 +158,7 @@ impl Variable {
                 (
                     Source::Fixed {
                         array: Box::new(array),
+                        element,
                         cf: cf_decoder,
                     },
                     columns,
@@ -146,13 +183,16 @@ impl Variable {
                     ),
                     None => None,
                 };
+                let cf_decoder =
+                    CfDecoder::new(&member.name, &DataType::Utf8, &meta.attributes, cf)
+                        .map_err(invalid)?;
                 let columns = vec![VariableColumn {
                     name: member.name.clone(),
                     data_type: DataType::Utf8,
                     field: None,
                 }];
                 (
-                    Source::Strings(Box::new(StringSource { zarrs, blocking })),
+                    Source::Strings(Box::new(StringSource { zarrs, blocking }), cf_decoder),
                     columns,
                 )
             }
@@ -164,6 +204,7 @@ impl Variable {
             axes: vec![],
             shape,
             chunk_shape,
+            joined_chars,
             source,
             columns,
         })
@@ -197,14 +238,30 @@ impl Variable {
 
     fn element_size(&self) -> usize {
         match &self.source {
-            Source::Fixed { array, .. } => array.meta.element.size(),
+            Source::Fixed { element, .. } => element.size(),
             // Strings are gathered by index.
-            Source::Strings(_) => 1,
+            Source::Strings(..) => 1,
+        }
+    }
+
+    /// The bytes one cell takes once decoded (strings counted at 16).
+    pub(crate) fn cell_bytes(&self) -> u64 {
+        match &self.source {
+            Source::Fixed { element, .. } => element.size() as u64,
+            Source::Strings(..) => 16,
         }
     }
 
     /// The box `start` of `shape` in the variable's own dimension order.
     fn read_box(&self, start: &[u64], shape: &[u64]) -> Result<BoxValues> {
+        // A character array's box spans its whole character dimension: each cell's characters
+        // then lie side by side, one joined element.
+        let (mut start, mut shape) = (start.to_vec(), shape.to_vec());
+        if let Some(n) = self.joined_chars {
+            start.push(0);
+            shape.push(n);
+        }
+        let (start, shape) = (start.as_slice(), shape.as_slice());
         let ranges: Vec<_> = start.iter().zip(shape).map(|(&s, &n)| s..s + n).collect();
         let subset = ArraySubset::new_with_ranges(&ranges);
         let error = |e: zarrs::array::ArrayError| self.box_error(start, shape, Box::new(e));
@@ -215,7 +272,7 @@ impl Variable {
                     block_on(array.zarrs.async_retrieve_array_subset(&subset)).map_err(error)?
                 }
             },
-            Source::Strings(strings) => match &strings.blocking {
+            Source::Strings(strings, _) => match &strings.blocking {
                 Some(blocking) => blocking.retrieve_array_subset(&subset).map_err(error)?,
                 None => {
                     block_on(strings.zarrs.async_retrieve_array_subset(&subset)).map_err(error)?
@@ -227,7 +284,7 @@ impl Variable {
                 .into_fixed()
                 .map(|b| BoxValues::Fixed(b.into_owned()))
                 .map_err(|e| self.box_error(start, shape, Box::new(e))),
-            Source::Strings(_) => {
+            Source::Strings(..) => {
                 let variable = bytes
                     .into_variable()
                     .map_err(|e| self.box_error(start, shape, Box::new(e)))?;
@@ -257,8 +314,7 @@ impl Variable {
             reason: e,
         };
         match (values, &self.source) {
-            (BoxValues::Fixed(bytes), Source::Fixed { array, cf }) => {
-                let element = &array.meta.element;
+            (BoxValues::Fixed(bytes), Source::Fixed { element, cf, .. }) => {
                 let size = element.size();
                 check_bounds(bytes, gather, size)
                     .map_err(|e| Error::Internal(format!("{}: {e}", self.location)))?;
@@ -270,12 +326,19 @@ impl Variable {
                     _ => decode_field(element, bytes, gather, 0, &self.name),
                 }
                 .map_err(decode_error)?;
-                match cf {
-                    Some(cf) => cf.decode(&raw).map_err(decode_error),
-                    None => Ok(raw),
+                let decoded = match cf {
+                    Some(cf) => cf.decode(&raw).map_err(decode_error)?,
+                    None => raw,
+                };
+                // `_Encoding`: the bytes are text (xarray's EncodedStringCoder).
+                if column.data_type == DataType::Utf8 && decoded.data_type() == &DataType::Binary {
+                    return arrow::compute::cast(&decoded, &DataType::Utf8).map_err(|e| {
+                        decode_error(format!("the bytes are not {}: {e}", "UTF-8 text"))
+                    });
                 }
+                Ok(decoded)
             }
-            (BoxValues::Strings(strings), _) => {
+            (BoxValues::Strings(strings), Source::Strings(_, cf)) => {
                 let indices: UInt64Array = match gather {
                     Gather::Strided {
                         start,
@@ -284,8 +347,12 @@ impl Variable {
                     } => (0..*count).map(|i| (start + i * stride) as u64).collect(),
                     Gather::Positions(p) => p.iter().map(|&i| i as u64).collect(),
                 };
-                arrow::compute::take(strings.as_ref(), &indices, None)
-                    .map_err(|e| Error::arrow(format!("gathering '{}'", self.name), e))
+                let values = arrow::compute::take(strings.as_ref(), &indices, None)
+                    .map_err(|e| Error::arrow(format!("gathering '{}'", self.name), e))?;
+                match cf {
+                    Some(cf) => cf.decode(&values).map_err(decode_error),
+                    None => Ok(values),
+                }
             }
             _ => Err(Error::Internal("variable values of the wrong kind".into())),
         }
@@ -293,15 +360,19 @@ impl Variable {
 
     /// A failed read of a box, naming the chunks it touches.
     fn box_error(&self, start: &[u64], shape: &[u64], source: crate::error::BoxError) -> Error {
+        let chunk_shape = match (&self.source, self.joined_chars) {
+            (Source::Fixed { array, .. }, Some(_)) => array.meta.chunk_shape.clone(),
+            _ => self.chunk_shape.clone(),
+        };
         let chunks: Vec<std::ops::Range<u64>> = start
             .iter()
             .zip(shape)
-            .zip(&self.chunk_shape)
+            .zip(&chunk_shape)
             .map(|((&s, &n), &c)| s / c..(s + n.max(1)).div_ceil(c))
             .collect();
         let key = |indices: &[u64]| match &self.source {
             Source::Fixed { array, .. } => array.chunk_key(indices),
-            Source::Strings(strings) => strings.zarrs.chunk_key(indices).to_string(),
+            Source::Strings(strings, _) => strings.zarrs.chunk_key(indices).to_string(),
         };
         let count: u64 = chunks.iter().map(|r| r.end - r.start).product();
         let first: Vec<u64> = chunks.iter().map(|r| r.start).collect();
@@ -317,6 +388,28 @@ impl Variable {
             source,
         }
     }
+}
+
+/// Character dimensions longer than this are not joined (an input may claim any length).
+const MAX_JOINED_CHARS: usize = 1 << 20;
+
+/// Whether an element is one byte of a netCDF character array (`|S1`).
+pub(crate) fn is_char(element: &ElementType) -> bool {
+    matches!(
+        element,
+        ElementType::Scalar {
+            kind: ScalarKind::NullTerminatedBytes(1),
+            ..
+        }
+    )
+}
+
+/// Whether bytes carry an `_Encoding` attribute (xarray then decodes them to text).
+fn encoded(attributes: &serde_json::Map<String, serde_json::Value>) -> bool {
+    attributes
+        .get("_Encoding")
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "utf-8" | "utf8" | "ascii"))
 }
 
 /// A box of a variable's values in C order.
