@@ -1,5 +1,7 @@
 //! The one integration test binary (each binary links all of DataFusion and Lance).
 
+mod xarray_cells;
+mod zarr_archives;
 mod zarr_collections;
 mod zarr_datasets;
 mod zarr_fixtures;

@@ -2,12 +2,11 @@
 //! `xr.open_zarr(path).to_dataframe().reset_index()` shows them (tests/data/datasets/expected.json,
 //! written by tests/data/datasets/make_fixtures.py).
 
-use std::cmp::Ordering;
-
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use arrow::compute::{cast, concat_batches};
-use arrow::datatypes::{DataType, Float64Type, Int64Type, TimeUnit};
+use arrow::array::{AsArray, RecordBatch};
+use arrow::compute::concat_batches;
 use serde_json::Value;
+
+use super::xarray_cells::{sorted, Cell};
 
 use ndfusion::new_session_context;
 
@@ -29,75 +28,6 @@ async fn table(sql_location: &str) -> RecordBatch {
     let schema = df.schema().as_arrow().clone();
     let batches = df.collect().await.unwrap();
     concat_batches(&std::sync::Arc::new(schema), &batches).unwrap()
-}
-
-/// A cell as expected.json writes it: floats as f64 (compared bit for bit), times as
-/// nanoseconds, NULL as null.
-#[derive(Debug, Clone, PartialEq)]
-enum Cell {
-    Null,
-    Float(u64),
-    Int(i64),
-    Text(String),
-    Bool(bool),
-}
-
-impl Cell {
-    fn from_json(v: &Value, dtype: &str) -> Cell {
-        match v {
-            Value::Null => Cell::Null,
-            Value::String(s) if dtype.starts_with("float") => {
-                Cell::Float(s.parse::<f64>().unwrap().to_bits())
-            }
-            Value::String(s) => Cell::Text(s.clone()),
-            Value::Number(n) => Cell::Int(n.as_i64().unwrap()),
-            Value::Bool(b) => Cell::Bool(*b),
-            other => panic!("unexpected {other}"),
-        }
-    }
-
-    fn from_arrow(a: &ArrayRef, i: usize) -> Cell {
-        if a.is_null(i) {
-            return Cell::Null;
-        }
-        match a.data_type() {
-            DataType::Float32 | DataType::Float64 => {
-                let f = cast(a, &DataType::Float64).unwrap();
-                Cell::Float(f.as_primitive::<Float64Type>().value(i).to_bits())
-            }
-            DataType::Utf8 => Cell::Text(a.as_string::<i32>().value(i).to_string()),
-            DataType::Boolean => Cell::Bool(a.as_boolean().value(i)),
-            DataType::Timestamp(TimeUnit::Nanosecond, None) | DataType::Int64 => {
-                let n = cast(a, &DataType::Int64).unwrap();
-                Cell::Int(n.as_primitive::<Int64Type>().value(i))
-            }
-            t if t.is_integer() => {
-                let n = cast(a, &DataType::Int64).unwrap();
-                Cell::Int(n.as_primitive::<Int64Type>().value(i))
-            }
-            other => panic!("no comparison for {other}"),
-        }
-    }
-
-    fn order(&self, other: &Cell) -> Ordering {
-        match (self, other) {
-            (Cell::Float(a), Cell::Float(b)) => f64::from_bits(*a).total_cmp(&f64::from_bits(*b)),
-            (Cell::Int(a), Cell::Int(b)) => a.cmp(b),
-            (Cell::Text(a), Cell::Text(b)) => a.cmp(b),
-            _ => format!("{self:?}").cmp(&format!("{other:?}")),
-        }
-    }
-}
-
-/// Rows sorted by their dimension cells (the first `dims` columns).
-fn sorted(mut rows: Vec<Vec<Cell>>, dims: usize) -> Vec<Vec<Cell>> {
-    rows.sort_by(|a, b| {
-        (0..dims)
-            .map(|i| a[i].order(&b[i]))
-            .find(|o| o.is_ne())
-            .unwrap_or(Ordering::Equal)
-    });
-    rows
 }
 
 #[tokio::test]

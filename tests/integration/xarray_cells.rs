@@ -1,0 +1,93 @@
+//! Cells as the fixture scripts write what xarray computed (floats as `repr` strings, compared
+//! bit for bit; times as integer nanoseconds; bytes as hex; NULL as null), and the same cells
+//! read from an Arrow column, so a table and xarray's `to_dataframe()` compare row by row.
+
+use std::cmp::Ordering;
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Float64Type, Int64Type, TimeUnit, UInt64Type};
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Cell {
+    Null,
+    Float(u64),
+    Int(i128),
+    Text(String),
+    Bool(bool),
+}
+
+impl Cell {
+    /// `kind` is the column's dtype (`float64`, ...) or kind (`float`, `bytes`, ...).
+    pub(crate) fn from_json(v: &Value, kind: &str) -> Cell {
+        match v {
+            Value::Null => Cell::Null,
+            Value::String(s) if kind.starts_with("float") => {
+                Cell::Float(s.parse::<f64>().unwrap().to_bits())
+            }
+            Value::String(s) => Cell::Text(s.clone()),
+            Value::Number(n) => match n.as_i64() {
+                Some(i) => Cell::Int(i.into()),
+                None => Cell::Int(n.as_u64().unwrap().into()),
+            },
+            Value::Bool(b) => Cell::Bool(*b),
+            other => panic!("unexpected {other}"),
+        }
+    }
+
+    pub(crate) fn from_arrow(a: &ArrayRef, i: usize) -> Cell {
+        if a.is_null(i) {
+            return Cell::Null;
+        }
+        match a.data_type() {
+            DataType::Float32 | DataType::Float64 => {
+                let f = cast(a, &DataType::Float64).unwrap();
+                let x = f.as_primitive::<Float64Type>().value(i);
+                // xarray (pandas) does not tell NaN from missing.
+                if x.is_nan() {
+                    Cell::Null
+                } else {
+                    Cell::Float(x.to_bits())
+                }
+            }
+            DataType::Utf8 => Cell::Text(a.as_string::<i32>().value(i).to_string()),
+            DataType::Binary => Cell::Text(hex(a.as_binary::<i32>().value(i))),
+            DataType::Boolean => Cell::Bool(a.as_boolean().value(i)),
+            DataType::UInt64 => Cell::Int(a.as_primitive::<UInt64Type>().value(i).into()),
+            DataType::Timestamp(TimeUnit::Nanosecond, None) => {
+                let n = cast(a, &DataType::Int64).unwrap();
+                Cell::Int(n.as_primitive::<Int64Type>().value(i).into())
+            }
+            t if t.is_integer() => {
+                let n = cast(a, &DataType::Int64).unwrap();
+                Cell::Int(n.as_primitive::<Int64Type>().value(i).into())
+            }
+            other => panic!("no comparison for {other}"),
+        }
+    }
+
+    pub(crate) fn order(&self, other: &Cell) -> Ordering {
+        match (self, other) {
+            (Cell::Float(a), Cell::Float(b)) => f64::from_bits(*a).total_cmp(&f64::from_bits(*b)),
+            (Cell::Int(a), Cell::Int(b)) => a.cmp(b),
+            (Cell::Text(a), Cell::Text(b)) => a.cmp(b),
+            _ => format!("{self:?}").cmp(&format!("{other:?}")),
+        }
+    }
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Rows sorted by their dimension cells (the first `dims` columns).
+pub(crate) fn sorted(mut rows: Vec<Vec<Cell>>, dims: usize) -> Vec<Vec<Cell>> {
+    rows.sort_by(|a, b| {
+        (0..dims)
+            .map(|i| a[i].order(&b[i]))
+            .find(|o| o.is_ne())
+            .unwrap_or(Ordering::Equal)
+    });
+    rows
+}
