@@ -336,6 +336,47 @@ for fmt in (2, 3):
     consolidate(path)
     record(f"stations_fill_v{fmt}", path)
 
+# ------------------------------------------------- a store grown by appends along time
+for fmt in (2, 3):
+    path = fresh(f"appended_v{fmt}.zarr")
+    days = pd.date_range("2020-01-01", periods=7, freq="D")
+    sst = (15 + np.arange(7 * 2 * 3).reshape(7, 2, 3) / 8).astype("float32")
+    sst[5, 1, 2] = np.nan
+    whole = xr.Dataset({"sst": (("time", "lat", "lon"), sst)},
+                       coords={"time": days, "lat": [10.0, 20.0], "lon": [100.0, 110.0, 120.0]})
+    encoding = {"sst": {"chunks": (3, 2, 3)}, "time": {"units": "days since 2020-01-01", "chunks": (3,)}}
+    whole.isel(time=slice(0, 3)).to_zarr(path, zarr_format=fmt, consolidated=True, encoding=encoding)
+    # Two appends: chunks of 3 along time, the last one partial.
+    whole.isel(time=slice(3, 5)).to_zarr(path, consolidated=True, append_dim="time")
+    whole.isel(time=slice(5, 7)).to_zarr(path, consolidated=True, append_dim="time")
+    record(f"appended_v{fmt}", path)
+
+# ------------------------------------------------- model runs in subgroups, curvilinear grids
+for fmt in (2, 3):
+    path = fresh(f"runs_v{fmt}.zarr")
+    yy, xx = np.meshgrid(np.arange(3), np.arange(4), indexing="ij")
+    for run, bias in (("run1", 0.0), ("run2", 0.5)):
+        ds = xr.Dataset(
+            {"zeta": (("y", "x"), (yy * 4 + xx) / 10 + bias, {"coordinates": "lat_rho lon_rho"})},
+            coords={"lat_rho": (("y", "x"), 40 + yy * 0.5 + xx * 0.1),
+                    "lon_rho": (("y", "x"), -70 + xx * 0.5 - yy * 0.1)},
+            attrs={"run": run},
+        )
+        ds.to_zarr(path, group=run, zarr_format=fmt, consolidated=True, mode="a")
+        ours = HERE / f"runs_v{fmt}.zarr" / run
+        ds_back = xr.open_zarr(path, group=run)
+        df = ds_back.to_dataframe().reset_index()
+        kinds = {c: kind(df[c].to_numpy()) for c in df.columns}
+        EXPECTED[f"runs_v{fmt}/{run}"] = {
+            "path": str(ours.relative_to(HERE.parent.parent.parent)),
+            "dims": list(ds_back.dims),
+            "columns": list(df.columns),
+            "kinds": kinds,
+            "rows": len(df),
+            "values": {c: [cell(v, kinds[c]) for v in df[c].to_numpy()] for c in df.columns},
+            "summary": {c: summary(df[c].to_numpy(), kinds[c]) for c in df.columns},
+        }
+
 # ------------------------------------------------- the dataset fixtures of tests/data/datasets
 for name in ("ocean_v2", "ocean_v3", "stations_v2", "stations_v3"):
     record(f"datasets/{name}", DATASETS / f"{name}.zarr")
