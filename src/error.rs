@@ -43,7 +43,7 @@ pub enum Error {
     },
 
     /// An object store refused or failed a request (credentials, missing bucket, network).
-    #[error("object store error at {location}: {source}")]
+    #[error("object store error at {location}: {}", with_root_cause(source))]
     ObjectStore {
         /// The object or prefix the request was for.
         location: String,
@@ -319,6 +319,26 @@ impl From<Error> for DataFusionError {
     fn from(err: Error) -> Self {
         DataFusionError::External(Box::new(err))
     }
+}
+
+/// An error's text, followed by its innermost cause where the text leaves it out (object_store
+/// hides what reqwest and hyper said: "error following redirect" without the why).
+fn with_root_cause(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut root = None;
+    let mut next = error.source();
+    while let Some(cause) = next {
+        root = Some(cause);
+        next = cause.source();
+    }
+    if let Some(root) = root {
+        let cause = root.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 //! `az://`, `abfs://`, `http(s)://`), reached with the settings of [`StorageOptions`]. Both
 //! formats resolve their location here; each table gets one object store.
 
+#[cfg(any(feature = "s3", feature = "gcs", feature = "azure", feature = "http"))]
+mod http_client;
 mod location;
 mod options;
 mod remote;

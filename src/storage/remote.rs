@@ -10,6 +10,8 @@ use object_store::ObjectStore;
 use object_store::{ClientOptions, RetryConfig};
 use url::Url;
 
+#[cfg(any(feature = "s3", feature = "gcs", feature = "azure", feature = "http"))]
+use super::http_client::SameOriginConnector;
 use super::location::{redact_url, Service};
 use super::options::StorageOptions;
 use crate::error::{Error, Result};
@@ -116,18 +118,25 @@ impl RemoteStore {
 
 #[cfg(any(feature = "s3", feature = "gcs", feature = "azure", feature = "http"))]
 fn client_options(options: &StorageOptions, allow_http: bool) -> ClientOptions {
+    let connector = connector(options, allow_http);
     ClientOptions::new()
-        .with_timeout(
-            options
-                .seconds("client.timeout")
-                .unwrap_or(Duration::from_secs(30)),
-        )
-        .with_connect_timeout(
-            options
-                .seconds("client.connect_timeout")
-                .unwrap_or(Duration::from_secs(5)),
-        )
-        .with_allow_http(allow_http || options.flag("client.allow_http"))
+        .with_timeout(connector.timeout)
+        .with_connect_timeout(connector.connect_timeout)
+        .with_allow_http(connector.allow_http)
+}
+
+/// The HTTP client of every store: the same timeouts, redirects only within the origin.
+#[cfg(any(feature = "s3", feature = "gcs", feature = "azure", feature = "http"))]
+fn connector(options: &StorageOptions, allow_http: bool) -> SameOriginConnector {
+    SameOriginConnector {
+        timeout: options
+            .seconds("client.timeout")
+            .unwrap_or(Duration::from_secs(30)),
+        connect_timeout: options
+            .seconds("client.connect_timeout")
+            .unwrap_or(Duration::from_secs(5)),
+        allow_http: allow_http || options.flag("client.allow_http"),
+    }
 }
 
 /// Transient failures (timeouts, 5xx, refused connections) are retried with exponential
@@ -159,7 +168,8 @@ fn build(url: &Url, service: Service, options: &StorageOptions) -> Result<Arc<dy
             let mut b = object_store::aws::AmazonS3Builder::from_env()
                 .with_url(url.as_str())
                 .with_retry(retry)
-                .with_client_options(client_options(options, options.flag("aws.allow_http")));
+                .with_client_options(client_options(options, options.flag("aws.allow_http")))
+                .with_http_connector(connector(options, options.flag("aws.allow_http")));
             if let Some(v) = options.get("aws.access_key_id") {
                 b = b.with_access_key_id(v);
             }
@@ -185,7 +195,8 @@ fn build(url: &Url, service: Service, options: &StorageOptions) -> Result<Arc<dy
             let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
                 .with_url(url.as_str())
                 .with_retry(retry)
-                .with_client_options(client_options(options, false));
+                .with_client_options(client_options(options, false))
+                .with_http_connector(connector(options, false));
             if let Some(v) = options.get("gcp.service_account_path") {
                 b = b.with_service_account_path(v);
             }
@@ -199,7 +210,8 @@ fn build(url: &Url, service: Service, options: &StorageOptions) -> Result<Arc<dy
             let mut b = object_store::azure::MicrosoftAzureBuilder::from_env()
                 .with_url(url.as_str())
                 .with_retry(retry)
-                .with_client_options(client_options(options, options.flag("azure.allow_http")));
+                .with_client_options(client_options(options, options.flag("azure.allow_http")))
+                .with_http_connector(connector(options, options.flag("azure.allow_http")));
             if let Some(v) = options.get("azure.account_name") {
                 b = b.with_account(v);
             }
@@ -223,6 +235,7 @@ fn build(url: &Url, service: Service, options: &StorageOptions) -> Result<Arc<dy
                 .with_url(base.as_str())
                 .with_retry(retry)
                 .with_client_options(client_options(options, url.scheme() == "http"))
+                .with_http_connector(connector(options, url.scheme() == "http"))
                 .build()
                 .map_err(failed)?;
             Ok(Arc::new(store))

@@ -9,6 +9,7 @@ mod zarr_fixtures;
 mod cli;
 mod cluster;
 mod lance_nd;
+mod listener;
 mod object_stores;
 mod servers;
 mod slt;

@@ -538,3 +538,61 @@ async fn a_store_the_application_built_serves_zarr_and_lance_nd() {
         .unwrap();
     assert_eq!(batches, local);
 }
+
+#[tokio::test]
+async fn redirects_are_followed_only_within_the_host() {
+    use crate::listener::{path, response, Listener};
+    // The host a redirect points away to: it must receive nothing.
+    let elsewhere = Listener::start(|_| response("200 OK", &[], b"{}"));
+    let away = format!("{}/grid.zarr/zarr.json", elsewhere.url());
+    let metadata = std::fs::read(repo().join("tests/data/zarr_v3/grid_2d.zarr/zarr.json")).unwrap();
+    let origin = Listener::start(move |head| match path(head) {
+        "/away.zarr/zarr.json" => response("302 Found", &[("location", away.clone())], b""),
+        "/moved.zarr/zarr.json" => response(
+            "301 Moved Permanently",
+            &[("location", "/grid.zarr/zarr.json".into())],
+            b"",
+        ),
+        "/grid.zarr/zarr.json" => response("200 OK", &[], &metadata),
+        _ => response("404 Not Found", &[], b""),
+    });
+    let ctx = ndfusion::new_session_context();
+    let err = query_error(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '{}/away.zarr' \
+             OPTIONS ('client.max_retries' '0')",
+            origin.url()
+        ),
+    )
+    .await;
+    assert!(err.contains("redirect to another host refused"), "{err}");
+    assert!(
+        err.contains(&format!("127.0.0.1:{}", elsewhere.port)),
+        "{err}"
+    );
+    assert!(
+        elsewhere.requests().is_empty(),
+        "{:?}",
+        elsewhere.requests()
+    );
+    // Within the host a redirect is followed: the moved array opens (its chunks are absent:
+    // fill values).
+    collect(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE m STORED AS ZARR LOCATION '{}/moved.zarr'",
+            origin.url()
+        ),
+    )
+    .await;
+    let got = collect(&ctx, "SELECT count(*) AS n FROM m").await;
+    assert_eq!(
+        pretty_format_batches(&got)
+            .unwrap()
+            .to_string()
+            .contains("| 35 |"),
+        true
+    );
+    assert!(elsewhere.requests().is_empty());
+}

@@ -1,7 +1,8 @@
 //! A Zarr group as the table `xarray.open_zarr(group).to_dataframe().reset_index()` shows: one
-//! row per cell of the grid the variables span, a column per dimension (its coordinate values,
-//! or an Int64 index where it has none), then the data variables and the non-dimension
-//! coordinates (struct variables by field), broadcast over the dimensions they lack.
+//! row per cell of the grid of every dimension its variables and coordinates span (those only
+//! a coordinate spans included), a column per dimension (its coordinate values, or an Int64
+//! index where it has none), then the data variables and the non-dimension coordinates (struct
+//! variables by field), broadcast over the dimensions they lack.
 //!
 //! Which arrays are coordinates follows xarray: a 1-D array named like its dimension, and every
 //! name in a `coordinates` attribute. Column order follows xarray too: dimensions in the order
