@@ -90,7 +90,7 @@ pub enum Error {
     },
 
     /// A chunk could not be fetched or decoded.
-    #[error("cannot read chunk '{key}' of {path}: {source}")]
+    #[error("cannot read chunk '{key}' of {path}: {}", with_root_cause(source.as_ref()))]
     Chunk {
         /// The array.
         path: String,
@@ -221,6 +221,14 @@ pub enum Error {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 
+    /// A cluster refused to run part of a plan: a data source or sink other than ndfusion's
+    /// tables (DataFusion's file tables outside the allow list, `COPY TO`, ...).
+    #[error("refused by the cluster: {what} does not run on it")]
+    ClusterRefused {
+        /// The operator or data source refused.
+        what: String,
+    },
+
     /// An invariant of ndfusion broke; reported instead of panicking.
     #[error("internal error: {0}")]
     Internal(String),
@@ -268,7 +276,16 @@ impl Error {
                 root => root.to_string(),
             },
         };
-        remote_message(&message).unwrap_or(message)
+        let message = remote_message(&message).unwrap_or(message);
+        // A scheduler's gRPC answer: tonic's `Status { code: .., message: "..", .. }`.
+        let message = status_message(&message).unwrap_or(message);
+        // A scheduler's refusal reaches a cluster client as Ballista's text around the
+        // `Display` of DataFusion's error: keep what follows its last "External error: ".
+        let message = match message.rfind("External error: ") {
+            Some(at) => message[at + "External error: ".len()..].to_string(),
+            None => message,
+        };
+        message.trim().replace('\n', " ")
     }
 
     /// An Arrow error with what was being done.
@@ -278,6 +295,28 @@ impl Error {
             source,
         }
     }
+}
+
+/// The quoted `message: "..."` of a tonic `Status` printed with `Debug`, unescaped.
+fn status_message(text: &str) -> Option<String> {
+    const FIELD: &str = "message: \"";
+    if !text.contains("Status {") {
+        return None;
+    }
+    let start = text.find(FIELD)? + FIELD.len();
+    let mut out = String::new();
+    let mut chars = text[start..].chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next()? {
+                'n' => out.push(' '),
+                other => out.push(other),
+            },
+            '"' => return Some(out),
+            c => out.push(c),
+        }
+    }
+    None
 }
 
 /// The message inside the last `External(` of `message`, without the wrappers still open
@@ -323,7 +362,7 @@ impl From<Error> for DataFusionError {
 
 /// An error's text, followed by its innermost cause where the text leaves it out (object_store
 /// hides what reqwest and hyper said: "error following redirect" without the why).
-fn with_root_cause(error: &dyn std::error::Error) -> String {
+pub(crate) fn with_root_cause(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut root = None;
     let mut next = error.source();
@@ -359,6 +398,26 @@ mod tests {
         assert_eq!(
             Error::user_message(&plain),
             "Error during planning: no field named nope"
+        );
+    }
+
+    #[test]
+    fn a_scheduler_refusal_shows_one_line() {
+        // What a refusal of the scheduler's codec looks like to a cluster client.
+        let status = "Error: Status { code: InvalidArgument, message: \"Error decoding: \
+            External error: invalid option 'aws.endpoint': refused \\\"x\\\"\", \
+            metadata: MetadataMap { headers: {} }, source: None }";
+        let e = DataFusionError::Execution(status.into());
+        assert_eq!(
+            Error::user_message(&e),
+            "invalid option 'aws.endpoint': refused \"x\""
+        );
+        let job = "Job X failed: DataFusion error: rule\ncaused by\nExternal error: \
+            refused by the cluster: writing files does not run on it\n";
+        let e = DataFusionError::Execution(job.into());
+        assert_eq!(
+            Error::user_message(&e),
+            "refused by the cluster: writing files does not run on it"
         );
     }
 

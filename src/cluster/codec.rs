@@ -29,6 +29,7 @@ use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 use serde::{Deserialize, Serialize};
 
 use super::allowed::AllowedLocations;
+use super::plan_guard::check_plan;
 use crate::lance_nd::{LanceNdOptions, LanceNdScanExec, LanceNdTable};
 use crate::table_source::{OriginSlot, ScanOrigin, SourceKind, TableSource};
 use crate::zarr::{CollectionScanExec, ZarrDatasetScanExec, ZarrOptions, ZarrScanExec, ZarrTable};
@@ -202,6 +203,10 @@ impl PhysicalExtensionCodec for NdfusionPhysicalCodec {
         ctx: &TaskContext,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let Some(message) = buf.strip_prefix(MAGIC) else {
+            // Ballista's nodes (the shuffle writer at the root of every task): what runs below.
+            for input in inputs {
+                check_plan(input.as_ref(), &self.allowed)?;
+            }
             return self.inner.try_decode(buf, inputs, ctx);
         };
         let scan: EncodedScan = from_json(message, "scan")?;
@@ -261,6 +266,11 @@ impl PhysicalExtensionCodec for NdfusionPhysicalCodec {
     fn try_encode_udwf(&self, node: &WindowUDF, buf: &mut Vec<u8>) -> Result<()> {
         self.inner.try_encode_udwf(node, buf)
     }
+}
+
+/// Whether `plan` is one of ndfusion's scans.
+pub(crate) fn is_ndfusion_scan(plan: &dyn ExecutionPlan) -> bool {
+    origin_slot(plan).is_some()
 }
 
 /// The origin of one of ndfusion's scans; `None` for every other plan.
@@ -368,12 +378,19 @@ async fn open_table(
     for location in &table.locations {
         allowed.check(location).map_err(external)?;
     }
+    allowed.check_options(&table.options).map_err(external)?;
     // The opening in the key tells a table created again from the one before.
     let key = String::from_utf8_lossy(&to_json(table)?).to_string();
     if let Some(provider) = OPENED.get(&key) {
         return Ok(provider);
     }
     let provider = open_table_again(table).await?;
+    // What a pattern expanded to: each member, symlinks resolved, must be allowed too.
+    if let Some(zarr) = provider.downcast_ref::<ZarrTable>() {
+        for member in zarr.member_locations() {
+            allowed.check(member).map_err(external)?;
+        }
+    }
     OPENED.put(key, Arc::clone(&provider));
     Ok(provider)
 }

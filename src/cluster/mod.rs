@@ -15,6 +15,7 @@
 
 mod allowed;
 mod codec;
+mod plan_guard;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -126,7 +127,10 @@ pub async fn run_scheduler(settings: SchedulerSettings) -> Result<()> {
         override_logical_codec: Some(Arc::new(NdfusionLogicalCodec::new(
             settings.allowed.clone(),
         ))),
-        override_physical_codec: Some(Arc::new(NdfusionPhysicalCodec::new(settings.allowed))),
+        override_physical_codec: Some(Arc::new(NdfusionPhysicalCodec::new(
+            settings.allowed.clone(),
+        ))),
+        override_session_builder: Some(guarded_session_builder(settings.allowed)),
         ..Default::default()
     };
     let what = || format!("scheduler on {bind}");
@@ -136,6 +140,20 @@ pub async fn run_scheduler(settings: SchedulerSettings) -> Result<()> {
     start_server(cluster, bind, Arc::new(config))
         .await
         .map_err(|e| cluster_error(what(), e))
+}
+
+/// Ballista's scheduler session, with the check that refuses what a cluster does not run.
+fn guarded_session_builder(
+    allowed: AllowedLocations,
+) -> ballista_scheduler::scheduler_server::SessionBuilder {
+    Arc::new(move |config: SessionConfig| {
+        let state = ballista_core::utils::default_session_builder(config)?;
+        Ok(SessionStateBuilder::new_from_existing(state)
+            .with_physical_optimizer_rule(Arc::new(plan_guard::PlanGuard {
+                allowed: allowed.clone(),
+            }))
+            .build())
+    })
 }
 
 /// How `ndfusion executor` runs.

@@ -165,11 +165,20 @@ fn build(url: &Url, service: Service, options: &StorageOptions) -> Result<Arc<dy
     match service {
         #[cfg(feature = "s3")]
         Service::S3 => {
-            let mut b = object_store::aws::AmazonS3Builder::from_env()
-                .with_url(url.as_str())
-                .with_retry(retry)
-                .with_client_options(client_options(options, options.flag("aws.allow_http")))
-                .with_http_connector(connector(options, options.flag("aws.allow_http")));
+            // Credentials the table brings are the only ones it uses: none of the process's.
+            let own = [
+                "aws.access_key_id",
+                "aws.secret_access_key",
+                "aws.session_token",
+            ];
+            let mut b = match own.iter().any(|k| options.get(k).is_some()) {
+                true => object_store::aws::AmazonS3Builder::new(),
+                false => object_store::aws::AmazonS3Builder::from_env(),
+            }
+            .with_url(url.as_str())
+            .with_retry(retry)
+            .with_client_options(client_options(options, options.flag("aws.allow_http")))
+            .with_http_connector(connector(options, options.flag("aws.allow_http")));
             if let Some(v) = options.get("aws.access_key_id") {
                 b = b.with_access_key_id(v);
             }
@@ -207,11 +216,14 @@ fn build(url: &Url, service: Service, options: &StorageOptions) -> Result<Arc<dy
         }
         #[cfg(feature = "azure")]
         Service::Azure => {
-            let mut b = object_store::azure::MicrosoftAzureBuilder::from_env()
-                .with_url(url.as_str())
-                .with_retry(retry)
-                .with_client_options(client_options(options, options.flag("azure.allow_http")))
-                .with_http_connector(connector(options, options.flag("azure.allow_http")));
+            let mut b = match options.get("azure.access_key").is_some() {
+                true => object_store::azure::MicrosoftAzureBuilder::new(),
+                false => object_store::azure::MicrosoftAzureBuilder::from_env(),
+            }
+            .with_url(url.as_str())
+            .with_retry(retry)
+            .with_client_options(client_options(options, options.flag("azure.allow_http")))
+            .with_http_connector(connector(options, options.flag("azure.allow_http")));
             if let Some(v) = options.get("azure.account_name") {
                 b = b.with_account(v);
             }

@@ -235,7 +235,7 @@ async fn get_any_range(
 }
 
 fn storage_error(e: object_store::Error) -> StorageError {
-    StorageError::Other(e.to_string())
+    StorageError::Other(crate::error::with_root_cause(&e))
 }
 
 #[async_trait::async_trait]

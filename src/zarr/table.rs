@@ -149,6 +149,16 @@ impl ZarrTable {
         &self.source
     }
 
+    #[cfg(feature = "cluster")]
+    /// The locations of a collection's members (what its pattern expanded to); empty for an
+    /// array or a dataset.
+    pub(crate) fn member_locations(&self) -> Vec<&str> {
+        match &self.inner {
+            Inner::Collection(t) => t.member_locations(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The shape of the array, or of the grid of the dataset; for a collection, the number of
     /// members.
     pub fn shape(&self) -> Vec<u64> {

@@ -14,6 +14,9 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+const CLUSTER_KEY_ID: &str = "cluster-key-id";
+const CLUSTER_TOKEN: &str = "cluster-session-token";
+
 /// A process of the cluster, killed when dropped; its output goes to a log file.
 struct Process {
     name: String,
@@ -25,7 +28,13 @@ impl Process {
     fn start(name: &str, args: &[String], dir: &Path) -> Process {
         let log = dir.join(format!("{name}.log"));
         let mut command = Command::new(env!("CARGO_BIN_EXE_ndfusion"));
-        command.args(args).current_dir(repo());
+        // The processes' own credentials: no request of a client's table may carry them.
+        command
+            .args(args)
+            .current_dir(repo())
+            .env("AWS_ACCESS_KEY_ID", CLUSTER_KEY_ID)
+            .env("AWS_SECRET_ACCESS_KEY", "cluster-secret")
+            .env("AWS_SESSION_TOKEN", CLUSTER_TOKEN);
         Process {
             name: name.to_string(),
             child: servers::spawn_logged(command, &log).unwrap(),
@@ -39,6 +48,17 @@ impl Process {
             self.name,
             std::fs::read_to_string(&self.log).unwrap_or_default()
         )
+    }
+
+    /// A process that has already ended (`true`), to take a cluster's apart.
+    fn placeholder() -> Process {
+        let mut child = Command::new("true").spawn().unwrap();
+        let _ = child.wait();
+        Process {
+            name: "placeholder".into(),
+            child,
+            log: PathBuf::new(),
+        }
     }
 
     fn kill(&mut self) {
@@ -63,41 +83,39 @@ struct Cluster {
 }
 
 impl Cluster {
-    fn start(executors: usize) -> Cluster {
+    /// A scheduler and `executors` executors, each given `extra` arguments too (`--allow`,
+    /// `--allow-endpoint`).
+    fn start(executors: usize, extra: &[String]) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
-        let scheduler = Process::start(
-            "scheduler",
-            &[
-                "scheduler".into(),
-                "--bind".into(),
-                format!("127.0.0.1:{port}"),
-                "--executor-timeout".into(),
-                "10".into(),
-            ],
-            dir.path(),
-        );
+        let mut args: Vec<String> = vec![
+            "scheduler".into(),
+            "--bind".into(),
+            format!("127.0.0.1:{port}"),
+            "--executor-timeout".into(),
+            "10".into(),
+        ];
+        args.extend(extra.iter().cloned());
+        let scheduler = Process::start("scheduler", &args, dir.path());
         wait_for_port(port, &scheduler);
         let mut started = Vec::new();
         let mut work_dirs = Vec::new();
         for e in 0..executors {
             let flight = free_port();
             let work_dir = dir.path().join(format!("work{e}"));
-            let executor = Process::start(
-                &format!("executor{e}"),
-                &[
-                    "executor".into(),
-                    "--scheduler".into(),
-                    format!("127.0.0.1:{port}"),
-                    "--bind".into(),
-                    format!("127.0.0.1:{flight}"),
-                    "--concurrency".into(),
-                    "2".into(),
-                    "--work-dir".into(),
-                    work_dir.display().to_string(),
-                ],
-                dir.path(),
-            );
+            let mut args: Vec<String> = vec![
+                "executor".into(),
+                "--scheduler".into(),
+                format!("127.0.0.1:{port}"),
+                "--bind".into(),
+                format!("127.0.0.1:{flight}"),
+                "--concurrency".into(),
+                "2".into(),
+                "--work-dir".into(),
+                work_dir.display().to_string(),
+            ];
+            args.extend(extra.iter().cloned());
+            let executor = Process::start(&format!("executor{e}"), &args, dir.path());
             wait_for_port(flight, &executor);
             started.push(executor);
             work_dirs.push(work_dir);
@@ -151,7 +169,8 @@ fn text(bytes: &[u8]) -> String {
 async fn a_scheduler_and_two_executors_answer_like_the_local_cli() {
     let server = servers::seaweedfs(BUCKET);
     upload_fixtures(&s3_store(&server)).await;
-    let cluster = Cluster::start(2);
+    // The loopback S3 server is an endpoint the operator allows.
+    let cluster = Cluster::start(2, &["--allow-endpoint".into(), server.endpoint()]);
     let options = s3_options(&server);
 
     let ran = run_sql_files_at_in(Mode::Cluster(cluster.url()), "s3://data", &options, |_| {
@@ -229,7 +248,7 @@ async fn a_scheduler_and_two_executors_answer_like_the_local_cli() {
 /// answer (Ballista ran the lost tasks again) or a clear error; it never hangs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_executor_killed_mid_query_ends_the_query_in_bounded_time() {
-    let mut cluster = Cluster::start(2);
+    let mut cluster = Cluster::start(2, &[]);
     // Two hundred thousand chunks, most of them absent (read as the fill value): seconds of
     // work spread over both executors.
     let args = vec![
@@ -292,5 +311,268 @@ async fn an_executor_killed_mid_query_ends_the_query_in_bounded_time() {
         } else {
             "failed"
         }
+    );
+}
+
+/// The client's view of a refusal: exit code 1 and one readable line naming what was refused.
+fn assert_refused(out: &Output, expected: &[&str], what: &str) {
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{what}: {stderr}");
+    assert!(stderr.starts_with("Error: "), "{what}: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{what}: {stderr}");
+    for part in expected {
+        assert!(stderr.contains(part), "{what}: {part:?} not in {stderr}");
+    }
+    for raw in ["Status {", "MetadataMap", "code: "] {
+        assert!(!stderr.contains(raw), "{what}: raw {raw:?} in {stderr}");
+    }
+}
+
+/// The review's attacks on a cluster started with an allow list, each now refused: files of
+/// the cluster's machines read or written through DataFusion's file formats, the processes'
+/// credentials sent to a host of the client's choosing, the allow list walked around with
+/// escapes and symlinks, redirects to other hosts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_refuses_what_it_does_not_run() {
+    use crate::listener::{path, response, Listener};
+    let outside = tempfile::tempdir().unwrap();
+    let outside_dir = outside.path().canonicalize().unwrap();
+    let inside = tempfile::tempdir().unwrap();
+    let inside_dir = inside.path().canonicalize().unwrap();
+    let data = repo().join("tests/data/zarr_v3").canonicalize().unwrap();
+    std::os::unix::fs::symlink(repo().join("tests/data/zarr_v2"), inside_dir.join("v2")).unwrap();
+
+    // An attacker's host: records what reaches it, answers S3 GETs of zarr.json so that the
+    // client can create its table.
+    let metadata = std::fs::read(data.join("grid_2d.zarr/zarr.json")).unwrap();
+    let attacker = Listener::start(move |head| match path(head) {
+        p if p.ends_with("/zarr.json") => response("200 OK", &[], &metadata),
+        _ => response("404 Not Found", &[], b""),
+    });
+    // An HTTP store whose chunks redirect to another loopback host.
+    let elsewhere = Listener::start(|_| response("200 OK", &[], &[7u8; 4096]));
+    let away = elsewhere.url();
+    let grid = std::fs::read(data.join("grid_2d.zarr/zarr.json")).unwrap();
+    let redirecting = Listener::start(move |head| match path(head) {
+        "/grid.zarr/zarr.json" => response("200 OK", &[], &grid),
+        p => response("302 Found", &[("location", format!("{away}{p}"))], b""),
+    });
+
+    let cluster = Cluster::start(
+        2,
+        &[
+            "--allow".into(),
+            data.display().to_string(),
+            "--allow".into(),
+            inside_dir.display().to_string(),
+            "--allow".into(),
+            "s3://bucket".into(),
+            "--allow".into(),
+            redirecting.url(),
+        ],
+    );
+    let on_cluster = |statements: &[String]| {
+        let mut args = vec![
+            "--cluster".to_string(),
+            cluster.url(),
+            "--quiet".into(),
+            "--format".into(),
+            "csv".into(),
+        ];
+        for s in statements {
+            args.push("-c".into());
+            args.push(s.clone());
+        }
+        Command::new(env!("CARGO_BIN_EXE_ndfusion"))
+            .args(&args)
+            .current_dir(repo())
+            .env("AWS_ACCESS_KEY_ID", "client-key-id")
+            .env("AWS_SECRET_ACCESS_KEY", "client-secret")
+            .env_remove("AWS_SESSION_TOKEN")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+
+    // 1. DataFusion's file formats and COPY TO: files outside the allow list are refused, in
+    // every format the local session can write; inside it they are read.
+    let local = datafusion::prelude::SessionContext::new();
+    for (format, file) in [
+        ("CSV", "x.csv"),
+        ("JSON", "x.json"),
+        ("PARQUET", "x.parquet"),
+        ("ARROW", "x.arrow"),
+    ] {
+        for dir in [&outside_dir, &inside_dir] {
+            let target = dir.join(file).display().to_string();
+            let copy = format!("COPY (SELECT 'secret' AS line) TO '{target}' STORED AS {format}");
+            local.sql(&copy).await.unwrap().collect().await.unwrap();
+        }
+        let read = |dir: &Path| {
+            let location = dir.join(file).display().to_string();
+            on_cluster(&[
+                format!("CREATE EXTERNAL TABLE p STORED AS {format} LOCATION '{location}'"),
+                "SELECT line FROM p".into(),
+            ])
+        };
+        let out = read(&outside_dir);
+        assert_refused(
+            &out,
+            &[&format!(
+                "a {format} scan of files outside the allowed locations"
+            )],
+            format,
+        );
+        assert!(!text(&out.stdout).contains("secret"), "{format}");
+        let out = read(&inside_dir);
+        assert!(
+            out.status.success(),
+            "{format} inside: {}",
+            text(&out.stderr)
+        );
+        assert!(text(&out.stdout).contains("secret"), "{format} inside");
+    }
+    let passwd = on_cluster(&[
+        "CREATE EXTERNAL TABLE p (line VARCHAR) STORED AS CSV LOCATION '/etc/passwd'".into(),
+        "SELECT line FROM p LIMIT 1".into(),
+    ]);
+    assert_refused(
+        &passwd,
+        &["refused by the cluster: a CSV scan"],
+        "/etc/passwd",
+    );
+    assert!(!text(&passwd.stdout).contains("root:"));
+    let written = inside_dir.join("written");
+    let copy = on_cluster(&[format!(
+        "COPY (SELECT 1 AS a) TO '{}/' STORED AS CSV",
+        written.display()
+    )]);
+    assert_refused(&copy, &["writing files (COPY TO"], "COPY TO");
+    assert!(!written.exists());
+
+    // 2. The processes' own credentials never go to a client's endpoint.
+    let out = on_cluster(&[
+        format!(
+            "CREATE EXTERNAL TABLE e STORED AS ZARR LOCATION 's3://bucket/grid.zarr' \
+             OPTIONS ('aws.endpoint' '{}', 'aws.allow_http' 'true', 'aws.region' 'us-east-1', \
+             'client.max_retries' '0')",
+            attacker.url()
+        ),
+        "SELECT count(*) FROM e".into(),
+    ]);
+    assert_refused(
+        &out,
+        &["'aws.endpoint'", "--allow-endpoint"],
+        "aws.endpoint",
+    );
+    for request in attacker.requests() {
+        assert!(!request.contains(CLUSTER_KEY_ID), "{request}");
+        assert!(!request.contains(CLUSTER_TOKEN), "{request}");
+    }
+    let out = on_cluster(&[
+        format!(
+            "CREATE EXTERNAL TABLE g STORED AS ZARR LOCATION '{}/grid_2d.zarr' \
+             OPTIONS ('gcp.service_account_path' '/etc/shadow')",
+            data.display()
+        ),
+        "SELECT count(*) FROM g".into(),
+    ]);
+    assert_refused(
+        &out,
+        &["'gcp.service_account_path'"],
+        "gcp.service_account_path",
+    );
+
+    // 3. The allow list after normalization: percent-escaped `..`, and a symlink inside an
+    // allowed folder that points outside it.
+    for location in [
+        format!("file://{}/%2e%2e/zarr_v2/grid_2d.zarr", data.display()),
+        format!("{}/v2/grid_2d.zarr", inside_dir.display()),
+    ] {
+        let out = on_cluster(&[
+            format!("CREATE EXTERNAL TABLE b STORED AS ZARR LOCATION '{location}'"),
+            "SELECT count(*) FROM b".into(),
+        ]);
+        assert_refused(
+            &out,
+            &["this cluster only reads locations under"],
+            &location,
+        );
+    }
+    let out = on_cluster(&[
+        format!(
+            "CREATE EXTERNAL TABLE c STORED AS ZARR LOCATION '{}/*/grid_2d.zarr'",
+            inside_dir.display()
+        ),
+        "SELECT count(*) FROM c".into(),
+    ]);
+    assert_refused(
+        &out,
+        &["this cluster only reads locations under"],
+        "a pattern's member",
+    );
+
+    // 4. A chunk that redirects to another host is an error, and that host hears nothing.
+    let out = on_cluster(&[
+        format!(
+            "CREATE EXTERNAL TABLE r STORED AS ZARR LOCATION '{}/grid.zarr' \
+             OPTIONS ('client.max_retries' '0')",
+            redirecting.url()
+        ),
+        "SELECT sum(temp) FROM r".into(),
+    ]);
+    assert_refused(&out, &["redirect to another host refused"], "redirect");
+    assert!(
+        elsewhere.requests().is_empty(),
+        "{:?}",
+        elsewhere.requests()
+    );
+
+    // What is allowed still runs.
+    let out = on_cluster(&[
+        format!(
+            "CREATE EXTERNAL TABLE ok STORED AS ZARR LOCATION '{}/grid_2d.zarr'",
+            data.display()
+        ),
+        "SELECT count(*) FROM ok".into(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stderr),
+        cluster.logs()
+    );
+    assert_eq!(text(&out.stdout), "count(*)\n35\n");
+}
+
+/// SIGTERM ends a scheduler or an executor within 10 seconds, also when the other is gone.
+#[test]
+fn processes_stop_within_ten_seconds_of_sigterm() {
+    let mut cluster = Cluster::start(2, &[]);
+    let stop = |process: &mut Process, what: &str| {
+        let start = Instant::now();
+        unsafe { libc::kill(process.child.id() as i32, libc::SIGTERM) };
+        while process.child.try_wait().unwrap().is_none() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{what} still runs 10 s after SIGTERM\n{}",
+                process.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    // An executor whose scheduler is already gone, then one with its scheduler up.
+    let mut scheduler = std::mem::replace(&mut cluster.scheduler, Process::placeholder());
+    let mut first = cluster.executors.remove(0);
+    stop(&mut cluster.executors[0], "an executor");
+    stop(&mut scheduler, "the scheduler");
+    stop(&mut first, "an executor whose scheduler stopped");
+    // A scheduler that died (SIGKILL) under a running executor.
+    let mut cluster = Cluster::start(1, &[]);
+    cluster.scheduler.kill();
+    std::thread::sleep(Duration::from_secs(1));
+    stop(
+        &mut cluster.executors[0],
+        "an executor whose scheduler died",
     );
 }

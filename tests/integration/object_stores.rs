@@ -587,12 +587,7 @@ async fn redirects_are_followed_only_within_the_host() {
     )
     .await;
     let got = collect(&ctx, "SELECT count(*) AS n FROM m").await;
-    assert_eq!(
-        pretty_format_batches(&got)
-            .unwrap()
-            .to_string()
-            .contains("| 35 |"),
-        true
-    );
+    let shown = pretty_format_batches(&got).unwrap().to_string();
+    assert!(shown.contains("| 35 |"), "{shown}");
     assert!(elsewhere.requests().is_empty());
 }

@@ -68,6 +68,10 @@ pub enum Process {
         /// Only tables under this location prefix may be read (repeatable; default: any).
         #[arg(long = "allow", value_name = "PREFIX")]
         allow: Vec<String>,
+        /// Tables may send requests to this endpoint (`aws.endpoint`, `azure.endpoint`;
+        /// repeatable; default: none, the processes' own stores only).
+        #[arg(long = "allow-endpoint", value_name = "URL")]
+        allow_endpoint: Vec<String>,
         /// Seconds without a heartbeat after which an executor is lost and its tasks rerun.
         #[arg(long, default_value_t = 20)]
         executor_timeout: u64,
@@ -92,25 +96,49 @@ pub enum Process {
         /// Only tables under this location prefix may be read (repeatable; default: any).
         #[arg(long = "allow", value_name = "PREFIX")]
         allow: Vec<String>,
+        /// Tables may send requests to this endpoint (`aws.endpoint`, `azure.endpoint`;
+        /// repeatable; default: none, the processes' own stores only).
+        #[arg(long = "allow-endpoint", value_name = "URL")]
+        allow_endpoint: Vec<String>,
     },
 }
 
+/// Seconds a process may take to stop after SIGTERM before it exits regardless (Ballista's
+/// shutdown waits on its peers: a scheduler that is gone must not keep an executor alive).
+const STOP_SECONDS: u64 = 8;
+
 /// Runs a scheduler or an executor until it stops; returns the process exit code.
 pub async fn run_process(process: Process) -> i32 {
-    let allowed = |prefixes: Vec<String>| match prefixes.is_empty() {
-        true => ndfusion::AllowedLocations::everything(),
-        false => ndfusion::AllowedLocations::prefixes(prefixes),
+    if let Ok(mut terminate) =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
+        tokio::spawn(async move {
+            terminate.recv().await;
+            tokio::time::sleep(std::time::Duration::from_secs(STOP_SECONDS)).await;
+            eprintln!("still stopping {STOP_SECONDS} s after SIGTERM: exiting now");
+            std::process::exit(1);
+        });
+    }
+    // A cluster process never lets a client choose where its own credentials go: endpoints
+    // are refused unless the operator names them.
+    let allowed = |prefixes: Vec<String>, endpoints: Vec<String>| {
+        match prefixes.is_empty() {
+            true => ndfusion::AllowedLocations::everything(),
+            false => ndfusion::AllowedLocations::prefixes(prefixes),
+        }
+        .with_endpoints(endpoints)
     };
     let result = match process {
         Process::Scheduler {
             bind,
             allow,
+            allow_endpoint,
             executor_timeout,
         } => {
             eprintln!("ndfusion scheduler listening on {bind}");
             ndfusion::run_scheduler(ndfusion::SchedulerSettings {
                 bind,
-                allowed: allowed(allow),
+                allowed: allowed(allow, allow_endpoint),
                 executor_timeout_seconds: executor_timeout,
             })
             .await
@@ -122,6 +150,7 @@ pub async fn run_process(process: Process) -> i32 {
             work_dir,
             memory_limit,
             allow,
+            allow_endpoint,
         } => {
             eprintln!("ndfusion executor on {bind}, scheduler {scheduler}");
             let defaults = ndfusion::ExecutorSettings::default();
@@ -131,7 +160,7 @@ pub async fn run_process(process: Process) -> i32 {
                 concurrency: concurrency.unwrap_or(defaults.concurrency),
                 work_dir,
                 memory_limit: memory_limit.map(|m| m as u64),
-                allowed: allowed(allow),
+                allowed: allowed(allow, allow_endpoint),
             })
             .await
         }

@@ -150,6 +150,11 @@ impl CollectionTable {
     pub(crate) fn member_count(&self) -> usize {
         self.members.len()
     }
+
+    #[cfg(feature = "cluster")]
+    pub(crate) fn member_locations(&self) -> Vec<&str> {
+        self.members.iter().map(|m| m.location.as_str()).collect()
+    }
 }
 
 #[async_trait]
