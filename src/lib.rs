@@ -57,8 +57,9 @@ mod zarr;
 
 #[cfg(feature = "cluster")]
 pub use cluster::{
-    new_cluster_context, new_standalone_context, run_executor, run_scheduler, AllowedLocations,
-    ExecutorSettings, SchedulerSettings,
+    new_cluster_context, new_cluster_context_with, new_standalone_context, run_executor,
+    run_scheduler, AllowedLocations, ClusterSecurity, ExecutorSettings, SchedulerSettings,
+    TOKEN_ENV,
 };
 pub use error::{Error, Result};
 pub use lance_nd::{

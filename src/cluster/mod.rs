@@ -16,35 +16,82 @@
 mod allowed;
 mod codec;
 mod plan_guard;
+mod security;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use arrow_flight::flight_service_server::FlightServiceServer;
 use ballista::prelude::{SessionConfigExt, SessionContextExt};
 use ballista_core::config::TaskSchedulingPolicy;
+use ballista_core::serde::protobuf::scheduler_grpc_server::SchedulerGrpcServer;
+use ballista_core::utils::{create_grpc_server, default_config_producer};
 use ballista_executor::executor_process::{start_executor_process, ExecutorProcessConfig};
+use ballista_executor::flight_service::BallistaFlightService;
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::SchedulerConfig;
-use ballista_scheduler::scheduler_process::start_server;
+use ballista_scheduler::scheduler_process::create_scheduler;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
+use tonic::service::interceptor::InterceptedService;
 
 pub use allowed::AllowedLocations;
 use codec::{NdfusionLogicalCodec, NdfusionPhysicalCodec};
+pub use security::{ClusterSecurity, TOKEN_ENV};
 
 use crate::error::{Error, Result};
 
-/// A session configuration for a cluster client: Ballista's settings and ndfusion's codecs.
-fn client_config(base: SessionConfig) -> SessionConfig {
-    base.upgrade_for_ballista()
+/// A session configuration for a cluster client: Ballista's settings and ndfusion's codecs,
+/// and the token and TLS of `security` on every link it opens.
+fn client_config(base: SessionConfig, security: &ClusterSecurity) -> SessionConfig {
+    let config = base
+        .upgrade_for_ballista()
         .with_information_schema(true)
         .with_ballista_logical_extension_codec(Arc::new(NdfusionLogicalCodec::new(
             AllowedLocations::everything(),
         )))
         .with_ballista_physical_extension_codec(Arc::new(NdfusionPhysicalCodec::new(
             AllowedLocations::everything(),
-        )))
+        )));
+    secured(config, security)
+}
+
+/// `config` with the token and TLS of `security` on every gRPC client Ballista builds from it.
+fn secured(config: SessionConfig, security: &ClusterSecurity) -> SessionConfig {
+    let config = config.with_ballista_use_tls(security.has_tls());
+    match security.endpoint_override() {
+        Some(f) => config.with_ballista_override_create_grpc_client_endpoint(f),
+        None => config,
+    }
+}
+
+/// A process bound to an address other hosts reach refuses to start without a token, unless
+/// `insecure` says so (with a warning).
+fn check_exposure(
+    bind: SocketAddr,
+    security: &ClusterSecurity,
+    insecure: bool,
+    what: &str,
+) -> Result<()> {
+    if bind.ip().is_loopback() || security.has_token() {
+        return Ok(());
+    }
+    if insecure {
+        log::warn!("{what} on {bind} accepts calls from anyone who reaches it (--insecure)");
+        eprintln!(
+            "warning: {what} on {bind} accepts calls from anyone who reaches it (--insecure)"
+        );
+        return Ok(());
+    }
+    Err(Error::InvalidOption {
+        option: "bind".into(),
+        reason: format!(
+            "{what} on {bind} would accept calls from any host: give it a token \
+             (--token-file or {TOKEN_ENV}), or --insecure"
+        ),
+    })
 }
 
 /// A context whose queries run on the Ballista cluster whose scheduler is at `url`
@@ -60,8 +107,17 @@ fn client_config(base: SessionConfig) -> SessionConfig {
 /// # Ok(()) }
 /// ```
 pub async fn new_cluster_context(url: &str) -> Result<SessionContext> {
+    new_cluster_context_with(url, &ClusterSecurity::none()).await
+}
+
+/// [`new_cluster_context`] for a secured cluster: `security`'s token on every call and its TLS
+/// (the cluster's CA) on every link.
+pub async fn new_cluster_context_with(
+    url: &str,
+    security: &ClusterSecurity,
+) -> Result<SessionContext> {
     let state = SessionStateBuilder::new()
-        .with_config(client_config(SessionConfig::new()))
+        .with_config(client_config(SessionConfig::new(), security))
         .with_default_features()
         .build();
     let ctx = SessionContext::remote_with_state(url, state)
@@ -76,7 +132,7 @@ pub async fn new_cluster_context(url: &str) -> Result<SessionContext> {
 /// factories: what [`new_cluster_context`] does, without processes to start. Needs a
 /// multi-threaded tokio runtime.
 pub async fn new_standalone_context(parallelism: usize) -> Result<SessionContext> {
-    let config = client_config(SessionConfig::new())
+    let config = client_config(SessionConfig::new(), &ClusterSecurity::none())
         .with_ballista_standalone_parallelism(parallelism.max(1));
     let state = SessionStateBuilder::new()
         .with_config(config)
@@ -99,6 +155,10 @@ pub struct SchedulerSettings {
     /// Seconds without a heartbeat after which an executor counts as lost and its tasks run
     /// elsewhere (default 20).
     pub executor_timeout_seconds: u64,
+    /// The token calls must carry and the TLS the scheduler serves.
+    pub security: ClusterSecurity,
+    /// Start on a non-loopback address without a token.
+    pub insecure: bool,
 }
 
 impl Default for SchedulerSettings {
@@ -107,13 +167,17 @@ impl Default for SchedulerSettings {
             bind: SocketAddr::from(([127, 0, 0, 1], 50050)),
             allowed: AllowedLocations::everything(),
             executor_timeout_seconds: 20,
+            security: ClusterSecurity::none(),
+            insecure: false,
         }
     }
 }
 
-/// Runs a Ballista scheduler with ndfusion's codecs until the process ends.
+/// Runs a Ballista scheduler with ndfusion's codecs until the process ends (or SIGTERM).
 pub async fn run_scheduler(settings: SchedulerSettings) -> Result<()> {
     let bind = settings.bind;
+    let security = settings.security.clone();
+    check_exposure(bind, &security, settings.insecure, "the scheduler")?;
     let config = SchedulerConfig {
         // Executors ask for work when they have free slots: tasks of an executor that was
         // lost are picked up again. (Pushed tasks reset after a loss wait for an offer that
@@ -131,15 +195,55 @@ pub async fn run_scheduler(settings: SchedulerSettings) -> Result<()> {
             settings.allowed.clone(),
         ))),
         override_session_builder: Some(guarded_session_builder(settings.allowed)),
+        override_create_grpc_client_endpoint: security.endpoint_override(),
+        use_tls: security.has_tls(),
         ..Default::default()
     };
     let what = || format!("scheduler on {bind}");
     let cluster = BallistaCluster::new_from_config(&config)
         .await
         .map_err(|e| cluster_error(what(), e))?;
-    start_server(cluster, bind, Arc::new(config))
+    // Ballista's `start_server`, assembled here for the token and TLS (no REST API, no Flight
+    // proxy: neither is used).
+    let (encoding, decoding) = (
+        config.grpc_server_max_encoding_message_size as usize,
+        config.grpc_server_max_decoding_message_size as usize,
+    );
+    let scheduler =
+        create_scheduler::<LogicalPlanNode, PhysicalPlanNode>(cluster, Arc::new(config))
+            .await
+            .map_err(|e| cluster_error(what(), e))?;
+    let service = SchedulerGrpcServer::new(scheduler)
+        .max_encoding_message_size(encoding)
+        .max_decoding_message_size(decoding);
+    let service = InterceptedService::new(service, security.interceptor());
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = security.server_tls("scheduler")? {
+        server = server
+            .tls_config(tls)
+            .map_err(|e| cluster_error(what(), e))?;
+    }
+    server
+        .add_service(service)
+        .serve_with_shutdown(bind, stop_signal())
         .await
         .map_err(|e| cluster_error(what(), e))
+}
+
+/// SIGTERM or Ctrl-C.
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
 
 /// Ballista's scheduler session, with the check that refuses what a cluster does not run.
@@ -172,6 +276,10 @@ pub struct ExecutorSettings {
     pub memory_limit: Option<u64>,
     /// The locations tables may name.
     pub allowed: AllowedLocations,
+    /// The token calls carry and demand, and the TLS of every link.
+    pub security: ClusterSecurity,
+    /// Start on a non-loopback address without a token.
+    pub insecure: bool,
 }
 
 impl Default for ExecutorSettings {
@@ -183,12 +291,18 @@ impl Default for ExecutorSettings {
             work_dir: None,
             memory_limit: None,
             allowed: AllowedLocations::everything(),
+            security: ClusterSecurity::none(),
+            insecure: false,
         }
     }
 }
 
 /// Runs a Ballista executor with ndfusion's codecs until the process ends.
 pub async fn run_executor(settings: ExecutorSettings) -> Result<()> {
+    let security = settings.security.clone();
+    check_exposure(settings.bind, &security, settings.insecure, "the executor")?;
+    // Its Flight server (shuffle data, results) fails at start without a certificate.
+    let flight_tls = security.server_tls("executor")?;
     let (scheduler_host, scheduler_port) = split_host_port(&settings.scheduler)?;
     let work_dir = match settings.work_dir {
         Some(dir) => dir,
@@ -214,11 +328,45 @@ pub async fn run_executor(settings: ExecutorSettings) -> Result<()> {
             settings.allowed.clone(),
         ))),
         override_physical_codec: Some(Arc::new(NdfusionPhysicalCodec::new(settings.allowed))),
+        override_create_grpc_client_endpoint: security.endpoint_override(),
+        override_config_producer: Some({
+            let security = security.clone();
+            Arc::new(move || secured(default_config_producer(), &security))
+        }),
+        override_arrow_flight_service: Some(flight_service(security.clone(), flight_tls)),
         ..Default::default()
     };
     start_executor_process(Arc::new(config))
         .await
         .map_err(|e| cluster_error(format!("executor on {bind}"), e))
+}
+
+/// The executor's Flight server (Ballista's service) behind the token check and TLS.
+fn flight_service(
+    security: ClusterSecurity,
+    tls: Option<tonic::transport::ServerTlsConfig>,
+) -> Arc<ballista_executor::ArrowFlightServerProvider> {
+    Arc::new(move |work_dir, address, mut shutdown, grpc| {
+        let interceptor = security.interceptor();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let service = FlightServiceServer::new(BallistaFlightService::new(work_dir))
+                .max_decoding_message_size(16 * 1024 * 1024)
+                .max_encoding_message_size(16 * 1024 * 1024);
+            let service = InterceptedService::new(service, interceptor);
+            let mut server = create_grpc_server(&grpc);
+            if let Some(tls) = tls {
+                server = server
+                    .tls_config(tls)
+                    .map_err(ballista_core::error::BallistaError::TonicError)?;
+            }
+            server
+                .add_service(service)
+                .serve_with_shutdown(address, shutdown.recv())
+                .await
+                .map_err(ballista_core::error::BallistaError::TonicError)
+        })
+    })
 }
 
 /// `host:port` into its parts.

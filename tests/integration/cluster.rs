@@ -73,6 +73,125 @@ impl Drop for Process {
     }
 }
 
+/// A cluster's token and TLS files, as the README's secured cluster has them: a CA and one
+/// certificate for 127.0.0.1 / localhost (written by openssl), and a token file.
+struct Secrets {
+    dir: tempfile::TempDir,
+}
+
+impl Secrets {
+    fn new() -> Secrets {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("token"), "test-token-0123456789abcdef\n").unwrap();
+        std::fs::write(
+            d.join("ext.cnf"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
+             keyUsage=digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n",
+        )
+        .unwrap();
+        let run = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(d)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                text(&out.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        run(&[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=ndfusion test CA",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ],
+        ]
+        .concat());
+        run(&[
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                "node.key",
+                "-out",
+                "node.csr",
+                "-subj",
+                "/CN=localhost",
+            ],
+        ]
+        .concat());
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            "node.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "node.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ]);
+        Secrets { dir }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    /// What a scheduler and an executor are started with.
+    fn process_args(&self) -> Vec<String> {
+        let mut args = self.client_args();
+        args.extend(["--tls-cert".into(), self.path("node.pem")]);
+        args.extend(["--tls-key".into(), self.path("node.key")]);
+        args
+    }
+
+    /// What `ndfusion --cluster` is given.
+    fn client_args(&self) -> Vec<String> {
+        vec![
+            "--token-file".into(),
+            self.path("token"),
+            "--tls-ca".into(),
+            self.path("ca.pem"),
+        ]
+    }
+
+    fn security(&self) -> ndfusion::ClusterSecurity {
+        ndfusion::ClusterSecurity::none()
+            .with_token_file(&self.dir.path().join("token"))
+            .unwrap()
+            .with_tls(&self.dir.path().join("ca.pem"), None)
+            .unwrap()
+    }
+}
+
 /// A scheduler and executors on free ports of 127.0.0.1.
 struct Cluster {
     scheduler: Process,
@@ -169,14 +288,16 @@ fn text(bytes: &[u8]) -> String {
 async fn a_scheduler_and_two_executors_answer_like_the_local_cli() {
     let server = servers::seaweedfs(BUCKET);
     upload_fixtures(&s3_store(&server)).await;
-    // The loopback S3 server is an endpoint the operator allows.
-    let cluster = Cluster::start(2, &["--allow-endpoint".into(), server.endpoint()]);
+    // A secured cluster, as the README starts one (token and TLS); the loopback S3 server is
+    // an endpoint the operator allows.
+    let secrets = Secrets::new();
+    let mut extra = secrets.process_args();
+    extra.extend(["--allow-endpoint".into(), server.endpoint()]);
+    let cluster = Cluster::start(2, &extra);
     let options = s3_options(&server);
 
-    let ran = run_sql_files_at_in(Mode::Cluster(cluster.url()), "s3://data", &options, |_| {
-        false
-    })
-    .await;
+    let mode = Mode::Cluster(cluster.url(), secrets.security());
+    let ran = run_sql_files_at_in(mode, "s3://data", &options, |_| false).await;
     assert!(ran > 100, "only {ran} records ran\n{}", cluster.logs());
 
     let with = |location: &str| {
@@ -207,6 +328,7 @@ async fn a_scheduler_and_two_executors_answer_like_the_local_cli() {
     }
     let local = ndfusion(&args);
     let mut on_cluster = vec!["--cluster".to_string(), cluster.url()];
+    on_cluster.extend(secrets.client_args());
     on_cluster.extend(args.iter().cloned());
     let remote = ndfusion(&on_cluster);
     assert!(local.status.success(), "{}", text(&local.stderr));
@@ -225,11 +347,44 @@ async fn a_scheduler_and_two_executors_answer_like_the_local_cli() {
         failing.extend(["-c".into(), query.into()]);
         let local = ndfusion(&failing);
         let mut on_cluster = vec!["--cluster".to_string(), cluster.url()];
+        on_cluster.extend(secrets.client_args());
         on_cluster.extend(failing);
         let remote = ndfusion(&on_cluster);
         assert_eq!(local.status.code(), Some(1), "{query}");
         assert_eq!(remote.status.code(), Some(1), "{query}");
         assert_eq!(text(&remote.stderr), text(&local.stderr), "{query}");
+    }
+
+    // Without the token, with another one, or without TLS, the cluster answers nothing.
+    let query = ["-c".to_string(), "SELECT 1".into()];
+    let tls_only = ["--tls-ca".to_string(), secrets.path("ca.pem")];
+    let wrong = secrets.dir.path().join("wrong");
+    std::fs::write(&wrong, "another-token-0123456789").unwrap();
+    for (what, security, expected) in [
+        ("no token", tls_only.to_vec(), "requires a token"),
+        (
+            "another token",
+            [
+                &tls_only[..],
+                &["--token-file".into(), wrong.display().to_string()],
+            ]
+            .concat(),
+            "wrong cluster token",
+        ),
+        (
+            "no TLS",
+            vec!["--token-file".into(), secrets.path("token")],
+            "",
+        ),
+    ] {
+        let mut args = vec!["--cluster".to_string(), cluster.url()];
+        args.extend(security);
+        args.extend(query.iter().cloned());
+        let out = ndfusion(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {stderr}");
+        assert!(stderr.contains(expected), "{what}: {stderr}");
+        assert!(!stderr.contains("MetadataMap"), "{what}: {stderr}");
     }
 
     // Both executors ran tasks: each wrote shuffle files of some job.
@@ -256,7 +411,10 @@ async fn an_executor_killed_mid_query_ends_the_query_in_bounded_time() {
         "--format".into(),
         "csv".into(),
         "-c".into(),
-        "SET datafusion.execution.target_partitions = 4".into(),
+        // Tasks of a few seconds: a Ballista executor whose slots are all busy does not poll
+        // the scheduler, and polls are its heartbeats (a task longer than the executor
+        // timeout makes its executor look lost).
+        "SET datafusion.execution.target_partitions = 16".into(),
         "-c".into(),
         "CREATE EXTERNAL TABLE big STORED AS ZARR \
          LOCATION 'tests/data/zarr_v3/ten_million_chunks.zarr'"
@@ -575,4 +733,31 @@ fn processes_stop_within_ten_seconds_of_sigterm() {
         &mut cluster.executors[0],
         "an executor whose scheduler died",
     );
+}
+
+/// A scheduler or executor on an address other hosts reach refuses to start without a token
+/// (it would serve anyone); the refusal happens before anything is bound.
+#[test]
+fn an_exposed_process_without_a_token_refuses_to_start() {
+    for args in [
+        vec!["scheduler", "--bind", "0.0.0.0:1"],
+        vec![
+            "executor",
+            "--scheduler",
+            "127.0.0.1:1",
+            "--bind",
+            "0.0.0.0:1",
+        ],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ndfusion"))
+            .args(&args)
+            .env_remove("NDFUSION_CLUSTER_TOKEN")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains("give it a token"), "{stderr}");
+        assert!(stderr.contains("--insecure"), "{stderr}");
+    }
 }

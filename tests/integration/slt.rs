@@ -158,8 +158,9 @@ pub enum Mode {
     Local,
     /// On a Ballista cluster started inside this process (a scheduler and an executor).
     Standalone,
-    /// On the Ballista cluster whose scheduler is at this `df://` URL.
-    Cluster(String),
+    /// On the Ballista cluster whose scheduler is at this `df://` URL, reached with this token
+    /// and TLS.
+    Cluster(String, ndfusion::ClusterSecurity),
 }
 
 fn runner(
@@ -174,7 +175,7 @@ fn runner(
                 Mode::Standalone => ndfusion::new_standalone_context(2)
                     .await
                     .map_err(|e| SqlError(e.to_string()))?,
-                Mode::Cluster(url) => ndfusion::new_cluster_context(&url)
+                Mode::Cluster(url, security) => ndfusion::new_cluster_context_with(&url, &security)
                     .await
                     .map_err(|e| SqlError(e.to_string()))?,
             };

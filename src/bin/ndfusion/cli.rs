@@ -54,6 +54,55 @@ pub struct Args {
     /// chunks scans hold in flight), e.g. 512M or 2G; unlimited when not given.
     #[arg(short = 'm', long, value_name = "SIZE", value_parser = parse_size)]
     pub memory_limit: Option<usize>,
+
+    /// How to reach a secured cluster (with --cluster).
+    #[command(flatten)]
+    pub security: SecurityArgs,
+}
+
+/// A cluster's token and TLS files: the same flags on the scheduler, the executors and clients.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SecurityArgs {
+    /// File whose first line is the cluster's token (default: the NDFUSION_CLUSTER_TOKEN
+    /// environment variable); every call carries it, and servers refuse calls without it.
+    #[arg(long, value_name = "PATH", global = true)]
+    pub token_file: Option<PathBuf>,
+    /// PEM file of the CA that signed the cluster's certificates: TLS on every link.
+    #[arg(long, value_name = "PATH", global = true)]
+    pub tls_ca: Option<PathBuf>,
+    /// PEM certificate of this scheduler or executor (signed by --tls-ca).
+    #[arg(long, value_name = "PATH", global = true, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "PATH", global = true, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+impl SecurityArgs {
+    pub fn security(&self) -> std::result::Result<ndfusion::ClusterSecurity, ndfusion::Error> {
+        let mut security = ndfusion::ClusterSecurity::none();
+        if let Some(path) = &self.token_file {
+            security = security.with_token_file(path)?;
+        } else if let Ok(token) = std::env::var(ndfusion::TOKEN_ENV) {
+            security = security.with_token(&token)?;
+        }
+        match (&self.tls_ca, &self.tls_cert, &self.tls_key) {
+            (Some(ca), Some(cert), Some(key)) => {
+                security = security.with_tls(ca, Some((cert.as_path(), key.as_path())))?;
+            }
+            (Some(ca), _, _) => security = security.with_tls(ca, None)?,
+            (None, Some(_), _) => {
+                return Err(ndfusion::Error::InvalidOption {
+                    option: "tls-cert".into(),
+                    reason: "TLS needs --tls-ca too (the CA that signed the cluster's \
+                             certificates)"
+                        .into(),
+                })
+            }
+            (None, None, _) => {}
+        }
+        Ok(security)
+    }
 }
 
 /// The processes of a Ballista cluster, with ndfusion's tables built in.
@@ -72,6 +121,10 @@ pub enum Process {
         /// repeatable; default: none, the processes' own stores only).
         #[arg(long = "allow-endpoint", value_name = "URL")]
         allow_endpoint: Vec<String>,
+        /// Listen on a non-loopback address without a token (anyone who reaches it may run
+        /// queries).
+        #[arg(long)]
+        insecure: bool,
         /// Seconds without a heartbeat after which an executor is lost and its tasks rerun.
         #[arg(long, default_value_t = 20)]
         executor_timeout: u64,
@@ -100,6 +153,9 @@ pub enum Process {
         /// repeatable; default: none, the processes' own stores only).
         #[arg(long = "allow-endpoint", value_name = "URL")]
         allow_endpoint: Vec<String>,
+        /// Listen on a non-loopback address without a token.
+        #[arg(long)]
+        insecure: bool,
     },
 }
 
@@ -108,7 +164,14 @@ pub enum Process {
 const STOP_SECONDS: u64 = 8;
 
 /// Runs a scheduler or an executor until it stops; returns the process exit code.
-pub async fn run_process(process: Process) -> i32 {
+pub async fn run_process(process: Process, security: &SecurityArgs) -> i32 {
+    let security = match security.security() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            return 1;
+        }
+    };
     if let Ok(mut terminate) =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
     {
@@ -133,6 +196,7 @@ pub async fn run_process(process: Process) -> i32 {
             bind,
             allow,
             allow_endpoint,
+            insecure,
             executor_timeout,
         } => {
             eprintln!("ndfusion scheduler listening on {bind}");
@@ -140,6 +204,8 @@ pub async fn run_process(process: Process) -> i32 {
                 bind,
                 allowed: allowed(allow, allow_endpoint),
                 executor_timeout_seconds: executor_timeout,
+                security,
+                insecure,
             })
             .await
         }
@@ -151,6 +217,7 @@ pub async fn run_process(process: Process) -> i32 {
             memory_limit,
             allow,
             allow_endpoint,
+            insecure,
         } => {
             eprintln!("ndfusion executor on {bind}, scheduler {scheduler}");
             let defaults = ndfusion::ExecutorSettings::default();
@@ -161,6 +228,8 @@ pub async fn run_process(process: Process) -> i32 {
                 work_dir,
                 memory_limit: memory_limit.map(|m| m as u64),
                 allowed: allowed(allow, allow_endpoint),
+                security,
+                insecure,
             })
             .await
         }
@@ -212,7 +281,8 @@ pub fn parse_size(text: &str) -> std::result::Result<usize, String> {
 /// or a cluster's.
 async fn session(args: &Args) -> Result<SessionContext> {
     if let Some(url) = &args.cluster {
-        return Ok(ndfusion::new_cluster_context(url).await?);
+        let security = args.security.security()?;
+        return Ok(ndfusion::new_cluster_context_with(url, &security).await?);
     }
     let config = datafusion::prelude::SessionConfig::new().with_information_schema(true);
     let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();

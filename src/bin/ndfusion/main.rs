@@ -38,7 +38,7 @@ fn main() {
     let code = match args.process.take() {
         Some(process) => {
             process_log::init();
-            runtime.block_on(cli::run_process(process))
+            runtime.block_on(cli::run_process(process, &args.security))
         }
         None => runtime.block_on(run(args, &matches)),
     };
