@@ -403,7 +403,8 @@ async fn a_scheduler_and_two_executors_answer_like_the_local_cli() {
 /// answer (Ballista ran the lost tasks again) or a clear error; it never hangs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_executor_killed_mid_query_ends_the_query_in_bounded_time() {
-    let mut cluster = Cluster::start(2, &[]);
+    let secrets = Secrets::new();
+    let mut cluster = Cluster::start(2, &secrets.process_args());
     // Two hundred thousand chunks, most of them absent (read as the fill value): seconds of
     // work spread over both executors.
     let args = vec![
@@ -426,6 +427,7 @@ async fn an_executor_killed_mid_query_ends_the_query_in_bounded_time() {
     assert!(local.status.success(), "{}", text(&local.stderr));
 
     let mut on_cluster = vec!["--cluster".to_string(), cluster.url()];
+    on_cluster.extend(secrets.client_args());
     on_cluster.extend(args);
     let mut client = Command::new(env!("CARGO_BIN_EXE_ndfusion"))
         .args(&on_cluster)
@@ -607,6 +609,21 @@ async fn a_cluster_refuses_what_it_does_not_run() {
     )]);
     assert_refused(&copy, &["writing files (COPY TO"], "COPY TO");
     assert!(!written.exists());
+    let table_dir = inside_dir.join("appended");
+    std::fs::create_dir_all(&table_dir).unwrap();
+    let insert = on_cluster(&[
+        format!(
+            "CREATE EXTERNAL TABLE ins (a INT) STORED AS CSV LOCATION '{}/'",
+            table_dir.display()
+        ),
+        "INSERT INTO ins VALUES (1)".into(),
+    ]);
+    assert_refused(
+        &insert,
+        &["writing files (COPY TO, INSERT INTO"],
+        "INSERT INTO",
+    );
+    assert_eq!(std::fs::read_dir(&table_dir).unwrap().count(), 0);
 
     // 2. The processes' own credentials never go to a client's endpoint.
     let out = on_cluster(&[
