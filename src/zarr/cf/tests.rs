@@ -184,3 +184,29 @@ fn non_standard_calendars_decode_to_their_labels() {
     let a = attrs(json!({"units": "days since 2001-02-29", "calendar": "julian"}));
     assert!(CfDecoder::new("time", &DataType::Int64, &a, CfOptions::default()).is_err());
 }
+
+#[test]
+fn integer_fill_values_are_compared_as_integers() {
+    // As f64, 2^53 + 1 equals 2^53; u64::MAX - 1 and i64::MIN + 2 round away.
+    let d = decoder(&DataType::Int64, json!({"_FillValue": 9007199254740993i64}));
+    let stored: ArrayRef = Arc::new(Int64Array::from(vec![9007199254740992, 9007199254740993]));
+    let out = d.decode(&stored).unwrap();
+    assert!(out.is_valid(0) && out.is_null(1));
+    let d = decoder(
+        &DataType::UInt64,
+        json!({"_FillValue": 18446744073709551614u64}),
+    );
+    let stored: ArrayRef = Arc::new(arrow::array::UInt64Array::from(vec![
+        18446744073709551614u64,
+        18446744073709551615,
+    ]));
+    let out = d.decode(&stored).unwrap();
+    assert!(out.is_null(0) && out.is_valid(1));
+    let d = decoder(
+        &DataType::Int64,
+        json!({"_FillValue": -9223372036854775806i64}),
+    );
+    let stored: ArrayRef = Arc::new(Int64Array::from(vec![i64::MIN, -9223372036854775806]));
+    let out = d.decode(&stored).unwrap();
+    assert!(out.is_valid(0) && out.is_null(1));
+}

@@ -104,6 +104,14 @@ fn order_of(values: &ArrayRef) -> Order {
     order
 }
 
+/// Whether casting from `from` to `to` keeps non-decreasing values non-decreasing: between
+/// numbers (widening, or truncating to integers), and between dates and times.
+fn keeps_order(from: &DataType, to: &DataType) -> bool {
+    let number = |t: &DataType| t.is_integer() || t.is_floating() || t.is_decimal();
+    let temporal = |t: &DataType| t.is_temporal();
+    (number(from) && number(to)) || (temporal(from) && temporal(to))
+}
+
 fn is_nan(v: &ScalarValue) -> bool {
     match v {
         ScalarValue::Float16(Some(x)) => x.is_nan(),
@@ -124,8 +132,11 @@ impl AxisLookup for Coordinate {
             return None;
         }
         // Compare in the literal's type: the values cast as the filter casts the column, or
-        // the literal cast to the values' type when that loses nothing.
+        // the literal cast to the values' type when that loses nothing. A cast that may
+        // reorder the values (numbers to text: '10' < '5') cannot use their order: the filter
+        // then runs in the scan.
         let (values, literal) = match cast_to {
+            Some(t) if !keeps_order(self.values.data_type(), t) => return None,
             Some(t) => (cast(&self.values, t).ok()?, literal.cast_to(t).ok()?),
             None => {
                 let t = self.values.data_type();
@@ -229,6 +240,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn casts_that_reorder_values_decline() {
+        // As text, 10 < 5 and 100 < 2: the numeric order says nothing of the cast values.
+        let c = Coordinate::new(Arc::new(arrow::array::Int64Array::from(vec![
+            5, 10, 15, 20,
+        ])));
+        let text = ScalarValue::Utf8(Some("5".into()));
+        assert!(c
+            .select(Operator::GtEq, &text, Some(&DataType::Utf8))
+            .is_none());
+        let c = Coordinate::new(Arc::new(Float64Array::from(vec![9.0, 10.0, 11.0, 100.0])));
+        let two = ScalarValue::Utf8(Some("2".into()));
+        assert!(c
+            .select(Operator::Lt, &two, Some(&DataType::Utf8))
+            .is_none());
+        // Numbers to numbers keep their order.
+        assert_eq!(
+            indices(c.select(
+                Operator::Lt,
+                &ScalarValue::Int64(Some(11)),
+                Some(&DataType::Int64)
+            )),
+            vec![0, 1]
+        );
     }
 
     #[test]

@@ -100,6 +100,18 @@ impl Dataset {
         // Dimension sizes: the first variable naming a dimension sets it.
         let mut sizes: Vec<(String, u64, String)> = Vec::new();
         for m in data.iter().chain(&coords) {
+            let dims = m.array.dimension_names();
+            if let Some(d) = dims
+                .iter()
+                .enumerate()
+                .find_map(|(i, d)| dims[..i].contains(d).then_some(d))
+            {
+                return Err(invalid(format!(
+                    "'{}' names dimension '{d}' twice; a dataset's variables span each \
+                     dimension once",
+                    m.name
+                )));
+            }
             for (d, n) in dims_of(m).into_iter().zip(shape_of(m)) {
                 match sizes.iter().find(|(name, _, _)| *name == d) {
                     None => sizes.push((d, n, m.name.clone())),
@@ -128,6 +140,17 @@ impl Dataset {
             if !axis_names.contains(name) {
                 axis_names.push(name.clone());
             }
+        }
+        // The grid's cells must be countable (u64), as every plan over it counts them.
+        let cells = sizes
+            .iter()
+            .try_fold(1u64, |n, (_, size, _)| n.checked_mul(*size));
+        if cells.is_none() {
+            let shape: Vec<String> = sizes.iter().map(|(d, n, _)| format!("{d}={n}")).collect();
+            return Err(invalid(format!(
+                "the grid {} has more than 2^64 cells",
+                shape.join(" x ")
+            )));
         }
         let size_of = |name: &str| {
             sizes
@@ -237,6 +260,12 @@ impl Dataset {
             }
         }
         if let Some(attrs) = &global_attrs {
+            if let Some(i) = fields.iter().position(|f| f.name() == "__global_attrs__") {
+                return Err(invalid(format!(
+                    "{} is named __global_attrs__, the column of the group's attributes",
+                    owners[i]
+                )));
+            }
             fields.push(attrs.field());
             columns.push(DatasetColumn::GlobalAttrs);
         }

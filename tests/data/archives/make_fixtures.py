@@ -396,5 +396,28 @@ bad = xr.Dataset({"v": (("time",), np.arange(2.0))},
                  coords={"time": ("time", np.array([0, 1]), {"units": "days since 2000-01-01", "calendar": "lunar"})})
 bad.to_zarr(path, zarr_format=3, consolidated=True)
 
+# A member naming one dimension twice (v2 `_ARRAY_DIMENSIONS`, which nothing checks).
+path = fresh("bad/repeated_dimension.zarr")
+group = zarr.open_group(str(path), mode="w", zarr_format=2)
+a = group.create_array("a", shape=(2, 2), dtype="float64", fill_value=None)
+a[...] = np.arange(4.0).reshape(2, 2)
+a.attrs["_ARRAY_DIMENSIONS"] = ["x", "x"]
+consolidate(path)
+# Two dimensions of 2^40 (metadata only): a grid of 2^80 cells.
+path = fresh("bad/huge_grid.zarr")
+group = zarr.open_group(str(path), mode="w", zarr_format=3)
+group.create_array("a", shape=(2**40,), chunks=(2**20,), dtype="float32", dimension_names=["x"])
+group.create_array("b", shape=(2**40,), chunks=(2**20,), dtype="float32", dimension_names=["y"])
+consolidate(path)
+# A struct variable with a field named like the column of the group's attributes (a variable
+# cannot be: Zarr v3 reserves names starting with "__").
+path = fresh("bad/global_attrs_clash.zarr")
+group = zarr.open_group(str(path), mode="w", zarr_format=3, attributes={"id": "clash"})
+clash = np.dtype([("__global_attrs__", "<i4"), ("v", "<f4")])
+v = group.create_array("rec", shape=(2,), dtype=clash, fill_value=np.zeros((), dtype=clash)[()],
+                       dimension_names=["x"])
+v[...] = np.array([(1, 0.5), (2, 1.5)], dtype=clash)
+consolidate(path)
+
 (HERE / "expected.json").write_text(json.dumps(EXPECTED, indent=1, sort_keys=True) + "\n")
 print("wrote", ", ".join(sorted(EXPECTED)))
