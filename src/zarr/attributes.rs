@@ -56,10 +56,12 @@ impl GlobalAttrs {
     /// and Float64 widened to Float64; any other difference is an error naming the key and two
     /// members. `None` when no member has attributes.
     pub(crate) fn union(members: &[(String, &Map<String, Value>)]) -> Result<Option<Self>, String> {
+        // In first-seen order; the set keeps the union linear in the number of keys.
         let mut keys: Vec<&str> = Vec::new();
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for (_, attrs) in members {
             for k in attrs.keys() {
-                if !RESERVED.contains(&k.as_str()) && !keys.contains(&k.as_str()) {
+                if !RESERVED.contains(&k.as_str()) && seen.insert(k.as_str()) {
                     keys.push(k);
                 }
             }

@@ -38,17 +38,12 @@ pub(crate) async fn expand(
     };
     let members = match Location::parse(pattern)? {
         Location::Local(path) if storage.object_store().is_none() => {
+            // Walking folders blocks: off the async workers.
             let text = path.to_string_lossy().to_string();
-            let paths = glob::glob_with(&text, OPTIONS)
-                .map_err(|e| invalid(format!("bad pattern: {e}")))?;
-            let mut members = Vec::new();
-            for entry in paths {
-                let path = entry.map_err(|e| invalid(e.to_string()))?;
-                if is_node(&path) {
-                    members.push(path.to_string_lossy().to_string());
-                }
-            }
-            members
+            tokio::task::spawn_blocking(move || walk_local(&text))
+                .await
+                .map_err(|e| Error::Internal(format!("walking {pattern}: {e}")))?
+                .map_err(invalid)?
         }
         Location::Local(path) => {
             let given = storage
@@ -86,6 +81,86 @@ pub(crate) async fn expand(
         });
     }
     Ok((members, shared))
+}
+
+/// Folder entries a local pattern may visit, and how deep below its literal folder a `**` may
+/// go: a pattern over a large or looping tree is an error, not an endless walk.
+pub(crate) const MAX_PATTERN_ENTRIES: usize = 1_000_000;
+pub(crate) const MAX_PATTERN_DEPTH: usize = 32;
+
+/// The Zarr nodes below the literal folder of `pattern` whose path matches it, sorted: a
+/// node's own folders are not entered (its chunks are no members), and a folder reached twice
+/// (through symlinks) is walked once, so every member is listed once.
+fn walk_local(pattern: &str) -> std::result::Result<Vec<String>, String> {
+    let matcher = Pattern::new(pattern).map_err(|e| format!("bad pattern: {e}"))?;
+    let (prefix, rest) = literal_prefix(pattern);
+    let depth = match rest.contains("**") {
+        true => MAX_PATTERN_DEPTH,
+        false => rest.split('/').filter(|s| !s.is_empty()).count(),
+    };
+    let root = if prefix.is_empty() && !pattern.starts_with('/') {
+        ".".to_string()
+    } else if prefix.is_empty() {
+        "/".to_string()
+    } else {
+        prefix.to_string()
+    };
+    let mut members = Vec::new();
+    let mut visited = std::collections::HashSet::new();
+    let mut entries = 0usize;
+    // (folder as the pattern spells it, its depth below the prefix)
+    let mut folders = vec![(prefix.to_string(), 0usize)];
+    while let Some((folder, level)) = folders.pop() {
+        let on_disk = if folder.is_empty() {
+            root.clone()
+        } else {
+            folder.clone()
+        };
+        if let Ok(canonical) = std::fs::canonicalize(&on_disk) {
+            if !visited.insert(canonical) {
+                continue;
+            }
+        }
+        let Ok(listing) = std::fs::read_dir(&on_disk) else {
+            continue;
+        };
+        for entry in listing.flatten() {
+            entries += 1;
+            if entries > MAX_PATTERN_ENTRIES {
+                return Err(format!(
+                    "the pattern visits more than {MAX_PATTERN_ENTRIES} folder entries below \
+                     '{root}': name a narrower folder"
+                ));
+            }
+            let name = entry.file_name().to_string_lossy().to_string();
+            let path = match folder.as_str() {
+                "" => name,
+                "/" => format!("/{name}"),
+                f => format!("{f}/{name}"),
+            };
+            let as_path = Path::new(&path);
+            if !as_path.is_dir() {
+                continue;
+            }
+            if is_node(as_path) {
+                if matcher.matches_with(&path, OPTIONS) {
+                    members.push(path);
+                }
+            } else if level + 1 < depth {
+                folders.push((path, level + 1));
+            } else if rest.contains("**") && level + 1 >= MAX_PATTERN_DEPTH {
+                return Err(format!(
+                    "the pattern reaches more than {MAX_PATTERN_DEPTH} folders deep below \
+                     '{root}': name a narrower folder"
+                ));
+            }
+        }
+    }
+    // A node reached through two paths (a symlinked folder) is one member.
+    members.sort();
+    let mut seen = std::collections::HashSet::new();
+    members.retain(|m| std::fs::canonicalize(m).map_or(true, |c| seen.insert(c)));
+    Ok(members)
 }
 
 fn is_node(path: &Path) -> bool {
@@ -189,5 +264,33 @@ mod tests {
             .await
             .unwrap_err();
         assert!(none.to_string().contains("matches no Zarr array or group"));
+    }
+
+    #[tokio::test]
+    async fn symlink_loops_count_each_member_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("d");
+        std::fs::create_dir_all(d.join("a.zarr")).unwrap();
+        std::fs::write(d.join("a.zarr/zarr.json"), "{}").unwrap();
+        std::os::unix::fs::symlink("..", d.join("up")).unwrap();
+        std::os::unix::fs::symlink(d.join("a.zarr"), d.join("again.zarr")).unwrap();
+        let pattern = format!("{}/**/*.zarr", dir.path().display());
+        let (members, _) = expand(&pattern, &StorageOptions::new()).await.unwrap();
+        assert_eq!(members.len(), 1, "{members:?}");
+    }
+
+    #[test]
+    fn a_pattern_over_too_deep_a_tree_is_an_error_naming_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut deep = dir.path().to_path_buf();
+        for i in 0..MAX_PATTERN_DEPTH + 2 {
+            deep = deep.join(format!("l{i}"));
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        let err = walk_local(&format!("{}/**/*.zarr", dir.path().display())).unwrap_err();
+        assert!(
+            err.contains(&format!("more than {MAX_PATTERN_DEPTH} folders deep")),
+            "{err}"
+        );
     }
 }
