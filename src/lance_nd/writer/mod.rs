@@ -64,8 +64,9 @@ impl WriteOptions {
         self
     }
 
-    /// Also write `__stats__:<array>` columns ({min, max} per row, ignoring nulls and NaN) for
-    /// numeric arrays, which let filters on their values skip rows.
+    /// Also write `__stats__:<array>` columns ({min, max} per row, ignoring nulls; NaN counts
+    /// as the largest value, as DataFusion orders floats) for numeric arrays, which let filters
+    /// on their values skip rows.
     pub fn with_statistics(mut self, statistics: bool) -> Self {
         self.statistics = statistics;
         self

@@ -1,5 +1,7 @@
-//! The optional `__stats__:<array>` columns: `{min, max}` of each row's values, ignoring nulls
-//! and NaN, which let filters on array values skip rows.
+//! The optional `__stats__:<array>` columns: `{min, max}` of each row's values, ignoring nulls,
+//! which let filters on array values skip rows. NaN counts as the largest value, as Arrow and
+//! DataFusion order floats (`NaN > 1` is true there): a row holding NaN has max NaN, so
+//! `v > x` never skips it; min is NaN only when every value is.
 
 use std::sync::Arc;
 
@@ -20,8 +22,8 @@ pub(crate) fn stats_field(name: &str, t: &DataType) -> Field {
     Field::new(name, DataType::Struct(children), true)
 }
 
-/// `{min, max}` of each row's values, ignoring nulls and NaN; NULL where the row lacks the
-/// array or has no such value.
+/// `{min, max}` of each row's values in Arrow's float order (NaN largest), ignoring nulls;
+/// NULL where the row lacks the array or has no value.
 /// An existing table's `__stats__:<array>` column may have been written by anyone: it must be
 /// `{min: T, max: T}` with T a number type that `values` (the write's value type for the array)
 /// convert to without loss, or the skipping it drives would be wrong.
@@ -129,9 +131,9 @@ fn min_max(uri: &str, values: &ArrayRef) -> Result<(Option<f64>, Option<f64>)> {
     let floats = floats.as_primitive::<arrow::datatypes::Float64Type>();
     let mut lo: Option<f64> = None;
     let mut hi: Option<f64> = None;
-    for v in floats.iter().flatten().filter(|v| !v.is_nan()) {
-        lo = Some(lo.map_or(v, |l| l.min(v)));
-        hi = Some(hi.map_or(v, |h| h.max(v)));
+    for v in floats.iter().flatten() {
+        lo = Some(lo.map_or(v, |l| if l.total_cmp(&v).is_gt() { v } else { l }));
+        hi = Some(hi.map_or(v, |h| if h.total_cmp(&v).is_lt() { v } else { h }));
     }
     Ok((lo, hi))
 }
