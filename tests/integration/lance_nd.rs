@@ -377,6 +377,21 @@ async fn type_changes_fail_unless_a_cast_is_allowed() {
         })
         .collect();
     assert_eq!(values, vec![1, 2, 3, 4]);
+
+    // A value an unsafe cast cannot fit is an error naming the array; nothing is written.
+    let huge = int_batch("a", Arc::new(Float64Array::from(vec![1e30])), "4");
+    let err = write_nd_batches(&uri, std::slice::from_ref(&huge), &unsafe_)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("array 'a'"), "{err}");
+    assert_eq!(
+        read_nd_batches(&uri, &ReadOptions::new())
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
 }
 
 #[tokio::test]

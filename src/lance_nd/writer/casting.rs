@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::ArrayRef;
-use arrow::compute::kernels::cast::{can_cast_types, cast};
+use arrow::compute::kernels::cast::{can_cast_types, cast_with_options, CastOptions};
 use arrow::datatypes::{DataType, Fields};
 
 use super::invalid;
@@ -21,7 +21,9 @@ pub enum Casting {
     /// Widen without loss: int to a wider int, uint to a wider int or uint, float16/32 to a
     /// wider float, int8/16/32 and uint8/16/32 to float64.
     Safe,
-    /// Any cast Arrow can do, lossy ones included.
+    /// Any cast Arrow can do, lossy ones included (floats truncated to integers, precision
+    /// dropped); a value the table's type cannot hold (300 into Int8) is an error naming the
+    /// array, never a NULL.
     Unsafe,
 }
 
@@ -97,7 +99,7 @@ pub(crate) fn cast_array(
                 ),
             ));
         }
-        cast(array.values(), value_type)
+        strict_cast(array.values(), value_type)
             .map_err(|e| invalid(uri, format!("array '{name}': {e}")))?
     } else {
         Arc::clone(array.values())
@@ -116,7 +118,7 @@ pub(crate) fn cast_attrs(
     attrs
         .iter()
         .map(|(k, v)| match fields.find(k) {
-            Some((_, f)) if f.data_type() != v.data_type() => cast(v, f.data_type())
+            Some((_, f)) if f.data_type() != v.data_type() => strict_cast(v, f.data_type())
                 .map(|c| (k.clone(), c))
                 .map_err(|e| invalid(uri, format!("attribute '{k}': {e}"))),
             _ => Ok((k.clone(), Arc::clone(v))),
@@ -124,9 +126,28 @@ pub(crate) fn cast_attrs(
         .collect()
 }
 
+/// Arrow's cast, failing where a value does not fit (its default turns those into NULL).
+fn strict_cast(values: &ArrayRef, to: &DataType) -> std::result::Result<ArrayRef, String> {
+    let options = CastOptions {
+        safe: false,
+        ..CastOptions::default()
+    };
+    cast_with_options(values, to, &options).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unsafe_casts_refuse_values_that_do_not_fit() {
+        let values: ArrayRef = Arc::new(arrow::array::Int64Array::from(vec![1, 300]));
+        let err = strict_cast(&values, &DataType::Int8).unwrap_err();
+        assert!(err.contains("300"), "{err}");
+        let floats: ArrayRef = Arc::new(arrow::array::Float64Array::from(vec![1.75, -2.5]));
+        let ints = strict_cast(&floats, &DataType::Int32).unwrap();
+        assert_eq!(ints.null_count(), 0);
+    }
 
     #[test]
     fn safe_widening_is_lossless_only() {
