@@ -25,6 +25,10 @@ use crate::zarr::element::{ElementType, ScalarKind};
 use crate::zarr::node::{Group, Member, MemberArray};
 use crate::zarr::store::ZarrStore;
 
+/// The most bytes of dimension-coordinate values a dataset reads when it opens (1 GiB: 134
+/// million float64 values).
+pub(crate) const MAX_COORDINATE_BYTES: u64 = 1 << 30;
+
 /// What a dataset table shows: all variables, or some, CF-decoded or not.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct DatasetOptions {
@@ -208,6 +212,19 @@ impl Dataset {
         for name in &axis_names {
             let coordinate = match dimension_coords.remove(name) {
                 Some(var) => {
+                    // Coordinates are read whole when the table opens: bounded, since a few
+                    // bytes of metadata may claim any length.
+                    let bytes = var
+                        .shape
+                        .iter()
+                        .product::<u64>()
+                        .saturating_mul(var.cell_bytes());
+                    if bytes > MAX_COORDINATE_BYTES {
+                        return Err(invalid(format!(
+                            "coordinate '{name}' holds {bytes} bytes of values, more than the \
+                             {MAX_COORDINATE_BYTES} a dataset reads when it opens"
+                        )));
+                    }
                     let var = Arc::new(var);
                     let values = tokio::task::spawn_blocking({
                         let var = Arc::clone(&var);

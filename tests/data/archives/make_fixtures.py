@@ -409,6 +409,12 @@ group = zarr.open_group(str(path), mode="w", zarr_format=3)
 group.create_array("a", shape=(2**40,), chunks=(2**20,), dtype="float32", dimension_names=["x"])
 group.create_array("b", shape=(2**40,), chunks=(2**20,), dtype="float32", dimension_names=["y"])
 consolidate(path)
+# A coordinate of 2^36 float64 values (metadata only): 512 GiB if read whole.
+path = fresh("bad/huge_coordinate.zarr")
+group = zarr.open_group(str(path), mode="w", zarr_format=3)
+group.create_array("x", shape=(2**36,), chunks=(2**24,), dtype="float64", dimension_names=["x"])
+group.create_array("v", shape=(2**36,), chunks=(2**24,), dtype="float32", dimension_names=["x"])
+consolidate(path)
 # A struct variable with a field named like the column of the group's attributes (a variable
 # cannot be: Zarr v3 reserves names starting with "__").
 path = fresh("bad/global_attrs_clash.zarr")
