@@ -92,7 +92,7 @@ pub(crate) async fn read_node(store: &ZarrStore, location: &str) -> Result<Node>
     let base = location.trim_end_matches('/');
     let get = |key: String| async move {
         store
-            .get(&key)
+            .get_document(&key)
             .await
             .map_err(|e| read_error(&format!("{base}/{key}"), e))
     };
@@ -189,7 +189,7 @@ async fn read_group_v3(store: &ZarrStore, base: &str, path: &str, doc: Value) ->
             {
                 let key = format!("{name}/zarr.json");
                 let Some(text) = store
-                    .get(&key)
+                    .get_document(&key)
                     .await
                     .map_err(|e| read_error(&format!("{base}/{key}"), e))?
                 else {
@@ -214,7 +214,7 @@ async fn read_group_v3(store: &ZarrStore, base: &str, path: &str, doc: Value) ->
 async fn read_group_v2(store: &ZarrStore, base: &str) -> Result<Group> {
     let get = |key: String| async move {
         store
-            .get(&key)
+            .get_document(&key)
             .await
             .map_err(|e| read_error(&format!("{base}/{key}"), e))
     };

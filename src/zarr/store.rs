@@ -18,6 +18,10 @@ use zarrs::storage::{
 };
 
 use crate::error::{BoxError, Error, Result};
+
+/// The largest metadata document read (64 MiB; consolidated metadata of thousands of
+/// variables is a few MiB).
+pub(crate) const MAX_METADATA_BYTES: u64 = 64 << 20;
 use crate::storage::{resolve, RemoteStore, Resolved, StorageOptions};
 
 /// The store of one Zarr array.
@@ -67,6 +71,41 @@ impl ZarrStore {
                 Ok(tokio::task::spawn_blocking(move || fs.get(&key)).await??)
             }
             ZarrStore::Remote(remote) => match remote.store.get(&remote.path(key)).await {
+                Ok(result) => Ok(Some(result.bytes().await?)),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(Box::new(e)),
+            },
+        }
+    }
+
+    /// The metadata document at `key` (`zarr.json`, `.zarray`, ...), at most
+    /// [`MAX_METADATA_BYTES`]; `None` when there is none. The size is checked before the body
+    /// is read (one request remotely: the answer's length), so a huge document costs nothing.
+    pub(crate) async fn get_document(&self, key: &str) -> Result<Option<Bytes>, BoxError> {
+        let too_large = |size: u64| -> BoxError {
+            format!(
+                "the document is {size} bytes, more than the {MAX_METADATA_BYTES} a metadata \
+                 document may have"
+            )
+            .into()
+        };
+        match self {
+            ZarrStore::Local(fs) => {
+                let fs = Arc::clone(fs);
+                let key = StoreKey::new(key)?;
+                tokio::task::spawn_blocking(move || -> Result<_, BoxError> {
+                    match fs.size_key(&key)? {
+                        None => Ok(None),
+                        Some(size) if size > MAX_METADATA_BYTES => Err(too_large(size)),
+                        Some(_) => Ok(fs.get(&key)?),
+                    }
+                })
+                .await?
+            }
+            ZarrStore::Remote(remote) => match remote.store.get(&remote.path(key)).await {
+                Ok(result) if result.meta.size > MAX_METADATA_BYTES => {
+                    Err(too_large(result.meta.size))
+                }
                 Ok(result) => Ok(Some(result.bytes().await?)),
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
                 Err(e) => Err(Box::new(e)),

@@ -396,3 +396,28 @@ async fn filters_on_casts_that_reorder_coordinates_are_exact() {
         assert!((sum(&ours) - sum(&reference)).abs() < 1e-9, "{filter}");
     }
 }
+
+#[tokio::test]
+async fn a_metadata_document_past_the_limit_is_an_error_naming_it() {
+    // 65 MiB of attributes: refused by its size, before it is read.
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("big.zarr");
+    std::fs::create_dir_all(&group).unwrap();
+    let pad = "x".repeat(65 << 20);
+    let doc =
+        format!(r#"{{"zarr_format": 3, "node_type": "group", "attributes": {{"pad": "{pad}"}}}}"#);
+    std::fs::write(group.join("zarr.json"), doc).unwrap();
+    let err = new_session_context()
+        .sql(&format!(
+            "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '{}'",
+            group.display()
+        ))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("big.zarr/zarr.json"), "{err}");
+    assert!(
+        err.contains("more than the 67108864 a metadata document may have"),
+        "{err}"
+    );
+}
