@@ -4,7 +4,7 @@
 
 use std::cmp::Ordering;
 
-use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Float64Type, Int64Type, TimeUnit, UInt64Type};
 use serde_json::Value;
@@ -90,4 +90,40 @@ pub(crate) fn sorted(mut rows: Vec<Vec<Cell>>, dims: usize) -> Vec<Vec<Cell>> {
             .unwrap_or(Ordering::Equal)
     });
     rows
+}
+
+/// Asserts that the first `columns.len()` columns of `batch` hold the rows of `want` (an
+/// expected.json entry: `values` per column, read by the column's `kind`), compared sorted by
+/// the first `dims` columns.
+pub(crate) fn assert_rows(
+    name: &str,
+    batch: &RecordBatch,
+    want: &Value,
+    columns: &[String],
+    kind: impl Fn(&str) -> String,
+    dims: usize,
+) {
+    let rows = batch.num_rows();
+    let theirs: Vec<Vec<Cell>> = (0..rows)
+        .map(|r| {
+            columns
+                .iter()
+                .map(|c| Cell::from_json(&want["values"][c][r], &kind(c)))
+                .collect()
+        })
+        .collect();
+    let ours: Vec<Vec<Cell>> = (0..rows)
+        .map(|r| {
+            (0..columns.len())
+                .map(|c| Cell::from_arrow(batch.column(c), r))
+                .collect()
+        })
+        .collect();
+    let (ours, theirs) = (sorted(ours, dims), sorted(theirs, dims));
+    for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+        assert_eq!(
+            a, b,
+            "{name}: row {i} (sorted by dimensions) of {columns:?}"
+        );
+    }
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use ndfusion::new_session_context;
 
-use super::xarray_cells::{sorted, Cell};
+use super::xarray_cells::{assert_rows, Cell};
 
 const DIR: &str = "tests/data/archives";
 
@@ -117,26 +117,8 @@ async fn every_fixture_dataset_reads_as_xarray_reads_it() {
         assert_eq!(batch.num_rows(), rows, "{name}: rows");
 
         // Every value, rows sorted by the dimension columns.
-        let cell = |c: &String, r: usize| {
-            Cell::from_json(&want["values"][c][r], kinds[c].as_str().unwrap())
-        };
-        let theirs: Vec<Vec<Cell>> = (0..rows)
-            .map(|r| columns.iter().map(|c| cell(c, r)).collect())
-            .collect();
-        let our_rows: Vec<Vec<Cell>> = (0..rows)
-            .map(|r| {
-                (0..columns.len())
-                    .map(|c| Cell::from_arrow(batch.column(c), r))
-                    .collect()
-            })
-            .collect();
-        let (ours, theirs) = (sorted(our_rows, dims), sorted(theirs, dims));
-        for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
-            assert_eq!(
-                a, b,
-                "{name}: row {i} (sorted by dimensions) of {columns:?}"
-            );
-        }
+        let kind = |c: &str| kinds[c].as_str().unwrap().to_string();
+        assert_rows(name, &batch, want, &columns, kind, dims);
 
         // count(*), and count / sum / min / max of each column as SQL computes them.
         let n = query(&ctx, "SELECT count(*) FROM t").await;

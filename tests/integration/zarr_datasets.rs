@@ -6,7 +6,7 @@ use arrow::array::{AsArray, RecordBatch};
 use arrow::compute::concat_batches;
 use serde_json::Value;
 
-use super::xarray_cells::{sorted, Cell};
+use super::xarray_cells::{assert_rows, Cell};
 
 use ndfusion::new_session_context;
 
@@ -59,28 +59,8 @@ async fn xarray_datasets_read_back_as_to_dataframe_shows_them() {
         let rows = want["rows"].as_u64().unwrap() as usize;
         assert_eq!(batch.num_rows(), rows, "{name}");
 
-        let expected_rows: Vec<Vec<Cell>> = (0..rows)
-            .map(|r| {
-                columns
-                    .iter()
-                    .map(|c| {
-                        let dtype = want["dtypes"][c].as_str().unwrap();
-                        Cell::from_json(&want["values"][c][r], dtype)
-                    })
-                    .collect()
-            })
-            .collect();
-        let our_rows: Vec<Vec<Cell>> = (0..rows)
-            .map(|r| {
-                (0..columns.len())
-                    .map(|c| Cell::from_arrow(batch.column(c), r))
-                    .collect()
-            })
-            .collect();
-        let (ours, theirs) = (sorted(our_rows, dims), sorted(expected_rows, dims));
-        for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
-            assert_eq!(a, b, "{name}: row {i} (sorted by dimensions)");
-        }
+        let dtype = |c: &str| want["dtypes"][c].as_str().unwrap().to_string();
+        assert_rows(name, &batch, want, &columns, dtype, dims);
 
         // __global_attrs__ holds the group's attributes.
         let attrs = batch.column(batch.num_columns() - 1).as_struct();
