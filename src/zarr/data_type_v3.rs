@@ -28,6 +28,25 @@ fn type_name(value: &Value) -> Option<&str> {
     }
 }
 
+/// Struct levels an element may nest: real records nest a few; a deeper type is refused
+/// before it can exhaust the stack of whatever walks it.
+pub(crate) const MAX_STRUCT_DEPTH: usize = 16;
+
+/// An error when a struct at `field_path` (dot-separated, "" at the top) nests too deep.
+pub(crate) fn check_struct_depth(field_path: &str) -> Result<(), String> {
+    let depth = if field_path.is_empty() {
+        0
+    } else {
+        field_path.split('.').count()
+    };
+    if depth >= MAX_STRUCT_DEPTH {
+        return Err(format!(
+            "struct nesting deeper than {MAX_STRUCT_DEPTH} levels (at field '{field_path}')"
+        ));
+    }
+    Ok(())
+}
+
 /// `field_path` names the struct field being parsed ("" at the top), for messages.
 fn parse_at(value: &Value, order: ByteOrder, field_path: &str) -> Result<ElementType, String> {
     let at = || {
@@ -47,6 +66,7 @@ fn parse_at(value: &Value, order: ByteOrder, field_path: &str) -> Result<Element
     let scalar = |kind| Ok(ElementType::Scalar { kind, order });
     match name {
         "struct" | "structured" => {
+            check_struct_depth(field_path)?;
             let fields = config
                 .and_then(|c| c.get("fields"))
                 .and_then(Value::as_array)
@@ -203,6 +223,24 @@ mod tests {
 
     fn parse(v: Value) -> Result<ElementType, String> {
         parse_data_type(&v, ByteOrder::Little)
+    }
+
+    #[test]
+    fn structs_nested_too_deep_are_an_error_naming_the_limit() {
+        let mut t = json!("float32");
+        for i in 0..MAX_STRUCT_DEPTH + 1 {
+            t = json!({"name": "struct", "configuration": {"fields": [{"name": format!("f{i}"), "data_type": t}]}});
+        }
+        let err = parse(t).unwrap_err();
+        assert!(
+            err.contains("struct nesting deeper than 16 levels"),
+            "{err}"
+        );
+        let mut ok = json!("float32");
+        for i in 0..4 {
+            ok = json!({"name": "struct", "configuration": {"fields": [{"name": format!("f{i}"), "data_type": ok}]}});
+        }
+        assert!(parse(ok).is_ok());
     }
 
     #[test]

@@ -102,6 +102,7 @@ pub fn parse_dtype(dtype: &Value) -> Result<ElementType, String> {
 }
 
 fn parse_fields(fields: &[Value], parent: &str) -> Result<ElementType, String> {
+    super::data_type_v3::check_struct_depth(parent)?;
     let at = if parent.is_empty() {
         String::new()
     } else {

@@ -403,3 +403,39 @@ async fn a_metadata_document_past_the_limit_is_an_error_naming_it() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn structs_nested_past_the_limit_are_an_error_saying_so() {
+    // 20 levels fit the JSON parser and are refused by ndfusion's limit; 40 are refused while
+    // the document is parsed. Either way the error says what nests too deep.
+    for (levels, expected) in [
+        (20, "struct nesting deeper than 16 levels"),
+        (40, "the document nests more than 128 levels deep"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let array = dir.path().join("deep.zarr");
+        std::fs::create_dir_all(&array).unwrap();
+        let mut t = serde_json::json!("float32");
+        for i in 0..levels {
+            t = serde_json::json!({"name": "struct", "configuration": {"fields": [
+                {"name": format!("f{i}"), "data_type": t}]}});
+        }
+        let doc = serde_json::json!({
+            "zarr_format": 3, "node_type": "array", "shape": [2], "data_type": t,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+            "chunk_key_encoding": {"name": "default"}, "fill_value": null,
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]
+        });
+        std::fs::write(array.join("zarr.json"), doc.to_string()).unwrap();
+        let err = new_session_context()
+            .sql(&format!(
+                "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '{}'",
+                array.display()
+            ))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(expected), "{levels}: {err}");
+        assert!(err.contains("deep.zarr/zarr.json"), "{levels}: {err}");
+    }
+}
