@@ -399,6 +399,14 @@ group = zarr.open_group(str(path), mode="w", zarr_format=3)
 group.create_array("a", shape=(2**40,), chunks=(2**20,), dtype="float32", dimension_names=["x"])
 group.create_array("b", shape=(2**40,), chunks=(2**20,), dtype="float32", dimension_names=["y"])
 consolidate(path)
+# An array whose struct field is named like the column of its attributes, alone and as a
+# collection member.
+for name in ("a", "b"):
+    path = fresh(f"bad/global_attrs_field/{name}.zarr")
+    clash = np.dtype([("__global_attrs__", "<i4"), ("v", "<f4")])
+    arr = zarr.create_array(str(path), shape=(2,), dtype=clash, zarr_format=3,
+                            fill_value=np.zeros((), dtype=clash)[()], attributes={"id": name})
+    arr[...] = np.array([(1, 0.5), (2, 1.5)], dtype=clash)
 # A coordinate of 2^36 float64 values (metadata only): 512 GiB if read whole.
 path = fresh("bad/huge_coordinate.zarr")
 group = zarr.open_group(str(path), mode="w", zarr_format=3)
