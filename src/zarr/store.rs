@@ -294,6 +294,20 @@ impl AsyncReadableStorageTraits for ObjectStoreStorage {
     ) -> Result<AsyncMaybeBytesIterator<'a>, StorageError> {
         let path = self.0.path(key.as_str());
         let ranges: Vec<ByteRange> = byte_ranges.collect();
+        // Offsets and lengths come from the file (a shard's index): their sum may overflow.
+        let end = |offset: u64, length: u64| {
+            offset.checked_add(length).ok_or_else(|| {
+                StorageError::Other(format!(
+                    "{}: the byte range at offset {offset} of length {length} ends past 2^64",
+                    key.as_str()
+                ))
+            })
+        };
+        for r in &ranges {
+            if let ByteRange::FromStart(offset, Some(length)) = r {
+                end(*offset, *length)?;
+            }
+        }
         let bounded: Option<Vec<Range<u64>>> = ranges
             .iter()
             .map(|r| match r {
@@ -340,5 +354,37 @@ impl AsyncReadableStorageTraits for ObjectStoreStorage {
 
     fn supports_get_partial(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::memory::InMemory;
+    use object_store::PutPayload;
+
+    #[tokio::test]
+    async fn byte_ranges_that_overflow_are_errors_not_panics() {
+        let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        memory
+            .put(
+                &object_store::path::Path::from("a/c/0"),
+                PutPayload::from_static(b"0123"),
+            )
+            .await
+            .unwrap();
+        let remote = RemoteStore::given(memory, Path::new("/a")).unwrap();
+        let storage = ObjectStoreStorage(remote);
+        let key = StoreKey::new("c/0").unwrap();
+        // A shard index may say anything: offset 2^64 - 2, length 16.
+        let ranges = vec![ByteRange::FromStart(u64::MAX - 1, Some(16))];
+        let err = match storage
+            .get_partial_many(&key, Box::new(ranges.into_iter()))
+            .await
+        {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("an overflowing range was read"),
+        };
+        assert!(err.contains("ends past 2^64"), "{err}");
     }
 }
