@@ -23,6 +23,23 @@ use crate::error::{Error, Result};
 use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
 
 /// Attributes xarray reserves for itself.
+/// Attribute keys one node may have: a few bytes of JSON per key become a column each, so an
+/// attribute flood is refused when the metadata is read (real datasets have tens to hundreds).
+pub(crate) const MAX_ATTRIBUTES: usize = 10_000;
+
+/// An error when `attributes` has more keys than [`MAX_ATTRIBUTES`].
+pub(crate) fn check_attribute_count(
+    attributes: &Map<String, Value>,
+) -> std::result::Result<(), String> {
+    if attributes.len() > MAX_ATTRIBUTES {
+        return Err(format!(
+            "{} attributes, more than the {MAX_ATTRIBUTES} a node may have",
+            attributes.len()
+        ));
+    }
+    Ok(())
+}
+
 const RESERVED: &[&str] = &["_ARRAY_DIMENSIONS"];
 
 /// The global attributes of a table (one struct value), or of each member of a collection

@@ -214,7 +214,10 @@ fn parse_v3_doc(doc: Value) -> Result<ArrayMeta, MetaError> {
         .map_err(|e| format!("metadata not accepted by zarrs: {e}"))?;
     let attributes = match obj.get("attributes") {
         None | Some(Value::Null) => serde_json::Map::new(),
-        Some(Value::Object(map)) => map.clone(),
+        Some(Value::Object(map)) => {
+            super::attributes::check_attribute_count(map)?;
+            map.clone()
+        }
         Some(other) => return Err(format!("attributes must be an object, found {other}").into()),
     };
     Ok(ArrayMeta {

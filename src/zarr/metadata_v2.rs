@@ -71,7 +71,10 @@ pub fn parse_v2_value(path: &str, doc: Value, attrs: Option<Value>) -> Result<Ar
         .map_err(|e| invalid(format!("metadata not accepted by zarrs: {e}")))?;
     let attributes = match attrs {
         None | Some(Value::Null) => serde_json::Map::new(),
-        Some(Value::Object(map)) => map,
+        Some(Value::Object(map)) => {
+            super::attributes::check_attribute_count(&map).map_err(invalid)?;
+            map
+        }
         Some(other) => return Err(invalid(format!(".zattrs must be an object, found {other}"))),
     };
     Ok(ArrayMeta {

@@ -5,6 +5,7 @@
 use serde_json::{Map, Value};
 use zarrs::array::{ArrayMetadata, ArrayMetadataV2, ArrayMetadataV3};
 
+use super::attributes::check_attribute_count;
 use super::metadata::{
     default_dimension_names, dimension_names, parse_v3_value, regular_chunk_shape, u64_list,
     ArrayMeta,
@@ -164,7 +165,13 @@ fn read_error(location: &str, source: crate::error::BoxError) -> Error {
 fn attributes_of(path: &str, value: Option<&Value>) -> Result<Map<String, Value>> {
     match value {
         None | Some(Value::Null) => Ok(Map::new()),
-        Some(Value::Object(m)) => Ok(m.clone()),
+        Some(Value::Object(m)) => {
+            check_attribute_count(m).map_err(|reason| Error::InvalidMetadata {
+                path: path.to_string(),
+                reason,
+            })?;
+            Ok(m.clone())
+        }
         Some(other) => Err(Error::InvalidMetadata {
             path: path.to_string(),
             reason: format!("attributes must be an object, found {other}"),

@@ -439,3 +439,45 @@ async fn structs_nested_past_the_limit_are_an_error_saying_so() {
         assert!(err.contains("deep.zarr/zarr.json"), "{levels}: {err}");
     }
 }
+
+#[tokio::test]
+async fn an_attribute_flood_is_an_error_naming_the_file() {
+    // 200,000 keys (3 MB of JSON) would each become a column of __global_attrs__.
+    let dir = tempfile::tempdir().unwrap();
+    let keys: serde_json::Map<String, serde_json::Value> = (0..200_000)
+        .map(|i| (format!("k{i}"), serde_json::json!(i)))
+        .collect();
+    for (name, doc) in [
+        (
+            "group.zarr",
+            serde_json::json!({"zarr_format": 3, "node_type": "group", "attributes": keys}),
+        ),
+        (
+            "array.zarr",
+            serde_json::json!({
+                "zarr_format": 3, "node_type": "array", "shape": [2], "data_type": "float32",
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+                "chunk_key_encoding": {"name": "default"}, "fill_value": 0.0,
+                "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+                "attributes": keys
+            }),
+        ),
+    ] {
+        let node = dir.path().join(name);
+        std::fs::create_dir_all(&node).unwrap();
+        std::fs::write(node.join("zarr.json"), doc.to_string()).unwrap();
+        let err = new_session_context()
+            .sql(&format!(
+                "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '{}'",
+                node.display()
+            ))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&format!("{name}/zarr.json")), "{err}");
+        assert!(
+            err.contains("200000 attributes, more than the 10000"),
+            "{err}"
+        );
+    }
+}
