@@ -67,29 +67,41 @@ fn secured(config: SessionConfig, security: &ClusterSecurity) -> SessionConfig {
     }
 }
 
-/// A process bound to an address other hosts reach refuses to start without a token, unless
-/// `insecure` says so (with a warning).
+/// A process bound to an address other hosts reach refuses to start without a token and TLS
+/// (a token in clear is anyone's who listens), unless `insecure` says so (with a warning).
 fn check_exposure(
     bind: SocketAddr,
     security: &ClusterSecurity,
     insecure: bool,
     what: &str,
 ) -> Result<()> {
-    if bind.ip().is_loopback() || security.has_token() {
+    if bind.ip().is_loopback() {
         return Ok(());
     }
+    let missing: Vec<&str> = [
+        (!security.has_token()).then_some("a token (--token-file or NDFUSION_CLUSTER_TOKEN)"),
+        (!security.has_tls()).then_some("TLS (--tls-ca, --tls-cert, --tls-key)"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let exposed = format!(
+        "{what} on {bind} would accept calls from any host without {}",
+        missing.join(" and ")
+    );
     if insecure {
-        log::warn!("{what} on {bind} accepts calls from anyone who reaches it (--insecure)");
-        eprintln!(
-            "warning: {what} on {bind} accepts calls from anyone who reaches it (--insecure)"
-        );
+        log::warn!("{exposed} (--insecure)");
+        eprintln!("warning: {exposed} (--insecure)");
         return Ok(());
     }
     Err(Error::InvalidOption {
         option: "bind".into(),
         reason: format!(
-            "{what} on {bind} would accept calls from any host: give it a token \
-             (--token-file or {TOKEN_ENV}), or --insecure"
+            "{exposed}: give it {}, or --insecure",
+            missing.join(" and ")
         ),
     })
 }

@@ -753,7 +753,8 @@ fn processes_stop_within_ten_seconds_of_sigterm() {
 }
 
 /// A scheduler or executor on an address other hosts reach refuses to start without a token
-/// (it would serve anyone); the refusal happens before anything is bound.
+/// and TLS (it would serve anyone, or take the token in clear); the refusal happens before
+/// anything is bound.
 #[test]
 fn an_exposed_process_without_a_token_refuses_to_start() {
     for args in [
@@ -775,6 +776,19 @@ fn an_exposed_process_without_a_token_refuses_to_start() {
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(stderr.contains("give it a token"), "{stderr}");
+        assert!(stderr.contains("and TLS"), "{stderr}");
         assert!(stderr.contains("--insecure"), "{stderr}");
     }
+    // A token without TLS would cross the network in clear: refused too.
+    let secrets = Secrets::new();
+    let out = Command::new(env!("CARGO_BIN_EXE_ndfusion"))
+        .args(["scheduler", "--bind", "0.0.0.0:1", "--token-file"])
+        .arg(secrets.path("token"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("without TLS"), "{stderr}");
+    assert!(!stderr.contains("a token ("), "{stderr}");
 }
