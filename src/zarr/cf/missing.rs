@@ -83,6 +83,12 @@ pub(super) fn exactly_as(value: &ScalarValue, t: &DataType) -> Option<ScalarValu
     if value.data_type() == *t {
         return Some(value.clone());
     }
+    // Text and bytes match only their own kind (a fill 0 on strings masks no "0", as in
+    // xarray, where the string never equals the number).
+    let text = |t: &DataType| matches!(t, DataType::Utf8 | DataType::Binary);
+    if text(t) || text(&value.data_type()) {
+        return None;
+    }
     let cast = value.cast_to(t).ok()?;
     if cast.is_null() {
         return None;
@@ -185,6 +191,8 @@ mod tests {
         assert_eq!(b, vec![ScalarValue::Binary(Some(b"---".to_vec()))]);
         let s = attribute_values(&json!("n/a"), &DataType::Utf8).unwrap();
         assert_eq!(s, vec![ScalarValue::Utf8(Some("n/a".into()))]);
+        let zero = attribute_values(&json!(0), &DataType::Utf8).unwrap();
+        assert_eq!(exactly_as(&zero[0], &DataType::Utf8), None);
         let list = attribute_values(&json!([-999, -998]), &DataType::Int32).unwrap();
         assert_eq!(list.len(), 2);
         assert!(attribute_values(&json!({"a": 1}), &DataType::Int32).is_err());
