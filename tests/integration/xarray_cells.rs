@@ -127,3 +127,13 @@ pub(crate) fn assert_rows(
         );
     }
 }
+
+/// The names of `batch`'s columns, in order.
+pub(crate) fn column_names(batch: &RecordBatch) -> Vec<String> {
+    batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect()
+}

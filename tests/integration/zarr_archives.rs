@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use ndfusion::new_session_context;
 
-use super::xarray_cells::{assert_rows, Cell};
+use super::xarray_cells::{assert_rows, column_names, Cell};
 
 const DIR: &str = "tests/data/archives";
 
@@ -101,12 +101,7 @@ async fn every_fixture_dataset_reads_as_xarray_reads_it() {
         let kinds = &want["kinds"];
 
         // The columns of to_dataframe().reset_index(), in its order, then __global_attrs__.
-        let ours: Vec<String> = batch
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .collect();
+        let ours = column_names(&batch);
         let extra: Vec<&String> = ours[columns.len().min(ours.len())..].iter().collect();
         assert_eq!(ours[..columns.len().min(ours.len())], columns[..], "{name}");
         assert!(
@@ -331,12 +326,7 @@ async fn a_variables_option_leaves_out_the_dimensions_of_the_variables_it_leaves
     )
     .await;
     let got = query(&ctx, "SELECT * FROM t").await;
-    let names: Vec<String> = got
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect();
+    let names = column_names(&got);
     // As xarray's ds[["radiance"]].to_dataframe(): lat, lon and site_name stay (on y, x), band_id and l go.
     assert_eq!(
         names,

@@ -6,7 +6,7 @@ use arrow::array::{AsArray, RecordBatch};
 use arrow::compute::concat_batches;
 use serde_json::Value;
 
-use super::xarray_cells::{assert_rows, Cell};
+use super::xarray_cells::{assert_rows, column_names, Cell};
 
 use ndfusion::new_session_context;
 
@@ -48,12 +48,7 @@ async fn xarray_datasets_read_back_as_to_dataframe_shows_them() {
             .map(|c| c.as_str().unwrap().to_string())
             .collect();
         // The columns of to_dataframe, in its order, then the group's attributes.
-        let ours: Vec<String> = batch
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .collect();
+        let ours = column_names(&batch);
         assert_eq!(ours[..columns.len()], columns[..], "{name}");
         assert_eq!(ours.last().unwrap(), "__global_attrs__", "{name}");
         let rows = want["rows"].as_u64().unwrap() as usize;
