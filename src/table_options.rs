@@ -3,6 +3,9 @@
 
 use std::collections::HashMap;
 
+use datafusion::common::plan_err;
+use datafusion::logical_expr::CreateExternalTable;
+
 use crate::error::{Error, Result};
 use crate::storage::StorageOptions;
 
@@ -51,6 +54,23 @@ pub(crate) fn positive(key: &str, value: &str) -> Result<usize> {
             reason: format!("expected a positive integer, found '{value}'"),
         }),
     }
+}
+
+/// ndfusion's tables take no column list or partitioning: their columns come from the data.
+/// `format` is the `STORED AS` name, for messages.
+pub(crate) fn check_external_table(
+    cmd: &CreateExternalTable,
+    format: &str,
+) -> datafusion::common::Result<()> {
+    if !cmd.schema.fields().is_empty() {
+        return plan_err!(
+            "STORED AS {format} reads its columns from the data: leave out the column list"
+        );
+    }
+    if !cmd.table_partition_cols.is_empty() {
+        return plan_err!("STORED AS {format} does not support PARTITIONED BY");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -30,9 +30,10 @@ use serde::{Deserialize, Serialize};
 
 use super::allowed::AllowedLocations;
 use super::plan_guard::check_plan;
-use crate::lance_nd::{LanceNdOptions, LanceNdScanExec, LanceNdTable};
+use crate::lance_nd::{LanceNdOptions, LanceNdTable};
+use crate::scan::ScanExec;
 use crate::table_source::{OriginSlot, ScanOrigin, SourceKind, TableSource};
-use crate::zarr::{CollectionScanExec, ZarrDatasetScanExec, ZarrOptions, ZarrScanExec, ZarrTable};
+use crate::zarr::{ZarrOptions, ZarrTable};
 
 /// Marks ndfusion's messages; Ballista's are protobuf, which never starts with this byte
 /// (field 9 of wire type 6 does not exist).
@@ -275,17 +276,7 @@ pub(crate) fn is_ndfusion_scan(plan: &dyn ExecutionPlan) -> bool {
 
 /// The origin of one of ndfusion's scans; `None` for every other plan.
 fn origin_slot(plan: &dyn ExecutionPlan) -> Option<&OriginSlot> {
-    let any = plan;
-    if let Some(scan) = any.downcast_ref::<ZarrScanExec>() {
-        Some(scan.origin())
-    } else if let Some(scan) = any.downcast_ref::<ZarrDatasetScanExec>() {
-        Some(scan.origin())
-    } else if let Some(scan) = any.downcast_ref::<CollectionScanExec>() {
-        Some(scan.origin())
-    } else {
-        any.downcast_ref::<LanceNdScanExec>()
-            .map(|scan| scan.origin())
-    }
+    plan.downcast_ref::<ScanExec>().map(ScanExec::origin)
 }
 
 fn encode_table(source: &TableSource) -> Result<EncodedTable> {

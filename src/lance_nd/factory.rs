@@ -10,7 +10,7 @@ use datafusion::logical_expr::CreateExternalTable;
 
 use super::options::LanceNdOptions;
 use super::table::LanceNdTable;
-use crate::scan_util::check_external_table;
+use crate::table_options::check_external_table;
 
 /// Creates a [`LanceNdTable`] from `CREATE EXTERNAL TABLE` (see [`LanceNdOptions`] for the
 /// options). [`register_table_factories`] registers it under the name `LANCE_ND`.

@@ -20,7 +20,5 @@ mod writer;
 pub use factory::LanceNdTableFactory;
 pub use options::LanceNdOptions;
 pub use reader::{read_nd_batches, ReadOptions};
-#[cfg(feature = "cluster")]
-pub(crate) use scan::LanceNdScanExec;
 pub use table::LanceNdTable;
 pub use writer::{write_nd_batches, Casting, WriteOptions};

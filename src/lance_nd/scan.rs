@@ -1,25 +1,18 @@
-//! `LanceNdScanExec`: scans a lance-nd table through Lance (projection and filter pushed
-//! down) and materializes every row's nd record batch onto its grid.
+//! The scan of a lance-nd table, as a [`ScanSource`]: EXPLAIN shows it as `LanceNdScanExec`.
+//! Lance scans the table (projection and filter pushed down); every row's nd record batch is
+//! materialized onto its grid.
 
 use std::fmt;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::stats::Precision;
 use datafusion::common::{internal_err, Result};
 use datafusion::error::DataFusionError;
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::Expr;
-use datafusion::physical_expr::EquivalenceProperties;
-use datafusion::physical_plan::coop::make_cooperative;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
-use datafusion::physical_plan::metrics::{
-    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
-};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-    SendableRecordBatchStream,
-};
+use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
+use datafusion::physical_plan::DisplayFormatType;
 use futures::{StreamExt, TryStreamExt};
 
 use lance::Dataset;
@@ -29,8 +22,7 @@ use super::format::read_error;
 use super::materialize::Materializer;
 use super::options::LanceNdOptions;
 use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
-use crate::scan_util::limit_rows;
-use crate::table_source::OriginSlot;
+use crate::scan::{PartitionUnits, ScanSource, UnitRead};
 
 /// Where an output column comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,27 +59,17 @@ pub(crate) struct ScanRequest {
     pub options: LanceNdOptions,
 }
 
-/// The scan of a lance-nd table: EXPLAIN shows it as `LanceNdScanExec`. The table's Lance
-/// fragments are split into contiguous runs, one per partition (a cluster runs them as
-/// separate tasks).
+/// The scan of a lance-nd table. The table's Lance fragments are split into contiguous runs,
+/// one per partition (a cluster runs them as separate tasks).
 #[derive(Debug)]
-pub(crate) struct LanceNdScanExec {
+pub(crate) struct LanceNdScan {
     request: ScanRequest,
     /// Fragments per partition; `None` for a table without fragments (one empty partition).
     partitions: Vec<Option<Vec<Fragment>>>,
     fragment_count: usize,
-    properties: Arc<PlanProperties>,
-    metrics: ExecutionPlanMetricsSet,
-    /// The table's scan call that planned this, for a cluster's codec.
-    origin: OriginSlot,
 }
 
-impl LanceNdScanExec {
-    /// The scan call that planned this scan (set by the table).
-    pub(crate) fn origin(&self) -> &OriginSlot {
-        &self.origin
-    }
-
+impl LanceNdScan {
     pub(crate) fn new(request: ScanRequest) -> Self {
         let fragments: Vec<Fragment> = request.dataset.manifest().fragments.to_vec();
         let fragment_count = fragments.len();
@@ -98,21 +80,10 @@ impl LanceNdScanExec {
                 .get_or_insert_with(Vec::new)
                 .push(fragment);
         }
-        let schema = &request.schema;
-        let properties = PlanProperties::new(
-            EquivalenceProperties::new(Arc::clone(schema)),
-            Partitioning::UnknownPartitioning(parts),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        )
-        .with_scheduling_type(SchedulingType::Cooperative);
-        LanceNdScanExec {
+        LanceNdScan {
             request,
             partitions,
             fragment_count,
-            properties: Arc::new(properties),
-            metrics: ExecutionPlanMetricsSet::new(),
-            origin: OriginSlot::default(),
         }
     }
 
@@ -155,8 +126,20 @@ impl LanceNdScanExec {
     }
 }
 
-impl DisplayAs for LanceNdScanExec {
-    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+impl ScanSource for LanceNdScan {
+    fn name(&self) -> &'static str {
+        "LanceNdScanExec"
+    }
+
+    fn schema(&self) -> &SchemaRef {
+        &self.request.schema
+    }
+
+    fn partition_count(&self) -> usize {
+        self.partitions.len()
+    }
+
+    fn fmt_details(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let request = &self.request;
         let names: Vec<&str> = request
             .schema
@@ -166,7 +149,7 @@ impl DisplayAs for LanceNdScanExec {
             .collect();
         write!(
             f,
-            "LanceNdScanExec: table={}, projection=[{}], partitions={}, fragments={}",
+            "table={}, projection=[{}], partitions={}, fragments={}",
             request.uri,
             names.join(", "),
             self.partitions.len(),
@@ -193,37 +176,13 @@ impl DisplayAs for LanceNdScanExec {
         }
         Ok(())
     }
-}
 
-impl ExecutionPlan for LanceNdScanExec {
-    fn name(&self) -> &str {
-        "LanceNdScanExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![]
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.is_empty() {
-            Ok(self)
-        } else {
-            internal_err!("LanceNdScanExec has no children")
-        }
-    }
-
-    fn execute(
+    fn open(
         &self,
         partition: usize,
-        context: Arc<TaskContext>,
-    ) -> Result<SendableRecordBatchStream> {
+        context: &Arc<TaskContext>,
+        metrics: &ExecutionPlanMetricsSet,
+    ) -> Result<PartitionUnits> {
         let Some(fragments) = self.partitions.get(partition).cloned() else {
             return internal_err!(
                 "LanceNdScanExec has {} partitions, not {partition}",
@@ -279,8 +238,7 @@ impl ExecutionPlan for LanceNdScanExec {
             arrays: request.arrays.clone(),
             values: self.value_arrays(),
         });
-        let rows_read: Count =
-            MetricBuilder::new(&self.metrics).counter("nd_batches_read", partition);
+        let rows_read: Count = MetricBuilder::new(metrics).counter("nd_batches_read", partition);
         let stream = batches
             .map(move |batch| {
                 let materializer = Arc::clone(&materializer);
@@ -300,14 +258,20 @@ impl ExecutionPlan for LanceNdScanExec {
                 }
             })
             .buffered(2);
-        let stream = limit_rows(stream, request.limit);
-        Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(&request.schema),
-            stream,
-        ))))
+        let unit: UnitRead = Box::pin(futures::future::ready(Ok(stream.boxed())));
+        Ok(PartitionUnits {
+            units: Box::new(std::iter::once(unit)),
+            unit_count: 1,
+            // Lance keeps its own reads in flight (`fragments_in_flight`).
+            in_flight: 1,
+            unit_bytes: None,
+            table: request.uri.clone(),
+            batch_size: None,
+            limit: request.limit,
+        })
     }
 
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
+    fn num_rows(&self, _partition: Option<usize>) -> Result<Precision<usize>> {
+        Ok(Precision::Absent)
     }
 }

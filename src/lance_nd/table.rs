@@ -19,12 +19,13 @@ use super::filter::{classify, FilterUse};
 use super::format::{read_error, STATS_PREFIX};
 use super::location::TableLocation;
 use super::options::LanceNdOptions;
-use super::scan::{ColumnSource, LanceNdScanExec, ScanRequest};
+use super::scan::{ColumnSource, LanceNdScan, ScanRequest};
 use crate::error::{Error, Result};
 use crate::nd::arrow_encoding::{
     decode_dims, is_nd_array_field, nd_array_parts, GLOBAL_ATTRS_COLUMN,
 };
-use crate::scan_util::project_columns;
+use crate::scan::project_columns;
+use crate::scan::ScanExec;
 use crate::table_source::{ScanOrigin, SourceKind, TableSource};
 
 /// A lance-nd table as a table: an Int64 index column for each dimension name that has no
@@ -242,7 +243,7 @@ impl TableProvider for LanceNdTable {
                 FilterUse::Unused => {}
             }
         }
-        let scan = LanceNdScanExec::new(ScanRequest {
+        let scan = ScanExec::new(Arc::new(LanceNdScan::new(ScanRequest {
             uri: self.location.shown.clone(),
             dataset: Arc::clone(&self.dataset),
             schema,
@@ -253,7 +254,7 @@ impl TableProvider for LanceNdTable {
             limit,
             target_partitions: state.config().target_partitions(),
             options: self.options.clone(),
-        });
+        })));
         let origin = ScanOrigin::new(&self.source, state, projection, filters, limit);
         scan.origin().set(origin);
         Ok(Arc::new(scan))

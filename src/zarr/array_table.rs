@@ -20,12 +20,13 @@ use super::metadata::ArrayMeta;
 use super::options::ZarrOptions;
 use super::pruning::Dimensions;
 use super::row_filter::RowFilter;
-use super::scan::{ScanRequest, ZarrScanExec};
+use super::scan::{ArrayScan, ScanRequest};
 use super::schema::{table_columns, ColumnSource};
 use super::selection::Selection;
 use super::store::ZarrStore;
 use crate::error::Error;
-use crate::scan_util::project_columns;
+use crate::scan::project_columns;
+use crate::scan::ScanExec;
 
 /// A Zarr array as a table: one row per element, an Int64 index column per dimension, then one
 /// column per top-level struct field (or one `value` column), then `__global_attrs__`.
@@ -115,18 +116,20 @@ impl TableProvider for ArrayTable {
             .transpose()?
             .map(Arc::new);
         let (schema, columns) = project_columns(&self.schema, &self.columns, projection)?;
-        Ok(Arc::new(ZarrScanExec::new(ScanRequest {
-            array: Arc::clone(&self.array),
-            schema,
-            columns,
-            filter,
-            selection,
-            limit,
-            target_partitions: state.config().target_partitions(),
-            session_batch_size: state.config().batch_size(),
-            global_attrs: self.global_attrs.clone(),
-            options: self.options.clone(),
-        })))
+        Ok(Arc::new(ScanExec::new(Arc::new(ArrayScan::new(
+            ScanRequest {
+                array: Arc::clone(&self.array),
+                schema,
+                columns,
+                filter,
+                selection,
+                limit,
+                target_partitions: state.config().target_partitions(),
+                session_batch_size: state.config().batch_size(),
+                global_attrs: self.global_attrs.clone(),
+                options: self.options.clone(),
+            },
+        )))))
     }
 
     /// Every filter is exact: dimension filters select chunks and rows, any other filter runs

@@ -10,7 +10,7 @@ use datafusion::logical_expr::CreateExternalTable;
 
 use super::options::ZarrOptions;
 use super::table::ZarrTable;
-use crate::scan_util::check_external_table;
+use crate::table_options::check_external_table;
 
 /// Creates a [`ZarrTable`] from `CREATE EXTERNAL TABLE ... STORED AS ZARR LOCATION '...'
 /// [OPTIONS (...)]` (see [`ZarrOptions`] for the options). [`register_table_factories`]

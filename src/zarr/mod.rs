@@ -11,6 +11,7 @@ mod array_table;
 mod attributes;
 mod cf;
 mod chunk_columns;
+mod chunk_partitions;
 mod chunk_plan;
 mod chunk_read;
 mod chunk_reader;
@@ -39,12 +40,6 @@ mod store;
 mod table;
 mod zstd_prefix;
 
-#[cfg(feature = "cluster")]
-pub(crate) use collection::CollectionScanExec;
-#[cfg(feature = "cluster")]
-pub(crate) use dataset::ZarrDatasetScanExec;
 pub use factory::ZarrTableFactory;
 pub use options::ZarrOptions;
-#[cfg(feature = "cluster")]
-pub(crate) use scan::ZarrScanExec;
 pub use table::ZarrTable;

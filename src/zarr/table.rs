@@ -11,12 +11,12 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::array_table::ArrayTable;
-use super::collection::{expand, is_pattern, CollectionScanExec, CollectionTable};
-use super::dataset::{DatasetTable, ZarrDatasetScanExec};
+use super::collection::{expand, is_pattern, CollectionTable};
+use super::dataset::DatasetTable;
 use super::node::{read_node, Node};
 use super::options::ZarrOptions;
-use super::scan::ZarrScanExec;
 use super::store::ZarrStore;
+use crate::scan::ScanExec;
 use crate::table_source::{ScanOrigin, SourceKind, TableSource};
 
 /// A Zarr array or group as a table.
@@ -211,11 +211,7 @@ impl TableProvider for ZarrTable {
             .scan(state, projection, filters, limit)
             .await?;
         let origin = ScanOrigin::new(&self.source, state, projection, filters, limit);
-        if let Some(scan) = plan.downcast_ref::<ZarrScanExec>() {
-            scan.origin().set(origin);
-        } else if let Some(scan) = plan.downcast_ref::<ZarrDatasetScanExec>() {
-            scan.origin().set(origin);
-        } else if let Some(scan) = plan.downcast_ref::<CollectionScanExec>() {
+        if let Some(scan) = plan.downcast_ref::<ScanExec>() {
             scan.origin().set(origin);
         }
         Ok(plan)

@@ -8,5 +8,4 @@ mod scan;
 mod table;
 
 pub(crate) use members::{expand, is_pattern};
-pub(crate) use scan::CollectionScanExec;
 pub(crate) use table::CollectionTable;

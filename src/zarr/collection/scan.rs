@@ -1,7 +1,8 @@
-//! `ZarrCollectionScanExec`: the chosen members' scans, member by member. Members are split
-//! into contiguous runs, one per partition; each member's plan (a Zarr array or dataset scan)
-//! runs its partitions in turn, and its batches get the collection's columns (NULL where the
-//! member lacks one) and its `__global_attrs__`.
+//! The scan of a collection, as a [`ScanSource`]: EXPLAIN shows it as
+//! `ZarrCollectionScanExec`. The chosen members are split into contiguous runs, one per
+//! partition; each member's plan (a Zarr array or dataset scan) runs its partitions in turn,
+//! and its batches get the collection's columns (NULL where the member lacks one) and its
+//! `__global_attrs__`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -9,24 +10,16 @@ use std::sync::Arc;
 use arrow::array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::stats::Precision;
-use datafusion::common::{internal_err, Result, Statistics};
+use datafusion::common::{internal_err, Result};
 use datafusion::error::DataFusionError;
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::EquivalenceProperties;
-use datafusion::physical_plan::coop::make_cooperative;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
 use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
 };
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-    SendableRecordBatchStream,
-};
+use datafusion::physical_plan::{DisplayFormatType, ExecutionPlan};
 use futures::{StreamExt, TryStreamExt};
 
-use crate::scan_util::limit_rows;
-use crate::table_source::OriginSlot;
+use crate::scan::{PartitionUnits, ScanSource, UnitRead};
 use crate::zarr::attributes::GlobalAttrs;
 
 /// Where an output column of a member's batches comes from.
@@ -49,27 +42,19 @@ pub(crate) struct MemberScan {
     pub attrs: Option<GlobalAttrs>,
 }
 
+/// The scan of a collection's chosen members.
 #[derive(Debug)]
-pub(crate) struct CollectionScanExec {
+pub(crate) struct CollectionScan {
     pattern: String,
     schema: SchemaRef,
-    members: Vec<MemberScan>,
+    members: Vec<Arc<MemberScan>>,
     /// Member indices per partition.
     partitions: Vec<Vec<usize>>,
     total_members: usize,
     limit: Option<usize>,
-    properties: Arc<PlanProperties>,
-    metrics: ExecutionPlanMetricsSet,
-    /// The table's scan call that planned this, for a cluster's codec.
-    origin: OriginSlot,
 }
 
-impl CollectionScanExec {
-    /// The scan call that planned this scan (set by the table).
-    pub(crate) fn origin(&self) -> &OriginSlot {
-        &self.origin
-    }
-
+impl CollectionScan {
     pub(crate) fn new(
         pattern: String,
         schema: SchemaRef,
@@ -84,23 +69,13 @@ impl CollectionScanExec {
         for m in 0..n {
             partitions[m * parts / n.max(1)].push(m);
         }
-        let properties = PlanProperties::new(
-            EquivalenceProperties::new(Arc::clone(&schema)),
-            Partitioning::UnknownPartitioning(parts),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        )
-        .with_scheduling_type(SchedulingType::Cooperative);
-        CollectionScanExec {
+        CollectionScan {
             pattern,
             schema,
-            members,
+            members: members.into_iter().map(Arc::new).collect(),
             partitions,
             total_members,
             limit,
-            properties: Arc::new(properties),
-            metrics: ExecutionPlanMetricsSet::new(),
-            origin: OriginSlot::default(),
         }
     }
 
@@ -122,8 +97,20 @@ impl CollectionScanExec {
     }
 }
 
-impl DisplayAs for CollectionScanExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+impl ScanSource for CollectionScan {
+    fn name(&self) -> &'static str {
+        "ZarrCollectionScanExec"
+    }
+
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn partition_count(&self) -> usize {
+        self.partitions.len()
+    }
+
+    fn fmt_details(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let names: Vec<&str> = self
             .schema
             .fields()
@@ -132,7 +119,7 @@ impl DisplayAs for CollectionScanExec {
             .collect();
         write!(
             f,
-            "ZarrCollectionScanExec: pattern={}, projection=[{}], partitions={}, members={}/{}",
+            "pattern={}, projection=[{}], partitions={}, members={}/{}",
             self.pattern,
             names.join(", "),
             self.partitions.len(),
@@ -144,68 +131,54 @@ impl DisplayAs for CollectionScanExec {
         }
         Ok(())
     }
-}
 
-impl ExecutionPlan for CollectionScanExec {
-    fn name(&self) -> &str {
-        "ZarrCollectionScanExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    /// The members' scans are leaves of their own, not children the optimizer rewrites.
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![]
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.is_empty() {
-            Ok(self)
-        } else {
-            internal_err!("ZarrCollectionScanExec has no children")
-        }
-    }
-
-    fn execute(
+    fn open(
         &self,
         partition: usize,
-        context: Arc<TaskContext>,
-    ) -> Result<SendableRecordBatchStream> {
+        context: &Arc<TaskContext>,
+        metrics: &ExecutionPlanMetricsSet,
+    ) -> Result<PartitionUnits> {
         let Some(members) = self.partitions.get(partition) else {
             return internal_err!("ZarrCollectionScanExec has no partition {partition}");
         };
-        let members: Vec<MemberScan> = members.iter().map(|&m| self.members[m].clone()).collect();
-        let read: Count = MetricBuilder::new(&self.metrics).counter("members_read", partition);
+        let members: Vec<Arc<MemberScan>> = members
+            .iter()
+            .map(|&m| Arc::clone(&self.members[m]))
+            .collect();
+        let unit_count = members.len();
+        let read: Count = MetricBuilder::new(metrics).counter("members_read", partition);
         let schema = Arc::clone(&self.schema);
-        let stream = futures::stream::iter(members)
-            .map(move |member| {
-                read.add(1);
-                let parts = member.plan.properties().partitioning.partition_count();
-                let context = Arc::clone(&context);
-                let schema = Arc::clone(&schema);
-                let plan = Arc::clone(&member.plan);
-                let adapted = Arc::new(member);
-                futures::stream::iter(0..parts)
-                    .map(move |i| plan.execute(i, Arc::clone(&context)))
-                    .try_flatten()
-                    .map(move |batch| adapt(&adapted, &schema, batch?))
-            })
-            .flatten();
-        let stream = limit_rows(stream, self.limit);
-        Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(&self.schema),
-            stream,
-        ))))
+        let context = Arc::clone(context);
+        let units = members.into_iter().map(move |member| -> UnitRead {
+            read.add(1);
+            let parts = member.plan.properties().partitioning.partition_count();
+            let (context, schema, plan) = (
+                Arc::clone(&context),
+                Arc::clone(&schema),
+                Arc::clone(&member.plan),
+            );
+            let batches = futures::stream::iter(0..parts)
+                .map(move |i| plan.execute(i, Arc::clone(&context)))
+                .try_flatten()
+                .map(move |batch| adapt(&member, &schema, batch?));
+            Box::pin(futures::future::ready(Ok(batches.boxed())))
+        });
+        Ok(PartitionUnits {
+            units: Box::new(units),
+            unit_count,
+            // One member at a time: each member's own scan keeps its reads in flight and
+            // reserves their memory.
+            in_flight: 1,
+            unit_bytes: None,
+            table: self.pattern.clone(),
+            batch_size: None,
+            limit: self.limit,
+        })
     }
 
-    fn metrics(&self) -> Option<MetricsSet> {
+    fn metrics(&self, own: MetricsSet) -> MetricsSet {
         // The collection's own counters and the members' scans', summed by name.
-        let mut set = self.metrics.clone_inner();
+        let mut set = own;
         for member in &self.members {
             if let Some(metrics) = member.plan.metrics() {
                 for metric in metrics.iter() {
@@ -213,10 +186,10 @@ impl ExecutionPlan for CollectionScanExec {
                 }
             }
         }
-        Some(set.aggregate_by_name())
+        set.aggregate_by_name()
     }
 
-    fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
+    fn num_rows(&self, partition: Option<usize>) -> Result<Precision<usize>> {
         let rows = match partition {
             None => self.rows_of(&(0..self.members.len()).collect::<Vec<_>>()),
             Some(p) => match self.partitions.get(p) {
@@ -224,14 +197,11 @@ impl ExecutionPlan for CollectionScanExec {
                 None => return internal_err!("ZarrCollectionScanExec has no partition {p}"),
             },
         };
-        let rows = match (rows, self.limit, partition) {
+        Ok(match (rows, self.limit, partition) {
             (Some(n), Some(limit), None) => Precision::Exact(n.min(limit)),
             (Some(n), _, _) => Precision::Exact(n),
             (None, _, _) => Precision::Absent,
-        };
-        Ok(Arc::new(
-            Statistics::new_unknown(&self.schema).with_num_rows(rows),
-        ))
+        })
     }
 }
 

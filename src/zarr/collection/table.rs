@@ -15,9 +15,10 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use futures::{StreamExt, TryStreamExt};
 
-use super::scan::{CollectionScanExec, MemberColumn, MemberScan};
+use super::scan::{CollectionScan, MemberColumn, MemberScan};
 use crate::error::{Error, Result};
 use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
+use crate::scan::ScanExec;
 use crate::zarr::attributes::{reads_only_global_attrs, GlobalAttrs};
 use crate::zarr::options::ZarrOptions;
 use crate::zarr::table::ZarrTable;
@@ -238,14 +239,14 @@ impl TableProvider for CollectionTable {
                 attrs: self.global_attrs.as_ref().map(|a| a.row(i)),
             });
         }
-        Ok(Arc::new(CollectionScanExec::new(
+        Ok(Arc::new(ScanExec::new(Arc::new(CollectionScan::new(
             self.pattern.clone(),
             schema,
             scans,
             self.members.len(),
             limit,
             state.config().target_partitions(),
-        )))
+        )))))
     }
 
     /// Attribute filters choose members (exact); filters on columns every member has run in

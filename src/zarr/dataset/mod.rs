@@ -8,5 +8,4 @@ mod scan;
 mod table;
 mod variable;
 
-pub(crate) use scan::ZarrDatasetScanExec;
 pub(crate) use table::DatasetTable;

@@ -1,42 +1,31 @@
-//! `ZarrDatasetScanExec`: the scan of a dataset. The grid's blocks that the selection touches
-//! are split into contiguous runs, one per partition; each block reads, for every variable the
-//! query needs, the box of it under the block's selected cells (one chunk for variables chunked
-//! like the primary one), on a blocking thread, then applies the row filter.
+//! The scan of a dataset, as a [`ScanSource`]: EXPLAIN shows it as `ZarrDatasetScanExec`.
+//! The grid's blocks that the selection touches are split into contiguous runs, one per
+//! partition; each block reads, for every variable the query needs, the box of it under the
+//! block's selected cells (one chunk for variables chunked like the primary one), on a
+//! blocking thread, then applies the row filter.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::compute::{filter_record_batch, take};
 use arrow::datatypes::SchemaRef;
-use datafusion::common::{internal_err, Result as DfResult, Statistics};
-use datafusion::error::DataFusionError;
+use datafusion::common::stats::Precision;
+use datafusion::common::Result as DfResult;
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::EquivalenceProperties;
-use datafusion::physical_plan::coop::make_cooperative;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
-use datafusion::physical_plan::metrics::{
-    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time,
-};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-    SendableRecordBatchStream,
-};
-use futures::{StreamExt, TryStreamExt};
+use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
+use datafusion::physical_plan::DisplayFormatType;
+use futures::{FutureExt, StreamExt};
 
 use super::model::{Dataset, DatasetColumn};
 use crate::error::{Error, Result};
-use crate::read_buffers::ReadBuffers;
-use crate::scan_util::{limit_rows, scan_statistics, slices};
-use crate::table_source::OriginSlot;
+use crate::scan::{PartitionUnits, ScanSource, UnitRead};
+use crate::zarr::chunk_partitions::ChunkPartitions;
 use crate::zarr::chunk_plan::{chunk_count, ChunkPlan};
 use crate::zarr::chunk_read::ChunkRead;
 use crate::zarr::options::ZarrOptions;
 use crate::zarr::row_filter::RowFilter;
-use crate::zarr::scan::partition_rows;
 use crate::zarr::selection::Selection;
 
 /// What a dataset scan reads.
@@ -54,32 +43,20 @@ pub(crate) struct DatasetScanRequest {
     pub options: ZarrOptions,
 }
 
+/// The scan of a dataset.
 #[derive(Debug)]
-pub(crate) struct ZarrDatasetScanExec {
+pub(crate) struct DatasetScan {
     reader: Arc<BlockReader>,
     selection: Selection,
-    plan: Arc<ChunkPlan>,
-    /// Block positions in `plan`, per partition.
-    partitions: Vec<Range<u64>>,
-    total_blocks: u64,
+    partitions: ChunkPartitions,
     /// Per variable read: (name, chunks touched, chunks in all).
     variable_chunks: Vec<(String, u64, u64)>,
-    limit: Option<usize>,
     target_partitions: usize,
     session_batch_size: usize,
     options: ZarrOptions,
-    properties: Arc<PlanProperties>,
-    metrics: ExecutionPlanMetricsSet,
-    /// The table's scan call that planned this, for a cluster's codec.
-    origin: OriginSlot,
 }
 
-impl ZarrDatasetScanExec {
-    /// The scan call that planned this scan (set by the table).
-    pub(crate) fn origin(&self) -> &OriginSlot {
-        &self.origin
-    }
-
+impl DatasetScan {
     pub(crate) fn new(request: DatasetScanRequest) -> Self {
         let DatasetScanRequest {
             dataset,
@@ -92,10 +69,14 @@ impl ZarrDatasetScanExec {
             session_batch_size,
             options,
         } = request;
-        let shape = dataset.shape();
-        let plan = Arc::new(ChunkPlan::new(&shape, &dataset.block_shape, &selection));
-        let trim_to = if filter.is_none() { limit } else { None };
-        let partitions = plan.partitions(target_partitions.max(1), trim_to);
+        let partitions = ChunkPartitions::new(
+            &dataset.shape(),
+            &dataset.block_shape,
+            &selection,
+            target_partitions,
+            limit,
+            filter.is_some(),
+        );
         let needed: Vec<usize> = {
             let mut n = projection.clone();
             for c in filter.iter().flat_map(|f| f.columns.iter()) {
@@ -121,15 +102,7 @@ impl ZarrDatasetScanExec {
                 (var.name.clone(), touched, total)
             })
             .collect();
-        let properties = PlanProperties::new(
-            EquivalenceProperties::new(Arc::clone(&schema)),
-            Partitioning::UnknownPartitioning(partitions.len()),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        )
-        .with_scheduling_type(SchedulingType::Cooperative);
-        ZarrDatasetScanExec {
-            total_blocks: chunk_count(&shape, &dataset.block_shape),
+        DatasetScan {
             reader: Arc::new(BlockReader {
                 dataset,
                 projection,
@@ -138,16 +111,11 @@ impl ZarrDatasetScanExec {
                 filter,
             }),
             selection,
-            plan,
             partitions,
             variable_chunks,
-            limit,
             target_partitions,
             session_batch_size,
             options,
-            properties: Arc::new(properties),
-            metrics: ExecutionPlanMetricsSet::new(),
-            origin: OriginSlot::default(),
         }
     }
 
@@ -195,25 +163,34 @@ fn variables_read(dataset: &Dataset, needed: &[usize]) -> Vec<usize> {
     vars
 }
 
-impl DisplayAs for ZarrDatasetScanExec {
-    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+impl ScanSource for DatasetScan {
+    fn name(&self) -> &'static str {
+        "ZarrDatasetScanExec"
+    }
+
+    fn schema(&self) -> &SchemaRef {
+        &self.reader.schema
+    }
+
+    fn partition_count(&self) -> usize {
+        self.partitions.len()
+    }
+
+    fn fmt_details(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let dataset = &self.reader.dataset;
         let names: Vec<&str> = self
-            .reader
-            .schema
+            .schema()
             .fields()
             .iter()
             .map(|f| f.name().as_str())
             .collect();
         write!(
             f,
-            "ZarrDatasetScanExec: group={}, projection=[{}], partitions={}, blocks={}/{}",
+            "group={}, projection=[{}], ",
             dataset.location,
-            names.join(", "),
-            self.partitions.len(),
-            self.plan.len(),
-            self.total_blocks,
+            names.join(", ")
         )?;
+        self.partitions.fmt_counts("blocks", f)?;
         if !self.selection.is_all(&dataset.shape()) {
             write!(f, ", selection={}", self.describe_selection())?;
         }
@@ -228,14 +205,7 @@ impl DisplayAs for ZarrDatasetScanExec {
         if let Some(filter) = &self.reader.filter {
             write!(f, ", row_filter={}", filter.display)?;
         }
-        if let Some(limit) = self.limit {
-            write!(f, ", limit={limit}")?;
-            // Without a row filter only the leading blocks that hold the limit are read.
-            if self.reader.filter.is_none() {
-                let read = self.partitions.last().map_or(0, |r| r.end);
-                write!(f, ", blocks_for_limit={read}")?;
-            }
-        }
+        self.partitions.fmt_limit("blocks", f)?;
         let options = match t {
             DisplayFormatType::Verbose => {
                 let metadata = if dataset.consolidated {
@@ -255,109 +225,65 @@ impl DisplayAs for ZarrDatasetScanExec {
         }
         Ok(())
     }
-}
 
-impl ExecutionPlan for ZarrDatasetScanExec {
-    fn name(&self) -> &str {
-        "ZarrDatasetScanExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![]
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        if children.is_empty() {
-            Ok(self)
-        } else {
-            internal_err!("ZarrDatasetScanExec has no children")
-        }
-    }
-
-    fn execute(
+    fn open(
         &self,
         partition: usize,
-        context: Arc<TaskContext>,
-    ) -> DfResult<SendableRecordBatchStream> {
-        let Some(positions) = self.partitions.get(partition).cloned() else {
-            return internal_err!("ZarrDatasetScanExec has no partition {partition}");
-        };
-        let batch_size = self
-            .options
-            .batch_size(context.session_config().batch_size());
-        let in_flight = self.options.chunks_in_flight(self.reader.dataset.remote);
-        let buffers = ReadBuffers::reserve(
-            context.memory_pool(),
-            &self.metrics,
-            partition,
-            self.partitions.len(),
-            format!("ZarrDatasetScanExec[{partition}]"),
-            &self.reader.dataset.location,
-            self.reader.block_bytes(),
-            in_flight.min((positions.end - positions.start) as usize),
-        )?;
-        let in_flight = buffers.in_flight;
-        let metrics = BlockMetrics::new(&self.metrics, partition);
+        context: &Arc<TaskContext>,
+        metrics: &ExecutionPlanMetricsSet,
+    ) -> DfResult<PartitionUnits> {
+        let (blocks, unit_count) = self.partitions.reads(partition)?;
+        let metrics = BlockMetrics::new(metrics, partition);
         if partition == 0 {
             metrics
                 .blocks_skipped
-                .add(self.total_blocks.saturating_sub(self.plan.len()) as usize);
+                .add(self.partitions.skipped() as usize);
         }
         let reader = Arc::clone(&self.reader);
-        // Without a row filter the reads are cut to the limit; with one, the filtered stream is.
-        let (trim_to, limit) = match self.reader.filter {
-            Some(_) => (None, self.limit),
-            None => (self.limit, None),
-        };
-        let blocks = Arc::clone(&self.plan).reads(positions, trim_to);
-        let stream = futures::stream::iter(blocks)
-            .map(move |block| {
-                let reader = Arc::clone(&reader);
-                let metrics = metrics.clone();
-                async move {
-                    tokio::task::spawn_blocking(move || {
-                        let _timer = metrics.read_time.timer();
-                        metrics.blocks_read.add(1);
-                        reader.read(&block)
-                    })
-                    .await
-                    .map_err(|e| Error::Internal(format!("block reading task failed: {e}")))?
-                }
+        let units = blocks.map(move |block| -> UnitRead {
+            let reader = Arc::clone(&reader);
+            let metrics = metrics.clone();
+            tokio::task::spawn_blocking(move || {
+                let _timer = metrics.read_time.timer();
+                metrics.blocks_read.add(1);
+                reader.read(&block)
             })
-            .buffered(in_flight)
-            .map_err(DataFusionError::from)
-            .map_ok(move |batch| {
-                futures::stream::iter(slices(&[batch], batch_size).into_iter().map(Ok))
+            .map(|joined| {
+                let batch = joined
+                    .map_err(|e| Error::Internal(format!("block reading task failed: {e}")))??;
+                Ok(futures::stream::once(async { Ok(batch) }).boxed())
             })
-            .try_flatten()
-            // The buffers stay reserved while the stream reads.
-            .inspect(move |_| {
-                let _ = &buffers;
-            });
-        let stream = limit_rows(stream, limit);
-        Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(&self.reader.schema),
-            stream,
-        ))))
+            .boxed()
+        });
+        let dataset = &self.reader.dataset;
+        Ok(PartitionUnits {
+            units: Box::new(units),
+            unit_count,
+            in_flight: self.options.chunks_in_flight(dataset.remote),
+            unit_bytes: Some(self.reader.block_bytes()),
+            table: dataset.location.clone(),
+            batch_size: Some(
+                self.options
+                    .batch_size(context.session_config().batch_size()),
+            ),
+            limit: self.partitions.stream_limit(),
+        })
     }
 
-    fn supports_limit_pushdown(&self) -> bool {
+    fn num_rows(&self, partition: Option<usize>) -> DfResult<Precision<usize>> {
+        self.partitions.num_rows(partition)
+    }
+
+    fn takes_limits(&self) -> bool {
         true
     }
 
-    fn fetch(&self) -> Option<usize> {
-        self.limit
+    fn limit(&self) -> Option<usize> {
+        self.partitions.limit()
     }
 
-    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
-        let mut scan = ZarrDatasetScanExec::new(DatasetScanRequest {
+    fn with_limit(&self, limit: Option<usize>) -> Option<Arc<dyn ScanSource>> {
+        Some(Arc::new(DatasetScan::new(DatasetScanRequest {
             dataset: Arc::clone(&self.reader.dataset),
             projection: self.reader.projection.clone(),
             schema: Arc::clone(&self.reader.schema),
@@ -367,19 +293,7 @@ impl ExecutionPlan for ZarrDatasetScanExec {
             target_partitions: self.target_partitions,
             session_batch_size: self.session_batch_size,
             options: self.options.clone(),
-        });
-        scan.origin = self.origin.with_limit(limit);
-        Some(Arc::new(scan))
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
-    }
-
-    fn partition_statistics(&self, partition: Option<usize>) -> DfResult<Arc<Statistics>> {
-        let rows = partition_rows(&self.plan, &self.partitions);
-        let filtered = self.reader.filter.is_some();
-        scan_statistics(&self.reader.schema, &rows, partition, self.limit, filtered).map(Arc::new)
+        })))
     }
 }
 

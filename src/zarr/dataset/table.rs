@@ -13,7 +13,8 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::model::{Dataset, DatasetOptions};
-use super::scan::{DatasetScanRequest, ZarrDatasetScanExec};
+use super::scan::{DatasetScan, DatasetScanRequest};
+use crate::scan::ScanExec;
 use crate::zarr::filter_plan::{plan_filters, FilterPlan};
 use crate::zarr::node::Group;
 use crate::zarr::options::ZarrOptions;
@@ -95,17 +96,19 @@ impl TableProvider for DatasetTable {
             .map(Arc::new);
         let projection = projection.cloned().unwrap_or(all);
         let schema = Arc::new(dataset.schema.project(&projection)?);
-        Ok(Arc::new(ZarrDatasetScanExec::new(DatasetScanRequest {
-            dataset: Arc::clone(dataset),
-            projection,
-            schema,
-            filter,
-            selection,
-            limit,
-            target_partitions: state.config().target_partitions(),
-            session_batch_size: state.config().batch_size(),
-            options: self.options.clone(),
-        })))
+        Ok(Arc::new(ScanExec::new(Arc::new(DatasetScan::new(
+            DatasetScanRequest {
+                dataset: Arc::clone(dataset),
+                projection,
+                schema,
+                filter,
+                selection,
+                limit,
+                target_partitions: state.config().target_partitions(),
+                session_batch_size: state.config().batch_size(),
+                options: self.options.clone(),
+            },
+        )))))
     }
 
     /// Every filter is exact: dimension filters select blocks and cells, attribute filters are

@@ -1,31 +1,9 @@
-//! Pieces the Zarr and lance-nd scans share.
-
-use std::sync::Arc;
+//! Batches through a scan: cut to the batch size, stopped at a limit, counted for statistics.
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::{Schema, SchemaRef};
 use datafusion::common::stats::Precision;
-use datafusion::common::{internal_err, plan_err, Result, Statistics};
-use datafusion::logical_expr::CreateExternalTable;
+use datafusion::common::{internal_err, Result};
 use futures::{Stream, StreamExt};
-
-/// The projected schema and the projected per-column sources of a table whose columns come
-/// from `sources` (all of them when `projection` is `None`).
-pub(crate) fn project_columns<T: Clone>(
-    schema: &Schema,
-    sources: &[T],
-    projection: Option<&Vec<usize>>,
-) -> Result<(SchemaRef, Vec<T>)> {
-    let indices: Vec<usize> = match projection {
-        Some(p) => p.clone(),
-        None => (0..sources.len()).collect(),
-    };
-    let projected = Arc::new(schema.project(&indices)?);
-    Ok((
-        projected,
-        indices.iter().map(|&i| sources[i].clone()).collect(),
-    ))
-}
 
 /// Zero-copy slices of `batches` of at most `batch_size` rows each.
 pub(crate) fn slices(batches: &[RecordBatch], batch_size: usize) -> Vec<RecordBatch> {
@@ -41,15 +19,14 @@ pub(crate) fn slices(batches: &[RecordBatch], batch_size: usize) -> Vec<RecordBa
         .collect()
 }
 
-/// The statistics of a scan whose partitions produce `rows[i]` rows (all of them when
-/// `partition` is `None`), cut at `limit`; inexact when a row filter drops an unknown number.
-pub(crate) fn scan_statistics(
-    schema: &Schema,
+/// The rows of a scan whose partitions produce `rows[i]` rows (all of them when `partition`
+/// is `None`), cut at `limit`; inexact when a row filter drops an unknown number.
+pub(crate) fn row_count(
     rows: &[usize],
     partition: Option<usize>,
     limit: Option<usize>,
     filtered: bool,
-) -> Result<Statistics> {
+) -> Result<Precision<usize>> {
     let n = match partition {
         None => rows.iter().sum(),
         Some(i) => match rows.get(i) {
@@ -61,12 +38,11 @@ pub(crate) fn scan_statistics(
         (None, Some(limit)) => n.min(limit),
         _ => n,
     };
-    let n = if filtered {
+    Ok(if filtered {
         Precision::Inexact(n)
     } else {
         Precision::Exact(n)
-    };
-    Ok(Statistics::new_unknown(schema).with_num_rows(n))
+    })
 }
 
 /// Stops a batch stream after `limit` rows, slicing the last batch.
@@ -86,18 +62,4 @@ pub(crate) fn limit_rows(
         };
         futures::future::ready(Some(out))
     })
-}
-
-/// ndfusion's tables take no column list or partitioning: their columns come from the data.
-/// `format` is the `STORED AS` name, for messages.
-pub(crate) fn check_external_table(cmd: &CreateExternalTable, format: &str) -> Result<()> {
-    if !cmd.schema.fields().is_empty() {
-        return plan_err!(
-            "STORED AS {format} reads its columns from the data: leave out the column list"
-        );
-    }
-    if !cmd.table_partition_cols.is_empty() {
-        return plan_err!("STORED AS {format} does not support PARTITIONED BY");
-    }
-    Ok(())
 }

@@ -1,0 +1,176 @@
+//! [`ScanExec`]: the one physical scan plan of every table kind, after DataFusion's
+//! `DataSourceExec`. EXPLAIN shows it under its source's name.
+//!
+//! A partition's units are read `in_flight` at a time, each started as the stream reaches it,
+//! with the bytes they hold reserved from the session's memory pool (`read_buffers.rs`);
+//! their batches are cut to the batch size and the stream stops at the limit. The stream
+//! yields to the runtime cooperatively.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::common::{internal_err, Result, Statistics};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::coop::make_cooperative;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    SendableRecordBatchStream,
+};
+use futures::{StreamExt, TryStreamExt};
+
+use super::batches::{limit_rows, slices};
+use super::read_buffers::ReadBuffers;
+use super::source::{PartitionUnits, ScanSource};
+use crate::table_source::OriginSlot;
+
+/// The scan of one table of any kind.
+#[derive(Debug)]
+pub(crate) struct ScanExec {
+    source: Arc<dyn ScanSource>,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+    /// The table's scan call that planned this, for a cluster's codec.
+    origin: OriginSlot,
+}
+
+impl ScanExec {
+    pub(crate) fn new(source: Arc<dyn ScanSource>) -> Self {
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(Arc::clone(source.schema())),
+            Partitioning::UnknownPartitioning(source.partition_count()),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        )
+        .with_scheduling_type(SchedulingType::Cooperative);
+        ScanExec {
+            source,
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+            origin: OriginSlot::default(),
+        }
+    }
+
+    /// The scan call that planned this scan (set by the table).
+    pub(crate) fn origin(&self) -> &OriginSlot {
+        &self.origin
+    }
+}
+
+impl DisplayAs for ScanExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        if !matches!(t, DisplayFormatType::TreeRender) {
+            write!(f, "{}: ", self.source.name())?;
+        }
+        self.source.fmt_details(t, f)
+    }
+}
+
+impl ExecutionPlan for ScanExec {
+    fn name(&self) -> &str {
+        self.source.name()
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.is_empty() {
+            Ok(self)
+        } else {
+            internal_err!("{} has no children", self.source.name())
+        }
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let name = self.source.name();
+        let partitions = self.source.partition_count();
+        if partition >= partitions {
+            return internal_err!("{name} has {partitions} partitions, not {partition}");
+        }
+        let PartitionUnits {
+            units,
+            unit_count,
+            in_flight,
+            unit_bytes,
+            table,
+            batch_size,
+            limit,
+        } = self.source.open(partition, &context, &self.metrics)?;
+        let wanted = in_flight.min(unit_count);
+        let (in_flight, buffers) = match unit_bytes {
+            Some(bytes) => {
+                let buffers = ReadBuffers::reserve(
+                    context.memory_pool(),
+                    &self.metrics,
+                    partition,
+                    partitions,
+                    format!("{name}[{partition}]"),
+                    &table,
+                    bytes,
+                    wanted,
+                )?;
+                (buffers.in_flight, Some(buffers))
+            }
+            None => (wanted.max(1), None),
+        };
+        let stream = futures::stream::iter(units)
+            .buffered(in_flight)
+            .try_flatten()
+            // The buffers stay reserved while the stream reads.
+            .inspect(move |_| {
+                let _ = &buffers;
+            });
+        let stream = match batch_size {
+            Some(size) => stream
+                .map_ok(move |batch| {
+                    futures::stream::iter(slices(&[batch], size).into_iter().map(Ok))
+                })
+                .try_flatten()
+                .boxed(),
+            None => stream.boxed(),
+        };
+        let stream = limit_rows(stream, limit);
+        Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(self.source.schema()),
+            stream,
+        ))))
+    }
+
+    fn supports_limit_pushdown(&self) -> bool {
+        self.source.takes_limits()
+    }
+
+    fn fetch(&self) -> Option<usize> {
+        self.source.limit()
+    }
+
+    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        let mut scan = ScanExec::new(self.source.with_limit(limit)?);
+        scan.origin = self.origin.with_limit(limit);
+        Some(Arc::new(scan))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.source.metrics(self.metrics.clone_inner()))
+    }
+
+    fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
+        self.source.statistics(partition).map(Arc::new)
+    }
+}

@@ -1,0 +1,15 @@
+//! The one scan plan of every table kind: [`ScanExec`] over a [`ScanSource`] (after
+//! DataFusion's `DataSourceExec` over a `DataSource`). Each table kind implements the source:
+//! `zarr/array/scan.rs`, `zarr/dataset/scan.rs`, `zarr/collection/scan.rs`,
+//! `lance_nd/scan.rs`.
+
+mod batches;
+mod exec;
+mod projection;
+mod read_buffers;
+mod source;
+
+pub(crate) use batches::row_count;
+pub(crate) use exec::ScanExec;
+pub(crate) use projection::project_columns;
+pub(crate) use source::{PartitionUnits, ScanSource, UnitRead};

@@ -1,0 +1,160 @@
+//! A chunk plan split over a scan's partitions: contiguous runs of chunk positions (of an
+//! array's chunks, or of a dataset's blocks), and the limit the scan keeps.
+//!
+//! Without a row filter a partition's row count is known up front, so a limit cuts the reads
+//! themselves (a `LIMIT 10` reads one chunk); with one, the filtered stream is cut instead.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use datafusion::common::stats::Precision;
+use datafusion::common::{internal_err, Result};
+
+use super::chunk_plan::{chunk_count, ChunkPlan};
+use super::chunk_read::ChunkRead;
+use super::selection::Selection;
+use crate::scan::row_count;
+
+#[derive(Debug)]
+pub(crate) struct ChunkPartitions {
+    plan: Arc<ChunkPlan>,
+    /// Chunk positions in `plan`, per partition.
+    partitions: Vec<Range<u64>>,
+    /// Chunks of the whole grid.
+    total: u64,
+    limit: Option<usize>,
+    /// Whether a row filter drops rows.
+    filtered: bool,
+}
+
+impl ChunkPartitions {
+    pub(crate) fn new(
+        shape: &[u64],
+        chunk_shape: &[u64],
+        selection: &Selection,
+        target_partitions: usize,
+        limit: Option<usize>,
+        filtered: bool,
+    ) -> Self {
+        let plan = Arc::new(ChunkPlan::new(shape, chunk_shape, selection));
+        let trim_to = if filtered { None } else { limit };
+        let partitions = plan.partitions(target_partitions.max(1), trim_to);
+        ChunkPartitions {
+            plan,
+            partitions,
+            total: chunk_count(shape, chunk_shape),
+            limit,
+            filtered,
+        }
+    }
+
+    /// How many partitions (at least one).
+    pub(crate) fn len(&self) -> usize {
+        self.partitions.len()
+    }
+
+    pub(crate) fn limit(&self) -> Option<usize> {
+        self.limit
+    }
+
+    /// Chunks the selection does not touch.
+    pub(crate) fn skipped(&self) -> u64 {
+        self.total.saturating_sub(self.plan.len())
+    }
+
+    /// The reads of `partition`, worked out as they are reached, and how many there are.
+    pub(crate) fn reads(
+        &self,
+        partition: usize,
+    ) -> Result<(impl Iterator<Item = ChunkRead> + Send + 'static, usize)> {
+        let Some(positions) = self.partitions.get(partition).cloned() else {
+            return internal_err!("no partition {partition} in a plan of {}", self.len());
+        };
+        let count = (positions.end - positions.start) as usize;
+        let trim_to = if self.filtered { None } else { self.limit };
+        Ok((Arc::clone(&self.plan).reads(positions, trim_to), count))
+    }
+
+    /// The limit the batch stream keeps (the reads keep it when nothing is filtered).
+    pub(crate) fn stream_limit(&self) -> Option<usize> {
+        self.limit.filter(|_| self.filtered)
+    }
+
+    /// Rows of `partition` (or of all), before a row filter.
+    pub(crate) fn num_rows(&self, partition: Option<usize>) -> Result<Precision<usize>> {
+        let rows: Vec<usize> = self
+            .partitions
+            .iter()
+            .map(|r| (self.plan.rows_before(r.end) - self.plan.rows_before(r.start)) as usize)
+            .collect();
+        row_count(&rows, partition, self.limit, self.filtered)
+    }
+
+    /// `partitions=2, chunks=3/9` (`unit` names what is counted).
+    pub(crate) fn fmt_counts(&self, unit: &str, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "partitions={}, {unit}={}/{}",
+            self.len(),
+            self.plan.len(),
+            self.total
+        )
+    }
+
+    /// `, limit=3, chunks_for_limit=1`: without a row filter only the leading chunks that
+    /// hold the limit are read.
+    pub(crate) fn fmt_limit(&self, unit: &str, f: &mut fmt::Formatter) -> fmt::Result {
+        if let Some(limit) = self.limit {
+            write!(f, ", limit={limit}")?;
+            if !self.filtered {
+                let read = self.partitions.last().map_or(0, |r| r.end);
+                write!(f, ", {unit}_for_limit={read}")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `chunks=3/9` alone (EXPLAIN's tree view).
+    pub(crate) fn fmt_touched(&self, unit: &str, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{unit}={}/{}", self.plan.len(), self.total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_are_split_into_contiguous_runs() {
+        let shape = [5];
+        let parts = ChunkPartitions::new(&shape, &[1], &Selection::all(&shape), 2, None, false);
+        assert_eq!(parts.partitions, vec![0..3, 3..5]);
+        let none = ChunkPartitions::new(&shape, &[1], &Selection::none(), 4, None, false);
+        assert_eq!(none.partitions, vec![0..0]);
+        assert_eq!(none.skipped(), 5);
+    }
+
+    #[test]
+    fn a_limit_keeps_only_the_chunks_it_needs() {
+        let shape = [16];
+        let all = Selection::all(&shape);
+        let parts = ChunkPartitions::new(&shape, &[4], &all, 4, Some(6), false);
+        assert_eq!(parts.partitions, vec![0..1, 1..2]);
+        assert_eq!(parts.num_rows(Some(1)).unwrap(), Precision::Exact(4));
+        assert_eq!(parts.num_rows(None).unwrap(), Precision::Exact(6));
+        let rows: Vec<usize> = (0..2)
+            .flat_map(|p| parts.reads(p).unwrap().0)
+            .map(|r| r.rows)
+            .collect();
+        // Each partition keeps to the limit on its own; the plan above cuts the rest.
+        assert_eq!(rows, vec![4, 4]);
+        assert_eq!(parts.stream_limit(), None);
+        let filtered = ChunkPartitions::new(&shape, &[4], &all, 4, Some(3), true);
+        assert_eq!(filtered.len(), 4);
+        assert_eq!(filtered.stream_limit(), Some(3));
+        assert_eq!(filtered.num_rows(None).unwrap(), Precision::Inexact(3));
+        let one = ChunkPartitions::new(&shape, &[4], &all, 4, Some(3), false);
+        assert_eq!(one.partitions, vec![0..1]);
+    }
+}
