@@ -24,7 +24,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::batches::{limit_rows, slices};
 use super::read_buffers::ReadBuffers;
-use super::source::{PartitionUnits, ScanSource};
+use super::source::{OpenPartition, PartitionUnits, ScanSource};
 use crate::table_source::OriginSlot;
 
 /// The scan of one table of any kind.
@@ -39,9 +39,10 @@ pub(crate) struct ScanExec {
 
 impl ScanExec {
     pub(crate) fn new(source: Arc<dyn ScanSource>) -> Self {
+        let shape = source.shape();
         let properties = PlanProperties::new(
-            EquivalenceProperties::new(Arc::clone(source.schema())),
-            Partitioning::UnknownPartitioning(source.partition_count()),
+            EquivalenceProperties::new(Arc::clone(shape.schema)),
+            Partitioning::UnknownPartitioning(shape.partitions),
             EmissionType::Incremental,
             Boundedness::Bounded,
         )
@@ -63,7 +64,7 @@ impl ScanExec {
 impl DisplayAs for ScanExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         if !matches!(t, DisplayFormatType::TreeRender) {
-            write!(f, "{}: ", self.source.name())?;
+            write!(f, "{}: ", self.source.shape().name)?;
         }
         self.source.fmt_details(t, f)
     }
@@ -71,7 +72,7 @@ impl DisplayAs for ScanExec {
 
 impl ExecutionPlan for ScanExec {
     fn name(&self) -> &str {
-        self.source.name()
+        self.source.shape().name
     }
 
     fn properties(&self) -> &Arc<PlanProperties> {
@@ -89,7 +90,7 @@ impl ExecutionPlan for ScanExec {
         if children.is_empty() {
             Ok(self)
         } else {
-            internal_err!("{} has no children", self.source.name())
+            internal_err!("{} has no children", self.source.shape().name)
         }
     }
 
@@ -98,8 +99,8 @@ impl ExecutionPlan for ScanExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let name = self.source.name();
-        let partitions = self.source.partition_count();
+        let shape = self.source.shape();
+        let (name, partitions) = (shape.name, shape.partitions);
         if partition >= partitions {
             return internal_err!("{name} has {partitions} partitions, not {partition}");
         }
@@ -111,7 +112,11 @@ impl ExecutionPlan for ScanExec {
             table,
             batch_size,
             limit,
-        } = self.source.open(partition, &context, &self.metrics)?;
+        } = self.source.open(OpenPartition {
+            index: partition,
+            context: &context,
+            metrics: &self.metrics,
+        })?;
         let wanted = in_flight.min(unit_count);
         let (in_flight, buffers) = match unit_bytes {
             Some(bytes) => {
@@ -147,7 +152,7 @@ impl ExecutionPlan for ScanExec {
         };
         let stream = limit_rows(stream, limit);
         Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(self.source.schema()),
+            Arc::clone(shape.schema),
             stream,
         ))))
     }

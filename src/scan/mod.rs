@@ -12,4 +12,7 @@ mod source;
 pub(crate) use batches::row_count;
 pub(crate) use exec::ScanExec;
 pub(crate) use projection::project_columns;
-pub(crate) use source::{PartitionUnits, ScanSource, UnitRead};
+pub(crate) use source::{
+    column_names, fmt_options, nth_partition, OpenPartition, PartitionUnits, ScanShape, ScanSource,
+    UnitRead,
+};

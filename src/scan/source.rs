@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use datafusion::common::stats::Precision;
-use datafusion::common::{Result, Statistics};
+use datafusion::common::{internal_err, Result, Statistics};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::DisplayFormatType;
@@ -26,26 +26,14 @@ pub(crate) type UnitRead = BoxFuture<'static, Result<UnitBatches>>;
 
 /// What a table kind scans. Implemented by the array, dataset, collection and lance-nd scans.
 pub(crate) trait ScanSource: fmt::Debug + Send + Sync + 'static {
-    /// The name EXPLAIN shows for the scan (`ZarrScanExec`, `LanceNdScanExec`, ...).
-    fn name(&self) -> &'static str;
-
-    /// The output schema.
-    fn schema(&self) -> &SchemaRef;
-
-    /// How many partitions the scan has (at least one).
-    fn partition_count(&self) -> usize;
+    /// The scan's name, schema and partition count.
+    fn shape(&self) -> ScanShape<'_>;
 
     /// Writes what EXPLAIN shows after the name (`array=..., chunks=2/9`).
     fn fmt_details(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result;
 
-    /// The units of `partition`, in order. `metrics` is the plan's set, for the source's own
-    /// counters.
-    fn open(
-        &self,
-        partition: usize,
-        context: &Arc<TaskContext>,
-        metrics: &ExecutionPlanMetricsSet,
-    ) -> Result<PartitionUnits>;
+    /// The units of a partition, in order.
+    fn open(&self, partition: OpenPartition<'_>) -> Result<PartitionUnits>;
 
     /// Rows of `partition` (all partitions: `None`), as far as known.
     fn num_rows(&self, partition: Option<usize>) -> Result<Precision<usize>>;
@@ -74,8 +62,66 @@ pub(crate) trait ScanSource: fmt::Debug + Send + Sync + 'static {
 
     /// Statistics of `partition` beyond the row count (none by default).
     fn statistics(&self, partition: Option<usize>) -> Result<Statistics> {
-        Ok(Statistics::new_unknown(self.schema()).with_num_rows(self.num_rows(partition)?))
+        let rows = self.num_rows(partition)?;
+        Ok(Statistics::new_unknown(self.shape().schema).with_num_rows(rows))
     }
+}
+
+/// What a scan looks like from outside.
+pub(crate) struct ScanShape<'a> {
+    /// The name EXPLAIN shows for the scan (`ZarrScanExec`, `LanceNdScanExec`, ...).
+    pub name: &'static str,
+    /// The output schema.
+    pub schema: &'a SchemaRef,
+    /// How many partitions the scan has (at least one).
+    pub partitions: usize,
+}
+
+impl<'a> ScanShape<'a> {
+    pub(crate) fn new(name: &'static str, schema: &'a SchemaRef, partitions: usize) -> Self {
+        ScanShape {
+            name,
+            schema,
+            partitions,
+        }
+    }
+}
+
+/// Partition `partition` of `partitions`, or an error naming the scan.
+pub(crate) fn nth_partition<'a, T>(
+    partitions: &'a [T],
+    partition: usize,
+    name: &str,
+) -> Result<&'a T> {
+    match partitions.get(partition) {
+        Some(p) => Ok(p),
+        None => internal_err!(
+            "{name} has {} partitions, not {partition}",
+            partitions.len()
+        ),
+    }
+}
+
+/// The partition a scan starts.
+pub(crate) struct OpenPartition<'a> {
+    pub index: usize,
+    pub context: &'a Arc<TaskContext>,
+    /// The plan's metrics, for the source's own counters.
+    pub metrics: &'a ExecutionPlanMetricsSet,
+}
+
+/// The schema's column names, comma-separated (EXPLAIN's `projection=[...]`).
+pub(crate) fn column_names(schema: &SchemaRef) -> String {
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    names.join(", ")
+}
+
+/// Writes `, options=(...)` when `options` says anything.
+pub(crate) fn fmt_options(f: &mut fmt::Formatter, options: &str) -> fmt::Result {
+    if options.is_empty() {
+        return Ok(());
+    }
+    write!(f, ", options=({options})")
 }
 
 /// The work of one partition, as a source lays it out.
@@ -95,4 +141,24 @@ pub(crate) struct PartitionUnits {
     pub batch_size: Option<usize>,
     /// The stream stops after this many rows (a limit the units do not already keep to).
     pub limit: Option<usize>,
+}
+
+impl PartitionUnits {
+    /// Units read one after another, each keeping its own reads in flight and reserving its
+    /// own memory (a member's scan, Lance's scanner), stopped after `limit` rows.
+    pub(crate) fn sequential(
+        units: impl Iterator<Item = UnitRead> + Send + 'static,
+        unit_count: usize,
+        limit: Option<usize>,
+    ) -> Self {
+        PartitionUnits {
+            units: Box::new(units),
+            unit_count,
+            in_flight: 1,
+            unit_bytes: None,
+            table: String::new(),
+            batch_size: None,
+            limit,
+        }
+    }
 }

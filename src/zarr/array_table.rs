@@ -15,12 +15,14 @@ use datafusion::logical_expr::utils::conjunction;
 
 use super::array::ZarrArray;
 use super::attributes::GlobalAttrs;
+use super::chunk_reader::ChunkReader;
 use super::filter_plan::{plan_filters, FilterPlan};
+use super::grid_scan::GridSettings;
 use super::metadata::ArrayMeta;
 use super::options::ZarrOptions;
 use super::pruning::Dimensions;
 use super::row_filter::RowFilter;
-use super::scan::{ArrayScan, ScanRequest};
+use super::scan::ArrayScan;
 use super::schema::{table_columns, ColumnSource};
 use super::selection::Selection;
 use super::store::ZarrStore;
@@ -116,20 +118,17 @@ impl TableProvider for ArrayTable {
             .transpose()?
             .map(Arc::new);
         let (schema, columns) = project_columns(&self.schema, &self.columns, projection)?;
-        Ok(Arc::new(ScanExec::new(Arc::new(ArrayScan::new(
-            ScanRequest {
-                array: Arc::clone(&self.array),
-                schema,
-                columns,
-                filter,
-                selection,
-                limit,
-                target_partitions: state.config().target_partitions(),
-                session_batch_size: state.config().batch_size(),
-                global_attrs: self.global_attrs.clone(),
-                options: self.options.clone(),
-            },
-        )))))
+        let reader = ChunkReader {
+            array: Arc::clone(&self.array),
+            columns,
+            schema,
+            filter,
+            piece_bytes: self.options.piece_bytes(),
+            global_attrs: self.global_attrs.clone(),
+        };
+        let settings = GridSettings::new(state, selection, limit, &self.options);
+        let scan = ArrayScan::new(Arc::new(reader), settings);
+        Ok(Arc::new(ScanExec::new(Arc::new(scan))))
     }
 
     /// Every filter is exact: dimension filters select chunks and rows, any other filter runs

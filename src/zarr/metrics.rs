@@ -9,8 +9,6 @@ pub(crate) struct ChunkMetrics {
     pub chunks_fetched: Count,
     /// Chunks absent from the store: read as the fill value.
     pub chunks_missing: Count,
-    /// Chunks the selection does not touch: never fetched.
-    pub chunks_skipped: Count,
     /// Chunks of which only the box holding the selected rows was fetched and decoded.
     pub chunks_read_in_part: Count,
     /// Chunks fetched whole but decompressed only up to their last selected row (zstd).
@@ -29,7 +27,6 @@ impl ChunkMetrics {
         ChunkMetrics {
             chunks_fetched: counter("chunks_fetched"),
             chunks_missing: counter("chunks_missing"),
-            chunks_skipped: counter("chunks_skipped"),
             chunks_decoded_in_part: counter("chunks_decoded_in_part"),
             chunks_read_in_part: counter("chunks_read_in_part"),
             requests: counter("requests"),

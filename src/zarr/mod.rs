@@ -25,6 +25,7 @@ mod fill_value;
 mod filter_plan;
 #[cfg(test)]
 mod generated_inputs;
+mod grid_scan;
 mod index_set;
 mod metadata;
 mod metadata_v2;

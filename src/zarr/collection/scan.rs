@@ -10,17 +10,18 @@ use std::sync::Arc;
 use arrow::array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::stats::Precision;
-use datafusion::common::{internal_err, Result};
+use datafusion::common::Result;
 use datafusion::error::DataFusionError;
-use datafusion::execution::TaskContext;
-use datafusion::physical_plan::metrics::{
-    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
-};
+use datafusion::physical_plan::metrics::{Count, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::{DisplayFormatType, ExecutionPlan};
 use futures::{StreamExt, TryStreamExt};
 
-use crate::scan::{PartitionUnits, ScanSource, UnitRead};
+use crate::scan::{
+    column_names, nth_partition, OpenPartition, PartitionUnits, ScanShape, ScanSource, UnitRead,
+};
 use crate::zarr::attributes::GlobalAttrs;
+
+const NAME: &str = "ZarrCollectionScanExec";
 
 /// Where an output column of a member's batches comes from.
 #[derive(Debug, Clone)]
@@ -98,30 +99,17 @@ impl CollectionScan {
 }
 
 impl ScanSource for CollectionScan {
-    fn name(&self) -> &'static str {
-        "ZarrCollectionScanExec"
-    }
-
-    fn schema(&self) -> &SchemaRef {
-        &self.schema
-    }
-
-    fn partition_count(&self) -> usize {
-        self.partitions.len()
+    fn shape(&self) -> ScanShape<'_> {
+        ScanShape::new(NAME, &self.schema, self.partitions.len())
     }
 
     fn fmt_details(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let names: Vec<&str> = self
-            .schema
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect();
+        let names = column_names(&self.schema);
         write!(
             f,
             "pattern={}, projection=[{}], partitions={}, members={}/{}",
             self.pattern,
-            names.join(", "),
+            names,
             self.partitions.len(),
             self.members.len(),
             self.total_members
@@ -132,15 +120,9 @@ impl ScanSource for CollectionScan {
         Ok(())
     }
 
-    fn open(
-        &self,
-        partition: usize,
-        context: &Arc<TaskContext>,
-        metrics: &ExecutionPlanMetricsSet,
-    ) -> Result<PartitionUnits> {
-        let Some(members) = self.partitions.get(partition) else {
-            return internal_err!("ZarrCollectionScanExec has no partition {partition}");
-        };
+    fn open(&self, open: OpenPartition<'_>) -> Result<PartitionUnits> {
+        let (partition, context, metrics) = (open.index, open.context, open.metrics);
+        let members = nth_partition(&self.partitions, partition, NAME)?;
         let members: Vec<Arc<MemberScan>> = members
             .iter()
             .map(|&m| Arc::clone(&self.members[m]))
@@ -163,17 +145,9 @@ impl ScanSource for CollectionScan {
                 .map(move |batch| adapt(&member, &schema, batch?));
             Box::pin(futures::future::ready(Ok(batches.boxed())))
         });
-        Ok(PartitionUnits {
-            units: Box::new(units),
-            unit_count,
-            // One member at a time: each member's own scan keeps its reads in flight and
-            // reserves their memory.
-            in_flight: 1,
-            unit_bytes: None,
-            table: self.pattern.clone(),
-            batch_size: None,
-            limit: self.limit,
-        })
+        // One member at a time: each member's own scan keeps its reads in flight and reserves
+        // their memory.
+        Ok(PartitionUnits::sequential(units, unit_count, self.limit))
     }
 
     fn metrics(&self, own: MetricsSet) -> MetricsSet {
@@ -192,10 +166,7 @@ impl ScanSource for CollectionScan {
     fn num_rows(&self, partition: Option<usize>) -> Result<Precision<usize>> {
         let rows = match partition {
             None => self.rows_of(&(0..self.members.len()).collect::<Vec<_>>()),
-            Some(p) => match self.partitions.get(p) {
-                Some(members) => self.rows_of(members),
-                None => return internal_err!("ZarrCollectionScanExec has no partition {p}"),
-            },
+            Some(p) => self.rows_of(nth_partition(&self.partitions, p, NAME)?),
         };
         Ok(match (rows, self.limit, partition) {
             (Some(n), Some(limit), None) => Precision::Exact(n.min(limit)),

@@ -1,8 +1,7 @@
-//! The scan of a dataset, as a [`ScanSource`]: EXPLAIN shows it as `ZarrDatasetScanExec`.
-//! The grid's blocks that the selection touches are split into contiguous runs, one per
-//! partition; each block reads, for every variable the query needs, the box of it under the
-//! block's selected cells (one chunk for variables chunked like the primary one), on a
-//! blocking thread, then applies the row filter.
+//! The scan of a dataset: a [`GridScan`] over blocks of the dataset's grid. EXPLAIN shows it
+//! as `ZarrDatasetScanExec`. Each block reads, for every variable the query needs, the box of
+//! it under the block's selected cells (one chunk for variables chunked like the primary one),
+//! on a blocking thread, then applies the row filter.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -11,122 +10,58 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::compute::{filter_record_batch, take};
 use arrow::datatypes::SchemaRef;
-use datafusion::common::stats::Precision;
-use datafusion::common::Result as DfResult;
-use datafusion::execution::TaskContext;
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
-use datafusion::physical_plan::DisplayFormatType;
 use futures::{FutureExt, StreamExt};
 
 use super::model::{Dataset, DatasetColumn};
 use crate::error::{Error, Result};
-use crate::scan::{PartitionUnits, ScanSource, UnitRead};
-use crate::zarr::chunk_partitions::ChunkPartitions;
+use crate::scan::UnitRead;
 use crate::zarr::chunk_plan::{chunk_count, ChunkPlan};
 use crate::zarr::chunk_read::ChunkRead;
-use crate::zarr::options::ZarrOptions;
+use crate::zarr::grid_scan::{GridReader, GridScan};
 use crate::zarr::row_filter::RowFilter;
 use crate::zarr::selection::Selection;
 
-/// What a dataset scan reads.
-pub(crate) struct DatasetScanRequest {
-    pub dataset: Arc<Dataset>,
-    /// Indices into the dataset's columns.
-    pub projection: Vec<usize>,
-    pub schema: SchemaRef,
-    pub filter: Option<Arc<RowFilter<usize>>>,
-    pub selection: Selection,
-    pub limit: Option<usize>,
-    pub target_partitions: usize,
-    /// The session's batch size when the plan was made (EXPLAIN VERBOSE).
-    pub session_batch_size: usize,
-    pub options: ZarrOptions,
-}
-
 /// The scan of a dataset.
-#[derive(Debug)]
-pub(crate) struct DatasetScan {
-    reader: Arc<BlockReader>,
-    selection: Selection,
-    partitions: ChunkPartitions,
-    /// Per variable read: (name, chunks touched, chunks in all).
-    variable_chunks: Vec<(String, u64, u64)>,
-    target_partitions: usize,
-    session_batch_size: usize,
-    options: ZarrOptions,
-}
+pub(crate) type DatasetScan = GridScan<BlockReader>;
 
-impl DatasetScan {
-    pub(crate) fn new(request: DatasetScanRequest) -> Self {
-        let DatasetScanRequest {
-            dataset,
-            projection,
-            schema,
-            filter,
-            selection,
-            limit,
-            target_partitions,
-            session_batch_size,
-            options,
-        } = request;
-        let partitions = ChunkPartitions::new(
-            &dataset.shape(),
-            &dataset.block_shape,
-            &selection,
-            target_partitions,
-            limit,
-            filter.is_some(),
-        );
-        let needed: Vec<usize> = {
-            let mut n = projection.clone();
-            for c in filter.iter().flat_map(|f| f.columns.iter()) {
-                if !n.contains(c) {
-                    n.push(*c);
-                }
-            }
-            n
-        };
-        let variable_chunks = variables_read(&dataset, &needed)
-            .into_iter()
-            .map(|v| {
-                let var = &dataset.variables[v];
-                let boxes: Vec<_> = selection
-                    .boxes()
-                    .iter()
-                    .map(|b| var.axes.iter().map(|&a| b[a].clone()).collect())
-                    .collect();
-                let touched = Selection::from_boxes(boxes)
-                    .map(|s| ChunkPlan::new(&var.shape, &var.chunk_shape, &s).len())
-                    .unwrap_or(0);
-                let total = chunk_count(&var.shape, &var.chunk_shape);
-                (var.name.clone(), touched, total)
-            })
-            .collect();
-        DatasetScan {
-            reader: Arc::new(BlockReader {
-                dataset,
-                projection,
-                needed,
-                schema,
-                filter,
-            }),
-            selection,
-            partitions,
-            variable_chunks,
-            target_partitions,
-            session_batch_size,
-            options,
-        }
+impl GridReader for BlockReader {
+    const NAME: &'static str = "ZarrDatasetScanExec";
+    const UNITS: &'static str = "blocks";
+    const LOCATION: &'static str = "group";
+    type Metrics = BlockMetrics;
+
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn location(&self) -> &str {
+        &self.dataset.location
+    }
+
+    fn remote(&self) -> bool {
+        self.dataset.remote
+    }
+
+    fn grid(&self) -> (Vec<u64>, Vec<u64>) {
+        (self.dataset.shape(), self.dataset.block_shape.clone())
+    }
+
+    fn row_filter(&self) -> Option<&str> {
+        self.filter.as_ref().map(|f| f.display.as_str())
+    }
+
+    fn unit_bytes(&self) -> u64 {
+        self.block_bytes()
     }
 
     /// The selection per constrained axis, in index ranges and coordinate values.
-    fn describe_selection(&self) -> String {
-        let dataset = &self.reader.dataset;
-        if self.selection.boxes().is_empty() {
+    fn describe_selection(&self, selection: &Selection) -> String {
+        let dataset = &self.dataset;
+        if selection.boxes().is_empty() {
             return "none".into();
         }
-        let boxes: Vec<String> = self
-            .selection
+        let boxes: Vec<String> = selection
             .boxes()
             .iter()
             .map(|b| {
@@ -148,6 +83,60 @@ impl DatasetScan {
             .collect();
         boxes.join(" | ")
     }
+
+    /// Per variable read: chunks touched of chunks in all.
+    fn fmt_reads(&self, selection: &Selection, f: &mut fmt::Formatter) -> fmt::Result {
+        let dataset = &self.dataset;
+        let chunks: Vec<String> = variables_read(dataset, &self.needed)
+            .into_iter()
+            .map(|v| {
+                let var = &dataset.variables[v];
+                let boxes: Vec<_> = selection
+                    .boxes()
+                    .iter()
+                    .map(|b| var.axes.iter().map(|&a| b[a].clone()).collect())
+                    .collect();
+                let touched = Selection::from_boxes(boxes)
+                    .map(|s| ChunkPlan::new(&var.shape, &var.chunk_shape, &s).len())
+                    .unwrap_or(0);
+                let total = chunk_count(&var.shape, &var.chunk_shape);
+                format!("{} {touched}/{total}", var.name)
+            })
+            .collect();
+        if chunks.is_empty() {
+            return Ok(());
+        }
+        write!(f, ", chunks=[{}]", chunks.join(", "))
+    }
+
+    fn verbose_details(&self) -> Option<String> {
+        let metadata = if self.dataset.consolidated {
+            "consolidated"
+        } else {
+            "listed"
+        };
+        Some(format!("metadata={metadata}"))
+    }
+
+    fn metrics(metrics: &ExecutionPlanMetricsSet, partition: usize) -> BlockMetrics {
+        BlockMetrics::new(metrics, partition)
+    }
+
+    fn read_unit(self: &Arc<Self>, block: ChunkRead, metrics: &BlockMetrics) -> UnitRead {
+        let reader = Arc::clone(self);
+        let metrics = metrics.clone();
+        tokio::task::spawn_blocking(move || {
+            let _timer = metrics.read_time.timer();
+            metrics.blocks_read.add(1);
+            reader.read(&block)
+        })
+        .map(|joined| {
+            let batch = joined
+                .map_err(|e| Error::Internal(format!("block reading task failed: {e}")))??;
+            Ok(futures::stream::once(async { Ok(batch) }).boxed())
+        })
+        .boxed()
+    }
 }
 
 /// The variables (indices) the columns `needed` read.
@@ -163,145 +152,10 @@ fn variables_read(dataset: &Dataset, needed: &[usize]) -> Vec<usize> {
     vars
 }
 
-impl ScanSource for DatasetScan {
-    fn name(&self) -> &'static str {
-        "ZarrDatasetScanExec"
-    }
-
-    fn schema(&self) -> &SchemaRef {
-        &self.reader.schema
-    }
-
-    fn partition_count(&self) -> usize {
-        self.partitions.len()
-    }
-
-    fn fmt_details(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let dataset = &self.reader.dataset;
-        let names: Vec<&str> = self
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect();
-        write!(
-            f,
-            "group={}, projection=[{}], ",
-            dataset.location,
-            names.join(", ")
-        )?;
-        self.partitions.fmt_counts("blocks", f)?;
-        if !self.selection.is_all(&dataset.shape()) {
-            write!(f, ", selection={}", self.describe_selection())?;
-        }
-        if !self.variable_chunks.is_empty() {
-            let chunks: Vec<String> = self
-                .variable_chunks
-                .iter()
-                .map(|(name, touched, total)| format!("{name} {touched}/{total}"))
-                .collect();
-            write!(f, ", chunks=[{}]", chunks.join(", "))?;
-        }
-        if let Some(filter) = &self.reader.filter {
-            write!(f, ", row_filter={}", filter.display)?;
-        }
-        self.partitions.fmt_limit("blocks", f)?;
-        let options = match t {
-            DisplayFormatType::Verbose => {
-                let metadata = if dataset.consolidated {
-                    "consolidated"
-                } else {
-                    "listed"
-                };
-                let options = self
-                    .options
-                    .describe(self.session_batch_size, dataset.remote);
-                format!("{options}, metadata={metadata}")
-            }
-            _ => self.options.describe_set(),
-        };
-        if !options.is_empty() {
-            write!(f, ", options=({options})")?;
-        }
-        Ok(())
-    }
-
-    fn open(
-        &self,
-        partition: usize,
-        context: &Arc<TaskContext>,
-        metrics: &ExecutionPlanMetricsSet,
-    ) -> DfResult<PartitionUnits> {
-        let (blocks, unit_count) = self.partitions.reads(partition)?;
-        let metrics = BlockMetrics::new(metrics, partition);
-        if partition == 0 {
-            metrics
-                .blocks_skipped
-                .add(self.partitions.skipped() as usize);
-        }
-        let reader = Arc::clone(&self.reader);
-        let units = blocks.map(move |block| -> UnitRead {
-            let reader = Arc::clone(&reader);
-            let metrics = metrics.clone();
-            tokio::task::spawn_blocking(move || {
-                let _timer = metrics.read_time.timer();
-                metrics.blocks_read.add(1);
-                reader.read(&block)
-            })
-            .map(|joined| {
-                let batch = joined
-                    .map_err(|e| Error::Internal(format!("block reading task failed: {e}")))??;
-                Ok(futures::stream::once(async { Ok(batch) }).boxed())
-            })
-            .boxed()
-        });
-        let dataset = &self.reader.dataset;
-        Ok(PartitionUnits {
-            units: Box::new(units),
-            unit_count,
-            in_flight: self.options.chunks_in_flight(dataset.remote),
-            unit_bytes: Some(self.reader.block_bytes()),
-            table: dataset.location.clone(),
-            batch_size: Some(
-                self.options
-                    .batch_size(context.session_config().batch_size()),
-            ),
-            limit: self.partitions.stream_limit(),
-        })
-    }
-
-    fn num_rows(&self, partition: Option<usize>) -> DfResult<Precision<usize>> {
-        self.partitions.num_rows(partition)
-    }
-
-    fn takes_limits(&self) -> bool {
-        true
-    }
-
-    fn limit(&self) -> Option<usize> {
-        self.partitions.limit()
-    }
-
-    fn with_limit(&self, limit: Option<usize>) -> Option<Arc<dyn ScanSource>> {
-        Some(Arc::new(DatasetScan::new(DatasetScanRequest {
-            dataset: Arc::clone(&self.reader.dataset),
-            projection: self.reader.projection.clone(),
-            schema: Arc::clone(&self.reader.schema),
-            filter: self.reader.filter.clone(),
-            selection: self.selection.clone(),
-            limit,
-            target_partitions: self.target_partitions,
-            session_batch_size: self.session_batch_size,
-            options: self.options.clone(),
-        })))
-    }
-}
-
 /// Per-partition counters shown by EXPLAIN ANALYZE.
 #[derive(Debug, Clone)]
-struct BlockMetrics {
+pub(crate) struct BlockMetrics {
     blocks_read: Count,
-    blocks_skipped: Count,
     read_time: Time,
 }
 
@@ -309,7 +163,6 @@ impl BlockMetrics {
     fn new(metrics: &ExecutionPlanMetricsSet, partition: usize) -> Self {
         BlockMetrics {
             blocks_read: MetricBuilder::new(metrics).counter("blocks_read", partition),
-            blocks_skipped: MetricBuilder::new(metrics).counter("blocks_skipped", partition),
             read_time: MetricBuilder::new(metrics).subset_time("read_time", partition),
         }
     }
@@ -317,7 +170,7 @@ impl BlockMetrics {
 
 /// Reads blocks into batches of the projected columns.
 #[derive(Debug)]
-struct BlockReader {
+pub(crate) struct BlockReader {
     dataset: Arc<Dataset>,
     /// The output columns (indices into the dataset's columns).
     projection: Vec<usize>,
@@ -328,7 +181,29 @@ struct BlockReader {
 }
 
 impl BlockReader {
-    /// The rows of one block (blocking: it reads and decodes).
+    /// Reads the columns `projection` (indices into the dataset's columns, their schema
+    /// `schema`), after `filter`.
+    pub(crate) fn new(
+        dataset: Arc<Dataset>,
+        projection: Vec<usize>,
+        schema: SchemaRef,
+        filter: Option<Arc<RowFilter<usize>>>,
+    ) -> Self {
+        let mut needed = projection.clone();
+        for c in filter.iter().flat_map(|f| f.columns.iter()) {
+            if !needed.contains(c) {
+                needed.push(*c);
+            }
+        }
+        BlockReader {
+            dataset,
+            projection,
+            needed,
+            schema,
+            filter,
+        }
+    }
+
     /// What reading one block holds at most: each needed variable's box under the block,
     /// fetched and decoded (strings counted at 16 bytes a cell).
     fn block_bytes(&self) -> u64 {
@@ -346,6 +221,7 @@ impl BlockReader {
             .fold(0u64, u64::saturating_add)
     }
 
+    /// The rows of one block (blocking: it reads and decodes).
     fn read(&self, block: &ChunkRead) -> Result<RecordBatch> {
         let dataset = &self.dataset;
         // The box of the block holding its selected cells, in grid coordinates.

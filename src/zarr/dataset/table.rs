@@ -13,9 +13,10 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::model::{Dataset, DatasetOptions};
-use super::scan::{DatasetScan, DatasetScanRequest};
+use super::scan::{BlockReader, DatasetScan};
 use crate::scan::ScanExec;
 use crate::zarr::filter_plan::{plan_filters, FilterPlan};
+use crate::zarr::grid_scan::GridSettings;
 use crate::zarr::node::Group;
 use crate::zarr::options::ZarrOptions;
 use crate::zarr::pruning::{AxisLookup, Dimensions};
@@ -96,19 +97,10 @@ impl TableProvider for DatasetTable {
             .map(Arc::new);
         let projection = projection.cloned().unwrap_or(all);
         let schema = Arc::new(dataset.schema.project(&projection)?);
-        Ok(Arc::new(ScanExec::new(Arc::new(DatasetScan::new(
-            DatasetScanRequest {
-                dataset: Arc::clone(dataset),
-                projection,
-                schema,
-                filter,
-                selection,
-                limit,
-                target_partitions: state.config().target_partitions(),
-                session_batch_size: state.config().batch_size(),
-                options: self.options.clone(),
-            },
-        )))))
+        let reader = BlockReader::new(Arc::clone(dataset), projection, schema, filter);
+        let settings = GridSettings::new(state, selection, limit, &self.options);
+        let scan = DatasetScan::new(Arc::new(reader), settings);
+        Ok(Arc::new(ScanExec::new(Arc::new(scan))))
     }
 
     /// Every filter is exact: dimension filters select blocks and cells, attribute filters are
