@@ -269,11 +269,6 @@ impl PhysicalExtensionCodec for NdfusionPhysicalCodec {
     }
 }
 
-/// Whether `plan` is one of ndfusion's scans.
-pub(crate) fn is_ndfusion_scan(plan: &dyn ExecutionPlan) -> bool {
-    origin_slot(plan).is_some()
-}
-
 /// The origin of one of ndfusion's scans; `None` for every other plan.
 fn origin_slot(plan: &dyn ExecutionPlan) -> Option<&OriginSlot> {
     plan.downcast_ref::<ScanExec>().map(ScanExec::origin)

@@ -25,11 +25,11 @@ use datafusion::physical_plan::placeholder_row::PlaceholderRowExec;
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::allowed::AllowedLocations;
-use super::codec::is_ndfusion_scan;
+use crate::scan::ScanExec;
 
 /// Refuses a plan with a node a cluster does not run (see the module documentation).
 pub(crate) fn check_plan(plan: &dyn ExecutionPlan, allowed: &AllowedLocations) -> Result<()> {
-    if !allowed.is_restricted() || is_ndfusion_scan(plan) {
+    if !allowed.is_restricted() || plan.downcast_ref::<ScanExec>().is_some() {
         return Ok(());
     }
     let refused =

@@ -8,11 +8,21 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, SchemaRef};
 
-use super::scan::ColumnSource;
 use crate::error::{Error, Result};
 use crate::nd::arrow_encoding::{decode_dims, decode_nd_array, GLOBAL_ATTRS_COLUMN};
 use crate::nd::batch::{broadcast, grid_index_column, infer_grid};
 use crate::nd::{cell_count, Dim, NdArrowArray, NdError};
+
+/// Where an output column comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ColumnSource {
+    /// The index along a dimension (NULL on rows whose grid lacks it).
+    Index(String),
+    /// An array's values broadcast onto the grid (NULL on rows without the array).
+    Array(String),
+    /// `__global_attrs__`, repeated on every cell of its row.
+    GlobalAttrs,
+}
 
 /// Turns scanned table rows into the materialized cells of their grids.
 pub(crate) struct Materializer {

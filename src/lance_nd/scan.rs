@@ -7,11 +7,10 @@ use std::sync::Arc;
 
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::stats::Precision;
-use datafusion::common::{internal_err, Result};
+use datafusion::common::Result;
 use datafusion::error::DataFusionError;
-use datafusion::execution::TaskContext;
 use datafusion::logical_expr::Expr;
-use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
+use datafusion::physical_plan::metrics::{Count, MetricBuilder};
 use datafusion::physical_plan::DisplayFormatType;
 use futures::{StreamExt, TryStreamExt};
 
@@ -19,21 +18,15 @@ use lance::Dataset;
 use lance_table::format::Fragment;
 
 use super::format::read_error;
-use super::materialize::Materializer;
+use super::materialize::{ColumnSource, Materializer};
 use super::options::LanceNdOptions;
 use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
-use crate::scan::{PartitionUnits, ScanSource, UnitRead};
+use crate::scan::{
+    column_names, fmt_options, nth_partition, OpenPartition, PartitionUnits, ScanShape, ScanSource,
+    UnitRead,
+};
 
-/// Where an output column comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ColumnSource {
-    /// The index along a dimension (NULL on rows whose grid lacks it).
-    Index(String),
-    /// An array's values broadcast onto the grid (NULL on rows without the array).
-    Array(String),
-    /// `__global_attrs__`, repeated on every cell of its row.
-    GlobalAttrs,
-}
+const NAME: &str = "LanceNdScanExec";
 
 /// Scanned batches smaller than this are materialized where they arrive: moving them to a
 /// blocking thread costs more than the work (an id lookup returns one row).
@@ -127,31 +120,18 @@ impl LanceNdScan {
 }
 
 impl ScanSource for LanceNdScan {
-    fn name(&self) -> &'static str {
-        "LanceNdScanExec"
-    }
-
-    fn schema(&self) -> &SchemaRef {
-        &self.request.schema
-    }
-
-    fn partition_count(&self) -> usize {
-        self.partitions.len()
+    fn shape(&self) -> ScanShape<'_> {
+        ScanShape::new(NAME, &self.request.schema, self.partitions.len())
     }
 
     fn fmt_details(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let request = &self.request;
-        let names: Vec<&str> = request
-            .schema
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect();
+        let names = column_names(&request.schema);
         write!(
             f,
             "table={}, projection=[{}], partitions={}, fragments={}",
             request.uri,
-            names.join(", "),
+            names,
             self.partitions.len(),
             self.fragment_count,
         )?;
@@ -171,24 +151,12 @@ impl ScanSource for LanceNdScan {
                 .describe(request.target_partitions.div_ceil(self.partitions.len())),
             _ => request.options.describe_set(),
         };
-        if !options.is_empty() {
-            write!(f, ", options=({options})")?;
-        }
-        Ok(())
+        fmt_options(f, &options)
     }
 
-    fn open(
-        &self,
-        partition: usize,
-        context: &Arc<TaskContext>,
-        metrics: &ExecutionPlanMetricsSet,
-    ) -> Result<PartitionUnits> {
-        let Some(fragments) = self.partitions.get(partition).cloned() else {
-            return internal_err!(
-                "LanceNdScanExec has {} partitions, not {partition}",
-                self.partitions.len()
-            );
-        };
+    fn open(&self, open: OpenPartition<'_>) -> Result<PartitionUnits> {
+        let (partition, context, metrics) = (open.index, open.context, open.metrics);
+        let fragments = nth_partition(&self.partitions, partition, NAME)?.clone();
         let request = &self.request;
         let uri = request.uri.clone();
         let dataset = Arc::clone(&request.dataset);
@@ -259,16 +227,12 @@ impl ScanSource for LanceNdScan {
             })
             .buffered(2);
         let unit: UnitRead = Box::pin(futures::future::ready(Ok(stream.boxed())));
-        Ok(PartitionUnits {
-            units: Box::new(std::iter::once(unit)),
-            unit_count: 1,
-            // Lance keeps its own reads in flight (`fragments_in_flight`).
-            in_flight: 1,
-            unit_bytes: None,
-            table: request.uri.clone(),
-            batch_size: None,
-            limit: request.limit,
-        })
+        // Lance keeps its own reads in flight (`fragments_in_flight`).
+        Ok(PartitionUnits::sequential(
+            std::iter::once(unit),
+            1,
+            request.limit,
+        ))
     }
 
     fn num_rows(&self, _partition: Option<usize>) -> Result<Precision<usize>> {

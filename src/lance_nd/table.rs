@@ -18,8 +18,9 @@ use lance::Dataset;
 use super::filter::{classify, FilterUse};
 use super::format::{read_error, STATS_PREFIX};
 use super::location::TableLocation;
+use super::materialize::ColumnSource;
 use super::options::LanceNdOptions;
-use super::scan::{ColumnSource, LanceNdScan, ScanRequest};
+use super::scan::{LanceNdScan, ScanRequest};
 use crate::error::{Error, Result};
 use crate::nd::arrow_encoding::{
     decode_dims, is_nd_array_field, nd_array_parts, GLOBAL_ATTRS_COLUMN,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use arrow::array::{new_null_array, ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 
-use super::casting::{cast_array, cast_attrs, Casts};
+use super::cast::{cast_array, cast_attrs, Casts};
 use super::invalid;
 use super::statistics::stats_column;
 use crate::error::Result;

@@ -4,6 +4,7 @@
 //! `schema_plan.rs` works out the table schema a write needs, `casting.rs` the type changes it
 //! may make, `statistics.rs` the optional `__stats__` columns, `encode.rs` the rows.
 
+mod cast;
 mod casting;
 mod encode;
 mod schema_plan;
@@ -20,8 +21,8 @@ use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode};
 use lance::Dataset;
 use lance_table::format::Fragment;
 
+use cast::Casts;
 pub use casting::Casting;
-use casting::Casts;
 
 use super::format::{check_marker, write_error, FORMAT_KEY, FORMAT_VERSION};
 use super::location::TableLocation;

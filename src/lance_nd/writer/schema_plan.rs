@@ -6,7 +6,8 @@ use std::sync::Arc;
 use arrow::array::ArrayRef;
 use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema};
 
-use super::casting::{check_cast, Casting, Casts};
+use super::cast::{check_cast, Casts};
+use super::casting::Casting;
 use super::statistics::{check_stats_field, stats_field};
 use super::{invalid, WriteOptions};
 use crate::error::Result;

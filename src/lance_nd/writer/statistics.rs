@@ -9,7 +9,8 @@ use arrow::array::{new_null_array, ArrayRef, AsArray, Float64Array, StructArray}
 use arrow::compute::kernels::cast::cast;
 use arrow::datatypes::{DataType, Field, Fields};
 
-use super::casting::{is_safe_widening, Casts};
+use super::cast::Casts;
+use super::casting::is_safe_widening;
 use super::invalid;
 use crate::error::{Error, Result};
 use crate::nd::NdRecordBatch;
