@@ -5,17 +5,29 @@ use std::sync::Arc;
 
 use arrow::array::ArrayRef;
 
+use super::attributes::GlobalAttrs;
 use super::chunk_read::ChunkRead;
-use super::chunk_reader::ChunkReader;
 use super::decode::{decode_field, Gather};
 use super::element::{field_offsets, ElementType};
 use super::row_filter::RowFilter;
 use super::schema::ColumnSource;
 use crate::error::{Error, Result};
 
+/// What a table makes of a chunk's elements.
+pub(crate) struct ColumnsWanted<'a> {
+    /// The stored element.
+    pub element: &'a ElementType,
+    /// The output columns.
+    pub columns: &'a [ColumnSource],
+    /// The `__global_attrs__` value, when the table has the column.
+    pub global_attrs: Option<&'a GlobalAttrs>,
+    /// Turns a decoding failure into the error naming the chunk.
+    pub chunk_error: &'a dyn Fn(String) -> Error,
+}
+
 /// The columns of one chunk's selected rows, decoded on demand and kept for reuse.
 pub(crate) struct ChunkColumns<'a> {
-    reader: &'a ChunkReader,
+    wanted: ColumnsWanted<'a>,
     read: &'a ChunkRead,
     bytes: &'a [u8],
     gather: Gather,
@@ -28,13 +40,13 @@ pub(crate) struct ChunkColumns<'a> {
 
 impl<'a> ChunkColumns<'a> {
     pub(crate) fn new(
-        reader: &'a ChunkReader,
+        wanted: ColumnsWanted<'a>,
         read: &'a ChunkRead,
         bytes: &'a [u8],
         gather: Gather,
     ) -> Self {
         ChunkColumns {
-            reader,
+            wanted,
             read,
             bytes,
             gather,
@@ -53,8 +65,7 @@ impl<'a> ChunkColumns<'a> {
         if let Some((_, array)) = self.decoded.iter().find(|(s, _)| *s == source) {
             return Ok(Arc::clone(array));
         }
-        let meta = &self.reader.array.meta;
-        let error = |e: String| self.reader.chunk_error(self.read, e.into());
+        let error = self.wanted.chunk_error;
         match source {
             ColumnSource::Dimension(d) => {
                 let dims = self
@@ -63,7 +74,7 @@ impl<'a> ChunkColumns<'a> {
                 Ok(Arc::clone(&dims[d]))
             }
             ColumnSource::Field(i) => {
-                let ElementType::Struct(fields) = &meta.element else {
+                let ElementType::Struct(fields) = self.wanted.element else {
                     return Err(Error::Internal("field column of a non-struct array".into()));
                 };
                 let offset = field_offsets(fields)[i];
@@ -76,12 +87,13 @@ impl<'a> ChunkColumns<'a> {
                 )
                 .map_err(error)
             }
-            ColumnSource::GlobalAttrs => match &self.reader.global_attrs {
+            ColumnSource::GlobalAttrs => match self.wanted.global_attrs {
                 Some(attrs) => attrs.repeated(self.rows),
                 None => Err(Error::Internal("no global attributes".into())),
             },
             ColumnSource::Element => {
-                decode_field(&meta.element, self.bytes, &self.gather, 0, "value").map_err(error)
+                decode_field(self.wanted.element, self.bytes, &self.gather, 0, "value")
+                    .map_err(error)
             }
         }
     }
@@ -91,7 +103,7 @@ impl<'a> ChunkColumns<'a> {
         // Dimension columns are computed for all rows, so they must exist before the rows
         // are narrowed.
         let wants_dims = self
-            .reader
+            .wanted
             .columns
             .iter()
             .any(|c| matches!(c, ColumnSource::Dimension(_)));
@@ -106,9 +118,9 @@ impl<'a> ChunkColumns<'a> {
         let mask = filter.keep(inputs.clone(), self.rows)?;
         // Filter columns the output also wants are kept, narrowed to the matches; the byte
         // positions of the matches are only needed to decode the other projected fields.
-        let projected = |c: &ColumnSource| c.reads_elements() && self.reader.columns.contains(c);
+        let projected = |c: &ColumnSource| c.reads_elements() && self.wanted.columns.contains(c);
         let decodes_more = self
-            .reader
+            .wanted
             .columns
             .iter()
             .any(|c| projected(c) && !filter.columns.contains(c));

@@ -14,7 +14,7 @@ use zarrs::storage::{Bytes, ReadableStorageTraits};
 
 use super::array::{ReadStrategy, ZarrArray};
 use super::attributes::GlobalAttrs;
-use super::chunk_columns::ChunkColumns;
+use super::chunk_columns::{ChunkColumns, ColumnsWanted};
 use super::chunk_read::ChunkRead;
 use super::decode::{check_bounds, Gather};
 use super::metrics::ChunkMetrics;
@@ -409,7 +409,14 @@ impl ChunkReader {
             check_bounds(bytes, &gather, element_size)
                 .map_err(|e| self.chunk_error(read, e.into()))?;
         }
-        let mut columns = ChunkColumns::new(self, read, bytes, gather);
+        let chunk_error = |e: String| self.chunk_error(read, e.into());
+        let wanted = ColumnsWanted {
+            element: &self.array.meta.element,
+            columns: &self.columns,
+            global_attrs: self.global_attrs.as_ref(),
+            chunk_error: &chunk_error,
+        };
+        let mut columns = ChunkColumns::new(wanted, read, bytes, gather);
         if let Some(filter) = &self.filter {
             columns.apply(filter)?;
         }

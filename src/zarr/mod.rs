@@ -31,6 +31,7 @@ mod metadata;
 mod metadata_v2;
 mod metrics;
 mod node;
+mod node_table;
 mod options;
 mod pruning;
 mod row_filter;

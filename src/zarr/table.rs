@@ -10,12 +10,9 @@ use datafusion::datasource::{TableProvider, TableType};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
-use super::array_table::ArrayTable;
 use super::collection::{expand, is_pattern, CollectionTable};
-use super::dataset::DatasetTable;
-use super::node::{read_node, Node};
+use super::node_table::NodeTable;
 use super::options::ZarrOptions;
-use super::store::ZarrStore;
 use crate::scan::ScanExec;
 use crate::table_source::{ScanOrigin, SourceKind, TableSource};
 
@@ -57,8 +54,7 @@ pub struct ZarrTable {
 
 #[derive(Debug)]
 enum Inner {
-    Array(ArrayTable),
-    Dataset(DatasetTable),
+    Node(NodeTable),
     Collection(CollectionTable),
 }
 
@@ -85,7 +81,14 @@ impl ZarrTable {
                 options,
             });
         }
-        Self::open_member(location, options).await
+        Ok(ZarrTable {
+            inner: Inner::Node(NodeTable::open(location, options.clone()).await?),
+            source: TableSource::new(SourceKind::Zarr {
+                location: location.to_string(),
+                options: options.clone(),
+            }),
+            options,
+        })
     }
 
     /// One table over the arrays or groups at `locations` (a collection), with `options`.
@@ -115,29 +118,6 @@ impl ZarrTable {
         })
     }
 
-    /// Opens one array or group (a location without wildcards).
-    pub(crate) async fn open_member(location: &str, options: ZarrOptions) -> crate::Result<Self> {
-        let store = ZarrStore::open(location, options.storage())?;
-        let inner = match read_node(&store, location).await? {
-            Node::Array(meta) => {
-                options.check_array_options(location)?;
-                Inner::Array(ArrayTable::new(store, location, *meta, options.clone())?)
-            }
-            Node::Group(group) => {
-                Inner::Dataset(DatasetTable::open(store, location, group, options.clone()).await?)
-            }
-        };
-        let source = TableSource::new(SourceKind::Zarr {
-            location: location.to_string(),
-            options: options.clone(),
-        });
-        Ok(ZarrTable {
-            inner,
-            options,
-            source,
-        })
-    }
-
     /// The options the table was opened with.
     pub fn options(&self) -> &ZarrOptions {
         &self.options
@@ -163,27 +143,14 @@ impl ZarrTable {
     /// members.
     pub fn shape(&self) -> Vec<u64> {
         match &self.inner {
-            Inner::Array(t) => t.shape().to_vec(),
-            Inner::Dataset(t) => t.shape(),
+            Inner::Node(t) => t.shape(),
             Inner::Collection(t) => vec![t.member_count() as u64],
-        }
-    }
-
-    /// The attributes of an array or group (empty for a collection).
-    pub(crate) fn attributes(&self) -> &serde_json::Map<String, serde_json::Value> {
-        static NONE: std::sync::OnceLock<serde_json::Map<String, serde_json::Value>> =
-            std::sync::OnceLock::new();
-        match &self.inner {
-            Inner::Array(t) => t.attributes(),
-            Inner::Dataset(t) => t.attributes(),
-            Inner::Collection(_) => NONE.get_or_init(serde_json::Map::new),
         }
     }
 
     fn provider(&self) -> &dyn TableProvider {
         match &self.inner {
-            Inner::Array(t) => t,
-            Inner::Dataset(t) => t,
+            Inner::Node(t) => t.provider(),
             Inner::Collection(t) => t,
         }
     }

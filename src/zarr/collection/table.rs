@@ -20,8 +20,8 @@ use crate::error::{Error, Result};
 use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
 use crate::scan::ScanExec;
 use crate::zarr::attributes::{reads_only_global_attrs, GlobalAttrs};
+use crate::zarr::node_table::NodeTable;
 use crate::zarr::options::ZarrOptions;
-use crate::zarr::table::ZarrTable;
 
 /// How many members' metadata are read at a time.
 const OPENING_IN_FLIGHT: usize = 64;
@@ -39,7 +39,7 @@ pub(crate) struct CollectionTable {
 #[derive(Debug)]
 struct Member {
     location: String,
-    table: ZarrTable,
+    table: NodeTable,
     /// For each collection column but `__global_attrs__`, the member's column index.
     columns: Vec<Option<usize>>,
     rows: Option<usize>,
@@ -52,10 +52,10 @@ impl CollectionTable {
         locations: Vec<String>,
         options: ZarrOptions,
     ) -> Result<Self> {
-        let tables: Vec<ZarrTable> = futures::stream::iter(locations.clone())
+        let tables: Vec<NodeTable> = futures::stream::iter(locations.clone())
             .map(|location| {
                 let options = options.clone();
-                async move { ZarrTable::open_member(&location, options).await }
+                async move { NodeTable::open(&location, options).await }
             })
             .buffered(OPENING_IN_FLIGHT)
             .try_collect()
@@ -64,7 +64,7 @@ impl CollectionTable {
         // One schema: the first member's columns, then new ones in member order.
         let mut fields: Vec<(Field, String)> = Vec::new();
         for (table, location) in tables.iter().zip(&locations) {
-            for field in table.schema().fields() {
+            for field in table.provider().schema().fields() {
                 if field.name() == GLOBAL_ATTRS_COLUMN {
                     continue;
                 }
@@ -100,15 +100,18 @@ impl CollectionTable {
             .into_iter()
             .zip(locations)
             .map(|(table, location)| {
-                let schema = table.schema();
+                let schema = table.provider().schema();
                 let columns = fields
                     .iter()
                     .map(|(f, _)| schema.index_of(f.name()).ok())
                     .collect();
-                let rows = table.statistics().and_then(|s| match s.num_rows {
-                    Precision::Exact(n) => Some(n),
-                    _ => None,
-                });
+                let rows = table
+                    .provider()
+                    .statistics()
+                    .and_then(|s| match s.num_rows {
+                        Precision::Exact(n) => Some(n),
+                        _ => None,
+                    });
                 Member {
                     location,
                     table,
@@ -230,6 +233,7 @@ impl TableProvider for CollectionTable {
                 .collect();
             let plan = member
                 .table
+                .provider()
                 .scan(state, Some(&member_projection), &pushed, limit)
                 .await?;
             scans.push(MemberScan {

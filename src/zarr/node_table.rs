@@ -1,0 +1,57 @@
+//! [`NodeTable`]: the table of one Zarr node, an array or a group read as a dataset. A
+//! `ZarrTable` is one, or a collection of them.
+
+use datafusion::datasource::TableProvider;
+
+use super::array_table::ArrayTable;
+use super::dataset::DatasetTable;
+use super::node::{read_node, Node};
+use super::options::ZarrOptions;
+use super::store::ZarrStore;
+
+/// An array or a dataset: what a location without wildcards opens, and what a collection's
+/// members are.
+#[derive(Debug)]
+pub(crate) enum NodeTable {
+    Array(ArrayTable),
+    Dataset(DatasetTable),
+}
+
+impl NodeTable {
+    /// Opens the array or group at `location`.
+    pub(crate) async fn open(location: &str, options: ZarrOptions) -> crate::Result<Self> {
+        let store = ZarrStore::open(location, options.storage())?;
+        Ok(match read_node(&store, location).await? {
+            Node::Array(meta) => {
+                options.check_array_options(location)?;
+                NodeTable::Array(ArrayTable::new(store, location, *meta, options)?)
+            }
+            Node::Group(group) => {
+                NodeTable::Dataset(DatasetTable::open(store, location, group, options).await?)
+            }
+        })
+    }
+
+    /// The shape of the array, or of the grid of the dataset.
+    pub(crate) fn shape(&self) -> Vec<u64> {
+        match self {
+            NodeTable::Array(t) => t.shape().to_vec(),
+            NodeTable::Dataset(t) => t.shape(),
+        }
+    }
+
+    /// The attributes of the array or group.
+    pub(crate) fn attributes(&self) -> &serde_json::Map<String, serde_json::Value> {
+        match self {
+            NodeTable::Array(t) => t.attributes(),
+            NodeTable::Dataset(t) => t.attributes(),
+        }
+    }
+
+    pub(crate) fn provider(&self) -> &dyn TableProvider {
+        match self {
+            NodeTable::Array(t) => t,
+            NodeTable::Dataset(t) => t,
+        }
+    }
+}
