@@ -8,9 +8,9 @@ use datafusion::common::Result;
 use datafusion::datasource::TableProvider;
 use datafusion::logical_expr::CreateExternalTable;
 
-use super::options::ZarrOptions;
-use super::table::ZarrTable;
 use crate::table_options::check_external_table;
+use crate::zarr::options::ZarrOptions;
+use crate::zarr::table::ZarrTable;
 
 /// Creates a [`ZarrTable`] from `CREATE EXTERNAL TABLE ... STORED AS ZARR LOCATION '...'
 /// [OPTIONS (...)]` (see [`ZarrOptions`] for the options). [`register_table_factories`]

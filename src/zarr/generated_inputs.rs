@@ -8,9 +8,9 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
-use super::cf::{CfDecoder, CfOptions};
-use super::metadata::parse_v3_value;
-use super::metadata_v2::parse_v2_value;
+use crate::zarr::decode::cf::{CfDecoder, CfOptions};
+use crate::zarr::metadata::array_meta::parse_v3_value;
+use crate::zarr::metadata::v2::parse_v2_value;
 
 fn config() -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")

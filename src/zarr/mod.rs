@@ -1,46 +1,29 @@
-//! Zarr arrays as tables.
+//! Zarr arrays, groups and collections as tables.
 //!
-//! The flow of a query (see ARCHITECTURE.md): [`ZarrTable`] opens an array (`array.rs`: store,
-//! metadata, read strategy) and plans a `ZarrScanExec` (`scan.rs`) over the chunks a
-//! `Selection` touches (`pruning.rs`, `selection.rs`, `chunk_plan.rs`); each partition reads
-//! its chunks with `ChunkReader` (`chunk_reader.rs`), which decodes element bytes into Arrow
-//! columns (`chunk_columns.rs`, `decode.rs`).
+//! The folders follow a query down (see ARCHITECTURE.md): `store.rs` is where bytes come from;
+//! `metadata/` parses what a node is (array metadata v3 and v2, data types, fill values, the
+//! element layout, attributes, the table schema); `plan/` turns filters into the selection and
+//! the chunks it touches (pruning, index sets, selections, the row filter, chunk plans and
+//! their partitions); `read/` fetches and decodes chunks (the opened array and its read
+//! strategy, the chunk reader, zstd fronts, the grid scan and its counters); `decode/` turns
+//! element bytes into Arrow columns (fields, a chunk's columns, CF conventions). The table
+//! kinds sit beside each other on top of those stages: `array/`, `dataset/`, `collection/`;
+//! `node_table.rs` is an array or a dataset, `table.rs` the public [`ZarrTable`] over them.
 
 mod array;
-mod array_table;
-mod attributes;
-mod cf;
-mod chunk_columns;
-mod chunk_partitions;
-mod chunk_plan;
-mod chunk_read;
-mod chunk_reader;
 mod collection;
-mod data_type_v3;
 mod dataset;
 mod decode;
-mod element;
 mod factory;
-mod fill_value;
-mod filter_plan;
 #[cfg(test)]
 mod generated_inputs;
-mod grid_scan;
-mod index_set;
 mod metadata;
-mod metadata_v2;
-mod metrics;
-mod node;
 mod node_table;
 mod options;
-mod pruning;
-mod row_filter;
-mod scan;
-mod schema;
-mod selection;
+mod plan;
+mod read;
 mod store;
 mod table;
-mod zstd_prefix;
 
 pub use factory::ZarrTableFactory;
 pub use options::ZarrOptions;

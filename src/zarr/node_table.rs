@@ -3,11 +3,11 @@
 
 use datafusion::datasource::TableProvider;
 
-use super::array_table::ArrayTable;
-use super::dataset::DatasetTable;
-use super::node::{read_node, Node};
-use super::options::ZarrOptions;
-use super::store::ZarrStore;
+use crate::zarr::array::table::ArrayTable;
+use crate::zarr::dataset::DatasetTable;
+use crate::zarr::metadata::node::{read_node, Node};
+use crate::zarr::options::ZarrOptions;
+use crate::zarr::store::ZarrStore;
 
 /// An array or a dataset: what a location without wildcards opens, and what a collection's
 /// members are.

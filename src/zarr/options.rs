@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use crate::error::{Error, Result};
 use crate::storage::StorageOptions;
 use crate::table_options::{positive, split_options};
-use crate::zarr::cf::CfOptions;
+use crate::zarr::decode::cf::CfOptions;
 
 /// Chunks each partition fetches ahead of the one it decodes, from local folders: enough to
 /// overlap reading with decoding on a local disk.

@@ -10,11 +10,11 @@ use datafusion::datasource::{TableProvider, TableType};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
-use super::collection::{expand, is_pattern, CollectionTable};
-use super::node_table::NodeTable;
-use super::options::ZarrOptions;
 use crate::scan::ScanExec;
 use crate::table_source::{ScanOrigin, SourceKind, TableSource};
+use crate::zarr::collection::{expand, is_pattern, CollectionTable};
+use crate::zarr::node_table::NodeTable;
+use crate::zarr::options::ZarrOptions;
 
 /// A Zarr array or group as a table.
 ///

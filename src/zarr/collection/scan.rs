@@ -19,7 +19,7 @@ use futures::{StreamExt, TryStreamExt};
 use crate::scan::{
     column_names, nth_partition, OpenPartition, PartitionUnits, ScanShape, ScanSource, UnitRead,
 };
-use crate::zarr::attributes::GlobalAttrs;
+use crate::zarr::metadata::attributes::GlobalAttrs;
 
 const NAME: &str = "ZarrCollectionScanExec";
 

@@ -19,7 +19,7 @@ use super::scan::{CollectionScan, MemberColumn, MemberScan};
 use crate::error::{Error, Result};
 use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
 use crate::scan::ScanExec;
-use crate::zarr::attributes::{reads_only_global_attrs, GlobalAttrs};
+use crate::zarr::metadata::attributes::{reads_only_global_attrs, GlobalAttrs};
 use crate::zarr::node_table::NodeTable;
 use crate::zarr::options::ZarrOptions;
 

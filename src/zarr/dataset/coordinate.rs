@@ -12,8 +12,8 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Operator;
 
-use crate::zarr::index_set::IndexSet;
-use crate::zarr::pruning::AxisLookup;
+use crate::zarr::plan::index_set::IndexSet;
+use crate::zarr::plan::pruning::AxisLookup;
 
 /// Which way the values run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

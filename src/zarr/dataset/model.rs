@@ -19,10 +19,10 @@ use serde_json::Value;
 use super::coordinate::Coordinate;
 use super::variable::{is_char, Variable};
 use crate::error::{Error, Result};
-use crate::zarr::attributes::GlobalAttrs;
-use crate::zarr::cf::CfOptions;
-use crate::zarr::element::{ElementType, ScalarKind};
-use crate::zarr::node::{Group, Member, MemberArray};
+use crate::zarr::decode::cf::CfOptions;
+use crate::zarr::metadata::attributes::GlobalAttrs;
+use crate::zarr::metadata::element::{ElementType, ScalarKind};
+use crate::zarr::metadata::node::{Group, Member, MemberArray};
 use crate::zarr::store::ZarrStore;
 
 /// The most bytes of dimension-coordinate values a dataset reads when it opens (1 GiB: 134

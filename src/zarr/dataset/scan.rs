@@ -16,11 +16,11 @@ use futures::{FutureExt, StreamExt};
 use super::model::{Dataset, DatasetColumn};
 use crate::error::{Error, Result};
 use crate::scan::UnitRead;
-use crate::zarr::chunk_plan::{chunk_count, ChunkPlan};
-use crate::zarr::chunk_read::ChunkRead;
-use crate::zarr::grid_scan::{GridReader, GridScan};
-use crate::zarr::row_filter::RowFilter;
-use crate::zarr::selection::Selection;
+use crate::zarr::plan::chunk_plan::{chunk_count, ChunkPlan};
+use crate::zarr::plan::chunk_selection::ChunkSelection;
+use crate::zarr::plan::row_filter::RowFilter;
+use crate::zarr::plan::selection::Selection;
+use crate::zarr::read::grid_scan::{GridReader, GridScan};
 
 /// The scan of a dataset.
 pub(crate) type DatasetScan = GridScan<BlockReader>;
@@ -122,7 +122,7 @@ impl GridReader for BlockReader {
         BlockMetrics::new(metrics, partition)
     }
 
-    fn read_unit(self: &Arc<Self>, block: ChunkRead, metrics: &BlockMetrics) -> UnitRead {
+    fn read_unit(self: &Arc<Self>, block: ChunkSelection, metrics: &BlockMetrics) -> UnitRead {
         let reader = Arc::clone(self);
         let metrics = metrics.clone();
         tokio::task::spawn_blocking(move || {
@@ -222,7 +222,7 @@ impl BlockReader {
     }
 
     /// The rows of one block (blocking: it reads and decodes).
-    fn read(&self, block: &ChunkRead) -> Result<RecordBatch> {
+    fn read(&self, block: &ChunkSelection) -> Result<RecordBatch> {
         let dataset = &self.dataset;
         // The box of the block holding its selected cells, in grid coordinates.
         let read = match block.bounding_box() {

@@ -15,12 +15,12 @@ use datafusion::physical_plan::ExecutionPlan;
 use super::model::{Dataset, DatasetOptions};
 use super::scan::{BlockReader, DatasetScan};
 use crate::scan::ScanExec;
-use crate::zarr::filter_plan::{plan_filters, FilterPlan};
-use crate::zarr::grid_scan::GridSettings;
-use crate::zarr::node::Group;
+use crate::zarr::metadata::node::Group;
 use crate::zarr::options::ZarrOptions;
-use crate::zarr::pruning::{AxisLookup, Dimensions};
-use crate::zarr::row_filter::RowFilter;
+use crate::zarr::plan::filter_plan::{plan_filters, FilterPlan};
+use crate::zarr::plan::pruning::{AxisLookup, Dimensions};
+use crate::zarr::plan::row_filter::RowFilter;
+use crate::zarr::read::grid_scan::GridSettings;
 use crate::zarr::store::ZarrStore;
 
 #[derive(Debug)]

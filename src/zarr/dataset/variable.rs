@@ -19,12 +19,13 @@ use zarrs::array::{Array as ZarrsArray, ArrayBytes, ArraySubset};
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 
 use crate::error::{Error, Result};
-use crate::zarr::array::ZarrArray;
-use crate::zarr::cf::{CfDecoder, CfOptions};
-use crate::zarr::chunk_read::ChunkRead;
-use crate::zarr::decode::{check_bounds, decode_field, Gather};
-use crate::zarr::element::{field_offsets, ByteOrder, ElementType, ScalarKind};
-use crate::zarr::node::{Member, MemberArray};
+use crate::zarr::decode::cf::{CfDecoder, CfOptions};
+use crate::zarr::decode::fields::decode_field;
+use crate::zarr::metadata::element::{field_offsets, ByteOrder, ElementType, ScalarKind};
+use crate::zarr::metadata::node::{Member, MemberArray};
+use crate::zarr::plan::chunk_selection::ChunkSelection;
+use crate::zarr::plan::gather::Gather;
+use crate::zarr::read::array::ZarrArray;
 use crate::zarr::store::ZarrStore;
 
 /// Where a variable's values come from.
@@ -225,7 +226,11 @@ impl Variable {
 
     /// The columns `wanted` (indices into `columns`) of the cells `read` selects, `read` being
     /// a box of the grid over which this variable's box is `read`'s projection. Blocking.
-    pub(crate) fn read_columns(&self, read: &ChunkRead, wanted: &[usize]) -> Result<Vec<ArrayRef>> {
+    pub(crate) fn read_columns(
+        &self,
+        read: &ChunkSelection,
+        wanted: &[usize],
+    ) -> Result<Vec<ArrayRef>> {
         let start: Vec<u64> = self.axes.iter().map(|&a| read.origin[a]).collect();
         let shape: Vec<u64> = self.axes.iter().map(|&a| read.shape[a]).collect();
         let values = self.read_box(&start, &shape)?;
@@ -316,7 +321,8 @@ impl Variable {
         match (values, &self.source) {
             (BoxValues::Fixed(bytes), Source::Fixed { element, cf, .. }) => {
                 let size = element.size();
-                check_bounds(bytes, gather, size)
+                gather
+                    .check_bounds(bytes, size)
                     .map_err(|e| Error::Internal(format!("{}: {e}", self.location)))?;
                 let raw = match (column.field, element) {
                     (Some(i), ElementType::Struct(fields)) => {

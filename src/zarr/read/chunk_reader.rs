@@ -12,16 +12,16 @@ use zarrs::array::{ArraySubset, ArrayToBytesCodecTraits, CodecOptions};
 use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::{Bytes, ReadableStorageTraits};
 
-use super::array::{ReadStrategy, ZarrArray};
-use super::attributes::GlobalAttrs;
-use super::chunk_columns::{ChunkColumns, ColumnsWanted};
-use super::chunk_read::ChunkRead;
-use super::decode::{check_bounds, Gather};
-use super::metrics::ChunkMetrics;
-use super::row_filter::RowFilter;
-use super::schema::ColumnSource;
-use super::zstd_prefix::decode_prefix;
 use crate::error::{BoxError, Error, Result};
+use crate::zarr::decode::columns::{ChunkColumns, ColumnsWanted};
+use crate::zarr::metadata::attributes::GlobalAttrs;
+use crate::zarr::metadata::schema::ColumnSource;
+use crate::zarr::plan::chunk_selection::ChunkSelection;
+use crate::zarr::plan::gather::Gather;
+use crate::zarr::plan::row_filter::RowFilter;
+use crate::zarr::read::array::{ReadStrategy, ZarrArray};
+use crate::zarr::read::metrics::ChunkMetrics;
+use crate::zarr::read::zstd_front::decode_prefix;
 
 /// What to produce from each chunk: the projected columns and their schema.
 #[derive(Debug)]
@@ -52,7 +52,7 @@ impl ChunkReader {
     /// absent from the store reads as the fill value.
     pub(crate) async fn read(
         self: Arc<Self>,
-        read: ChunkRead,
+        read: ChunkSelection,
         metrics: ChunkMetrics,
     ) -> Result<Vec<RecordBatch>> {
         if !self.needs_values() {
@@ -121,7 +121,7 @@ impl ChunkReader {
     /// chunk's decoded size.
     async fn read_plain_remote(
         self: Arc<Self>,
-        read: ChunkRead,
+        read: ChunkSelection,
         metrics: ChunkMetrics,
     ) -> Result<Vec<RecordBatch>> {
         let (start, shape) = read.bounding_box().unwrap_or_else(|| whole(&read));
@@ -173,7 +173,7 @@ impl ChunkReader {
     /// requests wait there, the decompression stays off the async workers.
     async fn read_through_decoder(
         self: Arc<Self>,
-        read: ChunkRead,
+        read: ChunkSelection,
         start: Vec<u64>,
         shape: Vec<u64>,
         metrics: ChunkMetrics,
@@ -222,7 +222,7 @@ impl ChunkReader {
     /// bytes lie outside the box.
     fn read_local_in_pieces(
         &self,
-        read: &ChunkRead,
+        read: &ChunkSelection,
         start: &[u64],
         shape: &[u64],
         metrics: &ChunkMetrics,
@@ -324,7 +324,7 @@ impl ChunkReader {
 
     /// The front of a zstd chunk up to its last selected element, when the selection ends
     /// before the chunk does; `None` when the whole chunk must be decompressed.
-    fn decode_front(&self, read: &ChunkRead, encoded: &[u8]) -> Result<Option<Vec<u8>>> {
+    fn decode_front(&self, read: &ChunkSelection, encoded: &[u8]) -> Result<Option<Vec<u8>>> {
         if self.array.strategy != ReadStrategy::ZstdPrefix {
             return Ok(None);
         }
@@ -334,7 +334,7 @@ impl ChunkReader {
     }
 
     /// The whole chunk through zarrs' codec chain (reading the encoded bytes in place).
-    fn decode_whole<'a>(&self, read: &ChunkRead, encoded: &'a [u8]) -> Result<Cow<'a, [u8]>> {
+    fn decode_whole<'a>(&self, read: &ChunkSelection, encoded: &'a [u8]) -> Result<Cow<'a, [u8]>> {
         let shape = read
             .shape
             .iter()
@@ -355,7 +355,7 @@ impl ChunkReader {
             .map_err(|e| self.chunk_error(read, Box::new(e)))
     }
 
-    pub(crate) fn chunk_error(&self, read: &ChunkRead, source: BoxError) -> Error {
+    pub(crate) fn chunk_error(&self, read: &ChunkSelection, source: BoxError) -> Error {
         Error::Chunk {
             path: self.array.location.clone(),
             key: self.array.chunk_key(&read.indices),
@@ -366,7 +366,7 @@ impl ChunkReader {
     /// The batch of a chunk fetched whole (`None`: absent from the store).
     fn decode(
         &self,
-        read: &ChunkRead,
+        read: &ChunkSelection,
         encoded: Option<Bytes>,
         metrics: &ChunkMetrics,
     ) -> Result<RecordBatch> {
@@ -399,14 +399,15 @@ impl ChunkReader {
     /// The projected columns of `read`'s rows, found in `bytes` at `gather`.
     fn batch(
         &self,
-        read: &ChunkRead,
+        read: &ChunkSelection,
         bytes: &[u8],
         gather: Gather,
         needs_values: bool,
     ) -> Result<RecordBatch> {
         let element_size = self.array.meta.element.size();
         if needs_values {
-            check_bounds(bytes, &gather, element_size)
+            gather
+                .check_bounds(bytes, element_size)
                 .map_err(|e| self.chunk_error(read, e.into()))?;
         }
         let chunk_error = |e: String| self.chunk_error(read, e.into());
@@ -432,7 +433,7 @@ impl ChunkReader {
 }
 
 /// The box of a whole chunk, as (start, shape).
-fn whole(read: &ChunkRead) -> (Vec<u64>, Vec<u64>) {
+fn whole(read: &ChunkSelection) -> (Vec<u64>, Vec<u64>) {
     (vec![0; read.shape.len()], read.shape.clone())
 }
 
@@ -452,9 +453,9 @@ mod tests {
 
     use super::*;
     use crate::storage::StorageOptions;
-    use crate::zarr::chunk_plan::list_chunk_reads;
-    use crate::zarr::schema::table_columns;
-    use crate::zarr::selection::Selection;
+    use crate::zarr::metadata::schema::table_columns;
+    use crate::zarr::plan::chunk_plan::list_chunk_reads;
+    use crate::zarr::plan::selection::Selection;
 
     async fn read_all(location: &str, piece_bytes: usize) -> RecordBatch {
         let array = Arc::new(

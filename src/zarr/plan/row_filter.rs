@@ -16,7 +16,7 @@ use datafusion::logical_expr::expr_rewriter::unnormalize_col;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::PhysicalExpr;
 
-use super::schema::ColumnSource;
+use crate::zarr::metadata::schema::ColumnSource;
 
 /// A filter over a table whose columns come from sources `S`.
 #[derive(Debug)]

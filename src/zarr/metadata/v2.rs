@@ -9,11 +9,11 @@ use base64::Engine;
 use serde_json::Value;
 use zarrs::array::{ArrayMetadata, ArrayMetadataV2};
 
-use super::data_type_v3::numpy_time_scale;
-use super::element::{ByteOrder, ElementType, ScalarKind, StructField};
-use super::fill_value::encode_fill_value;
-use super::metadata::{check_sizes, default_dimension_names, ArrayMeta};
 use crate::error::Error;
+use crate::zarr::metadata::array_meta::{check_sizes, default_dimension_names, ArrayMeta};
+use crate::zarr::metadata::data_type::numpy_time_scale;
+use crate::zarr::metadata::element::{ByteOrder, ElementType, ScalarKind, StructField};
+use crate::zarr::metadata::fill_value::encode_fill_value;
 
 /// Parses a `.zarray` document and its `.zattrs` (from files or consolidated metadata).
 pub fn parse_v2_value(path: &str, doc: Value, attrs: Option<Value>) -> Result<ArrayMeta, Error> {
@@ -72,7 +72,7 @@ pub fn parse_v2_value(path: &str, doc: Value, attrs: Option<Value>) -> Result<Ar
     let attributes = match attrs {
         None | Some(Value::Null) => serde_json::Map::new(),
         Some(Value::Object(map)) => {
-            super::attributes::check_attribute_count(&map).map_err(invalid)?;
+            crate::zarr::metadata::attributes::check_attribute_count(&map).map_err(invalid)?;
             map
         }
         Some(other) => return Err(invalid(format!(".zattrs must be an object, found {other}"))),
@@ -105,7 +105,7 @@ pub fn parse_dtype(dtype: &Value) -> Result<ElementType, String> {
 }
 
 fn parse_fields(fields: &[Value], parent: &str) -> Result<ElementType, String> {
-    super::data_type_v3::check_struct_depth(parent)?;
+    crate::zarr::metadata::data_type::check_struct_depth(parent)?;
     let at = if parent.is_empty() {
         String::new()
     } else {

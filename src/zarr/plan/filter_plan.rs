@@ -5,10 +5,10 @@
 use datafusion::catalog::Session;
 use datafusion::logical_expr::Expr;
 
-use super::attributes::{reads_only_global_attrs, GlobalAttrs};
-use super::pruning::{filter_region, intersect_all, Dimensions};
-use super::selection::Selection;
 use crate::error::Result;
+use crate::zarr::metadata::attributes::{reads_only_global_attrs, GlobalAttrs};
+use crate::zarr::plan::pruning::{filter_region, intersect_all, Dimensions};
+use crate::zarr::plan::selection::Selection;
 
 pub(crate) struct FilterPlan {
     pub selection: Selection,

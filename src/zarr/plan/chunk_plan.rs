@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::chunk_read::{for_each_index, ChunkRead};
-use super::index_set::IndexSet;
-use super::selection::{box_is_empty, box_len, IndexBox, Selection};
+use crate::zarr::plan::chunk_selection::{for_each_index, ChunkSelection};
+use crate::zarr::plan::index_set::IndexSet;
+use crate::zarr::plan::selection::{box_is_empty, box_len, IndexBox, Selection};
 
 /// Selections of several boxes touching at most this many chunks are listed up front, so a
 /// chunk two boxes share is read once; beyond it each box's chunks are worked out in turn and
@@ -39,7 +39,7 @@ enum Layout {
     },
     /// Every read listed, with the rows before each (ending with the total).
     Listed {
-        reads: Vec<ChunkRead>,
+        reads: Vec<ChunkSelection>,
         row_starts: Vec<u64>,
     },
 }
@@ -90,7 +90,7 @@ impl ChunkPlan {
     }
 
     /// The read at position `p < len()`.
-    pub(crate) fn read(&self, p: u64) -> ChunkRead {
+    pub(crate) fn read(&self, p: u64) -> ChunkSelection {
         match &self.layout {
             Layout::Boxes { boxes, starts, .. } => {
                 let i = starts.partition_point(|&s| s <= p) - 1;
@@ -150,7 +150,7 @@ impl ChunkPlan {
         self: Arc<Self>,
         positions: Range<u64>,
         limit: Option<usize>,
-    ) -> impl Iterator<Item = ChunkRead> {
+    ) -> impl Iterator<Item = ChunkSelection> {
         let mut remaining = limit.unwrap_or(usize::MAX);
         positions.map_while(move |p| {
             if remaining == 0 {
@@ -207,7 +207,7 @@ impl BoxChunks {
         digits
     }
 
-    fn read(&self, p: u64, chunk_shape: &[u64]) -> ChunkRead {
+    fn read(&self, p: u64, chunk_shape: &[u64]) -> ChunkSelection {
         let digits = self.digits(p);
         let indices: Vec<u64> = digits
             .iter()
@@ -225,7 +225,7 @@ impl BoxChunks {
             .zip(&origin)
             .map(|(axis, &o)| axis.set.local(o, axis.chunk))
             .collect();
-        ChunkRead {
+        ChunkSelection {
             rows: box_len(&local) as usize,
             indices,
             origin,
@@ -310,10 +310,10 @@ pub(crate) fn list_chunk_reads(
     shape: &[u64],
     chunk_shape: &[u64],
     selection: &Selection,
-) -> Vec<ChunkRead> {
+) -> Vec<ChunkSelection> {
     if shape.is_empty() {
         // A 0-d array is one chunk of one element.
-        return vec![ChunkRead {
+        return vec![ChunkSelection {
             indices: vec![],
             origin: vec![],
             shape: vec![],
@@ -321,7 +321,7 @@ pub(crate) fn list_chunk_reads(
             rows: 1,
         }];
     }
-    let mut reads: BTreeMap<Vec<u64>, ChunkRead> = BTreeMap::new();
+    let mut reads: BTreeMap<Vec<u64>, ChunkSelection> = BTreeMap::new();
     for b in selection.boxes() {
         let per_dim: Vec<Vec<u64>> = b
             .iter()
@@ -342,7 +342,7 @@ pub(crate) fn list_chunk_reads(
             if box_is_empty(&local) {
                 return;
             }
-            let read = reads.entry(ks.to_vec()).or_insert_with(|| ChunkRead {
+            let read = reads.entry(ks.to_vec()).or_insert_with(|| ChunkSelection {
                 indices: ks.to_vec(),
                 origin: origin.clone(),
                 shape: chunk_shape.to_vec(),
@@ -369,7 +369,7 @@ pub(crate) fn chunk_count(shape: &[u64], chunk_shape: &[u64]) -> u64 {
 #[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
-    use crate::zarr::decode::Gather;
+    use crate::zarr::plan::gather::Gather;
     use proptest::prelude::*;
 
     fn set(n: u64, r: Vec<std::ops::Range<u64>>) -> IndexSet {
@@ -410,7 +410,7 @@ mod tests {
     }
 
     /// Every element a list of reads selects, in array coordinates.
-    fn elements(reads: &[ChunkRead]) -> Vec<Vec<u64>> {
+    fn elements(reads: &[ChunkSelection]) -> Vec<Vec<u64>> {
         let mut out = Vec::new();
         for read in reads {
             for b in &read.local {
@@ -466,7 +466,7 @@ mod tests {
             let listed = list_chunk_reads(&shape, &chunks, &selection);
             for max_listed in [0, MAX_LISTED_CHUNKS] {
                 let plan = Arc::new(ChunkPlan::listing_at_most(&shape, &chunks, &selection, max_listed));
-                let reads: Vec<ChunkRead> = (0..plan.len()).map(|p| plan.read(p)).collect();
+                let reads: Vec<ChunkSelection> = (0..plan.len()).map(|p| plan.read(p)).collect();
                 prop_assert_eq!(elements(&reads), elements(&listed));
                 if selection.boxes().len() == 1 {
                     prop_assert_eq!(&reads, &listed);

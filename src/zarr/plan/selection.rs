@@ -2,7 +2,7 @@
 //! [`IndexSet`] per dimension and selects their cartesian product. Dimension filters become a
 //! selection (`pruning.rs`); the chunks it touches are planned in `chunk_plan.rs`.
 
-use super::index_set::IndexSet;
+use crate::zarr::plan::index_set::IndexSet;
 
 /// One index set per dimension; selects their cartesian product.
 pub(crate) type IndexBox = Vec<IndexSet>;

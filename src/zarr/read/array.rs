@@ -6,11 +6,11 @@ use zarrs::array::codec::BytesCodec;
 use zarrs::array::{Array, CodecTraits};
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 
-use super::metadata::ArrayMeta;
-use super::store::ZarrStore;
 use crate::error::{Error, Result};
 #[cfg(test)]
 use crate::storage::StorageOptions;
+use crate::zarr::metadata::array_meta::ArrayMeta;
+use crate::zarr::store::ZarrStore;
 
 /// How the chunks of an array are read, chosen once from its codecs when it is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,9 +62,11 @@ impl ZarrArray {
     #[cfg(test)]
     pub(crate) async fn open(location: &str, storage: &StorageOptions) -> Result<Self> {
         let store = ZarrStore::open(location, storage)?;
-        match super::node::read_node(&store, location).await? {
-            super::node::Node::Array(meta) => Self::new(store, "", location, *meta),
-            super::node::Node::Group(_) => Err(Error::Internal(format!("{location} is a group"))),
+        match crate::zarr::metadata::node::read_node(&store, location).await? {
+            crate::zarr::metadata::node::Node::Array(meta) => Self::new(store, "", location, *meta),
+            crate::zarr::metadata::node::Node::Group(_) => {
+                Err(Error::Internal(format!("{location} is a group")))
+            }
         }
     }
 

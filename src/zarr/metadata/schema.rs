@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
-use super::attributes::GlobalAttrs;
-use super::element::ElementType;
-use super::metadata::{ArrayMeta, VALUE_COLUMN};
+use crate::zarr::metadata::array_meta::{ArrayMeta, VALUE_COLUMN};
+use crate::zarr::metadata::attributes::GlobalAttrs;
+use crate::zarr::metadata::element::ElementType;
 
 /// Where a table column's values come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,8 +15,8 @@ use datafusion::logical_expr::expr::Cast;
 use datafusion::logical_expr::expr::InList;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
 
-use super::index_set::IndexSet;
-use super::selection::{IndexBox, MAX_BOXES};
+use crate::zarr::plan::index_set::IndexSet;
+use crate::zarr::plan::selection::{IndexBox, MAX_BOXES};
 
 /// A union of (possibly overlapping) boxes.
 pub type Region = Vec<IndexBox>;
@@ -287,7 +287,7 @@ pub fn intersect_all(regions: Vec<Region>, dims: &Dimensions) -> Option<Region> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::zarr::selection::Selection;
+    use crate::zarr::plan::selection::Selection;
     use datafusion::prelude::{col, lit};
 
     fn names() -> Vec<String> {

@@ -13,22 +13,22 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use datafusion::logical_expr::utils::conjunction;
 
-use super::array::ZarrArray;
-use super::attributes::GlobalAttrs;
-use super::chunk_reader::ChunkReader;
-use super::filter_plan::{plan_filters, FilterPlan};
-use super::grid_scan::GridSettings;
-use super::metadata::ArrayMeta;
-use super::options::ZarrOptions;
-use super::pruning::Dimensions;
-use super::row_filter::RowFilter;
-use super::scan::ArrayScan;
-use super::schema::{table_columns, ColumnSource};
-use super::selection::Selection;
-use super::store::ZarrStore;
 use crate::error::Error;
 use crate::scan::project_columns;
 use crate::scan::ScanExec;
+use crate::zarr::array::scan::ArrayScan;
+use crate::zarr::metadata::array_meta::ArrayMeta;
+use crate::zarr::metadata::attributes::GlobalAttrs;
+use crate::zarr::metadata::schema::{table_columns, ColumnSource};
+use crate::zarr::options::ZarrOptions;
+use crate::zarr::plan::filter_plan::{plan_filters, FilterPlan};
+use crate::zarr::plan::pruning::Dimensions;
+use crate::zarr::plan::row_filter::RowFilter;
+use crate::zarr::plan::selection::Selection;
+use crate::zarr::read::array::ZarrArray;
+use crate::zarr::read::chunk_reader::ChunkReader;
+use crate::zarr::read::grid_scan::GridSettings;
+use crate::zarr::store::ZarrStore;
 
 /// A Zarr array as a table: one row per element, an Int64 index column per dimension, then one
 /// column per top-level struct field (or one `value` column), then `__global_attrs__`.

@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array};
 
-use super::decode::Gather;
-use super::selection::{box_is_empty, box_len, IndexBox};
+use crate::zarr::plan::gather::Gather;
+use crate::zarr::plan::selection::{box_is_empty, box_len, IndexBox};
 
 /// Reading one chunk: which chunk, and which of its elements.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ChunkRead {
+pub(crate) struct ChunkSelection {
     /// Position of the chunk in the chunk grid.
     pub indices: Vec<u64>,
     /// Array index of the chunk's first element.
@@ -24,7 +24,7 @@ pub(crate) struct ChunkRead {
     pub rows: usize,
 }
 
-impl ChunkRead {
+impl ChunkSelection {
     /// Where the selected elements start, when they are one contiguous run of the chunk in C
     /// order: single indices on the leading dimensions, one range, then whole dimensions.
     fn contiguous_start(&self) -> Option<u64> {
@@ -106,8 +106,8 @@ impl ChunkRead {
 
     /// The same read with the chunk narrowed to the box at `start` of `shape` (which holds every
     /// selected element): its bytes are then the decoded box, not the whole chunk.
-    pub fn within(&self, start: &[u64], shape: &[u64]) -> ChunkRead {
-        let mut read = ChunkRead {
+    pub fn within(&self, start: &[u64], shape: &[u64]) -> ChunkSelection {
+        let mut read = ChunkSelection {
             indices: self.indices.clone(),
             origin: self.origin.iter().zip(start).map(|(o, s)| o + s).collect(),
             shape: shape.to_vec(),
@@ -132,7 +132,7 @@ impl ChunkRead {
     /// element) as pieces along its first dimension of at most `max_elements` elements each
     /// (at least one slice of the first dimension), each narrowed to its own box. Pieces with
     /// no selected element are left out; together the pieces produce `rows` rows.
-    pub fn pieces(&self, start: &[u64], shape: &[u64], max_elements: u64) -> Vec<ChunkRead> {
+    pub fn pieces(&self, start: &[u64], shape: &[u64], max_elements: u64) -> Vec<ChunkSelection> {
         let Some((&first, inner)) = shape.split_first() else {
             return vec![self.within(start, shape)];
         };
@@ -291,9 +291,9 @@ pub(crate) fn for_each_index(lists: &[Vec<u64>], mut f: impl FnMut(&[u64])) {
 #[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
-    use crate::zarr::chunk_plan::list_chunk_reads;
-    use crate::zarr::index_set::IndexSet;
-    use crate::zarr::selection::Selection;
+    use crate::zarr::plan::chunk_plan::list_chunk_reads;
+    use crate::zarr::plan::index_set::IndexSet;
+    use crate::zarr::plan::selection::Selection;
     use arrow::array::AsArray;
     use arrow::datatypes::Int64Type;
 
@@ -355,7 +355,7 @@ mod tests {
 
     /// Two boxes inside one 6 x 6 chunk at origin (6, 0) of a 12 x 6 array: chunk rows 1..3 x
     /// cols 1..2 and rows 4..5 x cols 3..5.
-    fn two_boxes_in_one_chunk() -> ChunkRead {
+    fn two_boxes_in_one_chunk() -> ChunkSelection {
         let sel = Selection::from_boxes(vec![
             vec![set(12, vec![7..9]), set(6, vec![1..2])],
             vec![set(12, vec![10..11]), set(6, vec![3..5])],
@@ -399,7 +399,7 @@ mod tests {
         let origins: Vec<_> = pieces.iter().map(|p| p.origin.clone()).collect();
         assert_eq!(origins, vec![vec![6, 0], vec![8, 0], vec![10, 0]]);
         assert_eq!(pieces.iter().map(|p| p.rows).collect::<Vec<_>>(), [1, 1, 2]);
-        let dims = |reads: &[ChunkRead], d: usize| -> Vec<i64> {
+        let dims = |reads: &[ChunkSelection], d: usize| -> Vec<i64> {
             reads
                 .iter()
                 .flat_map(|r| ints(&r.dimension_columns()[d]))

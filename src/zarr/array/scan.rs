@@ -9,11 +9,11 @@ use futures::{FutureExt, StreamExt};
 
 use crate::scan::UnitRead;
 
-use super::chunk_read::ChunkRead;
-use super::chunk_reader::ChunkReader;
-use super::grid_scan::{GridReader, GridScan};
-use super::metrics::ChunkMetrics;
-use super::selection::Selection;
+use crate::zarr::plan::chunk_selection::ChunkSelection;
+use crate::zarr::plan::selection::Selection;
+use crate::zarr::read::chunk_reader::ChunkReader;
+use crate::zarr::read::grid_scan::{GridReader, GridScan};
+use crate::zarr::read::metrics::ChunkMetrics;
 
 /// The scan of a Zarr array.
 pub(crate) type ArrayScan = GridScan<ChunkReader>;
@@ -61,7 +61,7 @@ impl GridReader for ChunkReader {
         ChunkMetrics::new(metrics, partition)
     }
 
-    fn read_unit(self: &Arc<Self>, unit: ChunkRead, metrics: &ChunkMetrics) -> UnitRead {
+    fn read_unit(self: &Arc<Self>, unit: ChunkSelection, metrics: &ChunkMetrics) -> UnitRead {
         Arc::clone(self)
             .read(unit, metrics.clone())
             .map(|batches| Ok(futures::stream::iter(batches?.into_iter().map(Ok)).boxed()))

@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use arrow::array::ArrayRef;
 
-use super::attributes::GlobalAttrs;
-use super::chunk_read::ChunkRead;
-use super::decode::{decode_field, Gather};
-use super::element::{field_offsets, ElementType};
-use super::row_filter::RowFilter;
-use super::schema::ColumnSource;
 use crate::error::{Error, Result};
+use crate::zarr::decode::fields::decode_field;
+use crate::zarr::metadata::attributes::GlobalAttrs;
+use crate::zarr::metadata::element::{field_offsets, ElementType};
+use crate::zarr::metadata::schema::ColumnSource;
+use crate::zarr::plan::chunk_selection::ChunkSelection;
+use crate::zarr::plan::gather::Gather;
+use crate::zarr::plan::row_filter::RowFilter;
 
 /// What a table makes of a chunk's elements.
 pub(crate) struct ColumnsWanted<'a> {
@@ -28,7 +29,7 @@ pub(crate) struct ColumnsWanted<'a> {
 /// The columns of one chunk's selected rows, decoded on demand and kept for reuse.
 pub(crate) struct ChunkColumns<'a> {
     wanted: ColumnsWanted<'a>,
-    read: &'a ChunkRead,
+    read: &'a ChunkSelection,
     bytes: &'a [u8],
     gather: Gather,
     rows: usize,
@@ -41,7 +42,7 @@ pub(crate) struct ChunkColumns<'a> {
 impl<'a> ChunkColumns<'a> {
     pub(crate) fn new(
         wanted: ColumnsWanted<'a>,
-        read: &'a ChunkRead,
+        read: &'a ChunkSelection,
         bytes: &'a [u8],
         gather: Gather,
     ) -> Self {

@@ -3,16 +3,16 @@
 //! zarrs has no struct data type, so the metadata handed to zarrs has its data type replaced
 //! by raw bits of the element size (`r{8n}`) and an explicit byte fill value (the route of
 //! TensorStore's `open_as_void`). zarrs then runs the codec chain and returns packed element
-//! bytes in stored byte order; `decode.rs` turns those into Arrow columns using the
+//! bytes in stored byte order; `decode/fields.rs` turns those into Arrow columns using the
 //! [`ElementType`] parsed here.
 
 use serde_json::Value;
 use zarrs::array::{ArrayMetadata, ArrayMetadataV3};
 
-use super::data_type_v3::{is_struct_data_type, parse_data_type};
-use super::element::{ByteOrder, ElementType};
-use super::fill_value::encode_fill_value;
 use crate::error::Error;
+use crate::zarr::metadata::data_type::{is_struct_data_type, parse_data_type};
+use crate::zarr::metadata::element::{ByteOrder, ElementType};
+use crate::zarr::metadata::fill_value::encode_fill_value;
 
 /// The name of the single value column of an array whose elements are not structs.
 pub const VALUE_COLUMN: &str = "value";
@@ -50,7 +50,7 @@ pub(crate) fn check_sizes(
     let element_size = element.checked_size().ok_or_else(|| {
         format!(
             "the element is larger than {} bytes",
-            super::element::MAX_ELEMENT_BYTES
+            crate::zarr::metadata::element::MAX_ELEMENT_BYTES
         )
     })?;
     if let Some(n) = shape.iter().find(|&&n| n > i64::MAX as u64) {
@@ -215,7 +215,7 @@ fn parse_v3_doc(doc: Value) -> Result<ArrayMeta, MetaError> {
     let attributes = match obj.get("attributes") {
         None | Some(Value::Null) => serde_json::Map::new(),
         Some(Value::Object(map)) => {
-            super::attributes::check_attribute_count(map)?;
+            crate::zarr::metadata::attributes::check_attribute_count(map)?;
             map.clone()
         }
         Some(other) => return Err(format!("attributes must be an object, found {other}").into()),

@@ -1,7 +1,7 @@
 //! The layout of one Zarr array element, as ndfusion decodes it.
 //!
 //! zarrs hands back chunks as packed element bytes (the data type is replaced by raw bits, see
-//! `metadata.rs`), so the element layout here is the single source of truth for where each field
+//! `array_meta.rs`), so the element layout here is the single source of truth for where each field
 //! lives in an element and how its bytes become an Arrow value.
 
 use std::sync::Arc;

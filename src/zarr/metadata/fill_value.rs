@@ -6,7 +6,7 @@
 use base64::Engine;
 use serde_json::Value;
 
-use super::element::{ByteOrder, ElementType, ScalarKind};
+use crate::zarr::metadata::element::{ByteOrder, ElementType, ScalarKind};
 
 /// Encodes the JSON `fill_value` of an array with element type `ty`.
 /// Errors are plain messages naming the field at fault; the caller adds the array path.
@@ -222,7 +222,7 @@ fn raw_bytes(v: &Value, n: usize, exact: bool) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::zarr::data_type_v3::parse_data_type;
+    use crate::zarr::metadata::data_type::parse_data_type;
     use serde_json::json;
 
     #[test]

@@ -16,96 +16,14 @@ use arrow::datatypes::{
     Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
 
-use super::element::{
+use crate::zarr::metadata::element::{
     complex_fields, field_offsets, struct_fields, ByteOrder, ElementType, ScalarKind, TimeScale,
 };
-
-/// The byte positions at which the selected elements start, in output row order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Gather {
-    /// `count` elements at `start`, `start + stride`, ... A stride of 0 repeats one element
-    /// (a missing chunk reads its fill value this way).
-    Strided {
-        start: usize,
-        stride: usize,
-        count: usize,
-    },
-    /// Explicit byte positions.
-    Positions(Vec<usize>),
-}
-
-impl Gather {
-    pub fn len(&self) -> usize {
-        match self {
-            Gather::Strided { count, .. } => *count,
-            Gather::Positions(p) => p.len(),
-        }
-    }
-
-    /// The largest start position, if any element is selected.
-    fn max_position(&self) -> Option<usize> {
-        match self {
-            Gather::Strided { count: 0, .. } => None,
-            Gather::Strided {
-                start,
-                stride,
-                count,
-            } => Some(start + stride * (count - 1)),
-            Gather::Positions(p) => p.iter().copied().max(),
-        }
-    }
-
-    /// Keeps the elements whose `mask` entry is true (NULL counts as false).
-    pub fn filter(&self, mask: &BooleanArray) -> Gather {
-        let keep = match mask.nulls() {
-            Some(nulls) => mask.values() & nulls.inner(),
-            None => mask.values().clone(),
-        };
-        // Walks the set bits only, a word at a time.
-        let kept = keep.set_indices();
-        Gather::Positions(match self {
-            Gather::Strided { start, stride, .. } => kept.map(|i| start + i * stride).collect(),
-            Gather::Positions(p) => kept.map(|i| p[i]).collect(),
-        })
-    }
-
-    /// Maps every position; matched once so the loop inside is monomorphic.
-    #[inline]
-    fn map<T>(&self, mut f: impl FnMut(usize) -> T) -> Vec<T> {
-        match self {
-            Gather::Strided {
-                start,
-                stride,
-                count,
-            } => (0..*count).map(|i| f(start + i * stride)).collect(),
-            Gather::Positions(p) => p.iter().map(|&pos| f(pos)).collect(),
-        }
-    }
-
-    #[inline]
-    fn for_each(&self, mut f: impl FnMut(usize)) {
-        match self {
-            Gather::Strided {
-                start,
-                stride,
-                count,
-            } => (0..*count).for_each(|i| f(start + i * stride)),
-            Gather::Positions(p) => p.iter().for_each(|&pos| f(pos)),
-        }
-    }
-
-    /// The positions of each of `len` consecutive items of size `item_size` in every element,
-    /// element-major (the layout of a FixedSizeList's values).
-    fn expand(&self, len: usize, item_size: usize) -> Gather {
-        let mut out = Vec::with_capacity(self.len() * len);
-        self.for_each(|p| out.extend((0..len).map(|k| p + k * item_size)));
-        Gather::Positions(out)
-    }
-}
+use crate::zarr::plan::gather::Gather;
 
 /// Decodes the value at byte `offset` of each gathered element of `bytes` as `ty`.
 /// `field` names the field in errors. The caller checks that every element fits in `bytes`
-/// (see [`check_bounds`]).
+/// (see [`Gather::check_bounds`]).
 pub fn decode_field(
     ty: &ElementType,
     bytes: &[u8],
@@ -144,18 +62,6 @@ pub fn decode_field(
                 .map(|a| Arc::new(a) as ArrayRef)
                 .map_err(|e| format!("field '{field}': {e}"))
         }
-    }
-}
-
-/// Checks that each gathered element of `element_size` bytes lies inside `bytes`.
-pub fn check_bounds(bytes: &[u8], gather: &Gather, element_size: usize) -> Result<(), String> {
-    match gather.max_position() {
-        Some(p) if p + element_size > bytes.len() => Err(format!(
-            "decoded chunk holds {} bytes, but element bytes up to {} are needed",
-            bytes.len(),
-            p + element_size
-        )),
-        _ => Ok(()),
     }
 }
 
@@ -355,19 +261,6 @@ mod tests {
     use arrow::array::{AsArray, Int32Array};
     use arrow::datatypes::TimeUnit;
 
-    #[test]
-    fn filtering_a_gather_keeps_true_positions_and_drops_null() {
-        let mask = BooleanArray::from(vec![Some(true), None, Some(false), Some(true)]);
-        let strided = Gather::Strided {
-            start: 2,
-            stride: 3,
-            count: 4,
-        };
-        assert_eq!(strided.filter(&mask), Gather::Positions(vec![2, 11]));
-        let positions = Gather::Positions(vec![5, 7, 9, 40]);
-        assert_eq!(positions.filter(&mask), Gather::Positions(vec![5, 40]));
-    }
-
     fn scalar(kind: ScalarKind, order: ByteOrder) -> ElementType {
         ElementType::Scalar { kind, order }
     }
@@ -494,7 +387,7 @@ mod tests {
             stride: 8,
             count: 3,
         };
-        assert!(check_bounds(&[0u8; 20], &g, 8).is_err());
-        assert!(check_bounds(&[0u8; 24], &g, 8).is_ok());
+        assert!(g.check_bounds(&[0u8; 20], 8).is_err());
+        assert!(g.check_bounds(&[0u8; 24], 8).is_ok());
     }
 }

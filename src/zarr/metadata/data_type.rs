@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use arrow::datatypes::TimeUnit;
 use serde_json::Value;
 
-use super::element::{ByteOrder, ElementType, ScalarKind, StructField, TimeScale};
+use crate::zarr::metadata::element::{ByteOrder, ElementType, ScalarKind, StructField, TimeScale};
 
 /// Parses a v3 `data_type`. `order` is the byte order of the `bytes` codec; `None` when it has
 /// no `endian` (allowed only when no field is multi-byte, checked by the caller).

@@ -5,14 +5,14 @@
 use serde_json::{Map, Value};
 use zarrs::array::{ArrayMetadata, ArrayMetadataV2, ArrayMetadataV3};
 
-use super::attributes::check_attribute_count;
-use super::metadata::{
+use crate::error::{Error, Result};
+use crate::zarr::metadata::array_meta::{
     default_dimension_names, dimension_names, parse_v3_value, regular_chunk_shape, u64_list,
     ArrayMeta,
 };
-use super::metadata_v2::parse_v2_value;
-use super::store::ZarrStore;
-use crate::error::{Error, Result};
+use crate::zarr::metadata::attributes::check_attribute_count;
+use crate::zarr::metadata::v2::parse_v2_value;
+use crate::zarr::store::ZarrStore;
 
 /// A Zarr node.
 pub(crate) enum Node {
@@ -137,7 +137,7 @@ fn json(path: &str, bytes: &[u8]) -> Result<Value> {
                 reason: format!(
                     "the document nests more than 128 levels deep ({source}): a struct data \
                      type nests at most {} levels",
-                    super::data_type_v3::MAX_STRUCT_DEPTH
+                    crate::zarr::metadata::data_type::MAX_STRUCT_DEPTH
                 ),
             };
         }

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use datafusion::common::stats::Precision;
 use datafusion::common::{internal_err, Result};
 
-use super::chunk_plan::{chunk_count, ChunkPlan};
-use super::chunk_read::ChunkRead;
-use super::selection::Selection;
 use crate::scan::row_count;
+use crate::zarr::plan::chunk_plan::{chunk_count, ChunkPlan};
+use crate::zarr::plan::chunk_selection::ChunkSelection;
+use crate::zarr::plan::selection::Selection;
 
 #[derive(Debug)]
 pub(crate) struct ChunkPartitions {
@@ -67,7 +67,7 @@ impl ChunkPartitions {
     pub(crate) fn reads(
         &self,
         partition: usize,
-    ) -> Result<(impl Iterator<Item = ChunkRead> + Send + 'static, usize)> {
+    ) -> Result<(impl Iterator<Item = ChunkSelection> + Send + 'static, usize)> {
         let Some(positions) = self.partitions.get(partition).cloned() else {
             return internal_err!("no partition {partition} in a plan of {}", self.len());
         };

@@ -13,13 +13,13 @@ use datafusion::common::Result;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder};
 use datafusion::physical_plan::DisplayFormatType;
 
-use super::chunk_partitions::ChunkPartitions;
-use super::chunk_read::ChunkRead;
-use super::options::ZarrOptions;
-use super::selection::Selection;
 use crate::scan::{
     column_names, fmt_options, OpenPartition, PartitionUnits, ScanShape, ScanSource, UnitRead,
 };
+use crate::zarr::options::ZarrOptions;
+use crate::zarr::plan::chunk_partitions::ChunkPartitions;
+use crate::zarr::plan::chunk_selection::ChunkSelection;
+use crate::zarr::plan::selection::Selection;
 
 /// How one kind of grid is read: one unit (a chunk, a block) at a time.
 pub(crate) trait GridReader: fmt::Debug + Send + Sync + Sized + 'static {
@@ -56,7 +56,7 @@ pub(crate) trait GridReader: fmt::Debug + Send + Sync + Sized + 'static {
 
     fn metrics(metrics: &ExecutionPlanMetricsSet, partition: usize) -> Self::Metrics;
     /// Reads one unit's selected cells.
-    fn read_unit(self: &Arc<Self>, unit: ChunkRead, metrics: &Self::Metrics) -> UnitRead;
+    fn read_unit(self: &Arc<Self>, unit: ChunkSelection, metrics: &Self::Metrics) -> UnitRead;
 }
 
 /// What every grid scan is planned with.
