@@ -1,5 +1,5 @@
 //! The scan of one Zarr array: a [`GridScan`] over the array's chunks, each read by the
-//! [`ChunkReader`] under the array's read strategy. EXPLAIN shows it as `ZarrScanExec`.
+//! [`ChunkBatches`] (the array's `ChunkReader`, under its read strategy). EXPLAIN shows it as `ZarrScanExec`.
 
 use std::sync::Arc;
 
@@ -9,16 +9,16 @@ use futures::{FutureExt, StreamExt};
 
 use crate::scan::UnitRead;
 
+use crate::zarr::array::chunk_batches::ChunkBatches;
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::selection::Selection;
-use crate::zarr::read::chunk_reader::ChunkReader;
 use crate::zarr::read::grid_scan::{GridReader, GridScan};
 use crate::zarr::read::metrics::ChunkMetrics;
 
 /// The scan of a Zarr array.
-pub(crate) type ArrayScan = GridScan<ChunkReader>;
+pub(crate) type ArrayScan = GridScan<ChunkBatches>;
 
-impl GridReader for ChunkReader {
+impl GridReader for ChunkBatches {
     const NAME: &'static str = "ZarrScanExec";
     const UNITS: &'static str = "chunks";
     const LOCATION: &'static str = "array";
@@ -29,17 +29,17 @@ impl GridReader for ChunkReader {
     }
 
     fn location(&self) -> &str {
-        &self.array.location
+        &self.reader.array.location
     }
 
     fn remote(&self) -> bool {
-        self.array.store.is_remote()
+        self.reader.array.store.is_remote()
     }
 
     fn grid(&self) -> (Vec<u64>, Vec<u64>) {
         (
-            self.array.meta.shape.clone(),
-            self.array.meta.chunk_shape.clone(),
+            self.reader.array.meta.shape.clone(),
+            self.reader.array.meta.chunk_shape.clone(),
         )
     }
 
@@ -49,11 +49,11 @@ impl GridReader for ChunkReader {
 
     /// A read holds the fetched chunk and the decoded one.
     fn unit_bytes(&self) -> u64 {
-        2 * self.array.meta.chunk_bytes()
+        2 * self.reader.array.meta.chunk_bytes()
     }
 
     fn describe_selection(&self, selection: &Selection) -> String {
-        let meta = &self.array.meta;
+        let meta = &self.reader.array.meta;
         selection.describe(&meta.dimension_names, &meta.shape)
     }
 

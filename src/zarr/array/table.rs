@@ -16,6 +16,7 @@ use datafusion::logical_expr::utils::conjunction;
 use crate::error::Error;
 use crate::scan::project_columns;
 use crate::scan::ScanExec;
+use crate::zarr::array::chunk_batches::ChunkBatches;
 use crate::zarr::array::scan::ArrayScan;
 use crate::zarr::metadata::array_meta::ArrayMeta;
 use crate::zarr::metadata::attributes::GlobalAttrs;
@@ -118,12 +119,14 @@ impl TableProvider for ArrayTable {
             .transpose()?
             .map(Arc::new);
         let (schema, columns) = project_columns(&self.schema, &self.columns, projection)?;
-        let reader = ChunkReader {
-            array: Arc::clone(&self.array),
+        let reader = ChunkBatches {
+            reader: Arc::new(ChunkReader {
+                array: Arc::clone(&self.array),
+                piece_bytes: self.options.piece_bytes(),
+            }),
             columns,
             schema,
             filter,
-            piece_bytes: self.options.piece_bytes(),
             global_attrs: self.global_attrs.clone(),
         };
         let settings = GridSettings::new(state, selection, limit, &self.options);

@@ -29,11 +29,17 @@ use crate::zarr::store::ZarrStore;
 /// million float64 values).
 pub(crate) const MAX_COORDINATE_BYTES: u64 = 1 << 30;
 
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+
+use crate::zarr::read::metrics::ChunkMetrics;
+
 /// What a dataset table shows: all variables, or some, CF-decoded or not.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct DatasetOptions {
     pub variables: Option<Vec<String>>,
     pub cf: CfOptions,
+    /// How much of a plain local chunk a variable reads at a time.
+    pub piece_bytes: usize,
 }
 
 /// One axis of the grid.
@@ -61,7 +67,7 @@ pub(crate) struct Dataset {
     pub location: String,
     /// Grid axes in reading order (the primary variable's dimensions first).
     pub axes: Vec<Axis>,
-    pub variables: Vec<Variable>,
+    pub variables: Vec<Arc<Variable>>,
     /// The shape of a block of the grid, per axis.
     pub block_shape: Vec<u64>,
     pub columns: Vec<DatasetColumn>,
@@ -196,7 +202,7 @@ impl Dataset {
             let is_dim_coord = roles.dimension_coordinates.contains(&member.name)
                 && member.array.dimension_names() == [member.name.clone()];
             let join = joined.contains(&member.name);
-            let mut var = Variable::open(&store, location, member, cf, join)?;
+            let mut var = Variable::open(&store, location, member, cf, join, options.piece_bytes)?;
             var.axes = var
                 .dimension_names
                 .iter()
@@ -205,7 +211,7 @@ impl Dataset {
             if is_dim_coord {
                 dimension_coords.insert(var.name.clone(), var);
             } else {
-                columns_vars.push(var);
+                columns_vars.push(Arc::new(var));
             }
         }
         let mut axes = Vec::new();
@@ -225,13 +231,9 @@ impl Dataset {
                              {MAX_COORDINATE_BYTES} a dataset reads when it opens"
                         )));
                     }
-                    let var = Arc::new(var);
-                    let values = tokio::task::spawn_blocking({
-                        let var = Arc::clone(&var);
-                        move || var.read_all()
-                    })
-                    .await
-                    .map_err(|e| Error::Internal(format!("reading coordinate {name}: {e}")))??;
+                    // Read before any scan: its counters go nowhere.
+                    let metrics = ChunkMetrics::new(&ExecutionPlanMetricsSet::new(), 0);
+                    let values = Arc::new(var).read_all(&metrics).await?;
                     Some(Coordinate::new(values))
                 }
                 None => None,

@@ -14,6 +14,7 @@ use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricB
 use futures::{FutureExt, StreamExt};
 
 use super::model::{Dataset, DatasetColumn};
+use super::variable::BoxValues;
 use crate::error::{Error, Result};
 use crate::scan::UnitRead;
 use crate::zarr::plan::chunk_plan::{chunk_count, ChunkPlan};
@@ -21,6 +22,7 @@ use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::row_filter::RowFilter;
 use crate::zarr::plan::selection::Selection;
 use crate::zarr::read::grid_scan::{GridReader, GridScan};
+use crate::zarr::read::metrics::ChunkMetrics;
 
 /// The scan of a dataset.
 pub(crate) type DatasetScan = GridScan<BlockReader>;
@@ -122,19 +124,31 @@ impl GridReader for BlockReader {
         BlockMetrics::new(metrics, partition)
     }
 
+    /// The block's variables are read concurrently by their arrays' chunk readers, then
+    /// assembled into the block's batch on a blocking thread.
     fn read_unit(self: &Arc<Self>, block: ChunkSelection, metrics: &BlockMetrics) -> UnitRead {
         let reader = Arc::clone(self);
         let metrics = metrics.clone();
-        tokio::task::spawn_blocking(move || {
-            let _timer = metrics.read_time.timer();
+        async move {
             metrics.blocks_read.add(1);
-            reader.read(&block)
-        })
-        .map(|joined| {
-            let batch = joined
-                .map_err(|e| Error::Internal(format!("block reading task failed: {e}")))??;
+            // The box of the block holding its selected cells, in grid coordinates.
+            let read = match block.bounding_box() {
+                Some((start, shape)) => block.within(&start, &shape),
+                None => block,
+            };
+            let variables = &reader.dataset.variables;
+            let boxes = futures::future::try_join_all(
+                (reader.variables.iter()).map(|&v| variables[v].read_under(&read, &metrics.chunks)),
+            )
+            .await?;
+            let batch = tokio::task::spawn_blocking(move || {
+                let _timer = metrics.assemble_time.timer();
+                reader.assemble(&read, &boxes)
+            })
+            .await
+            .map_err(|e| Error::Internal(format!("block assembling task failed: {e}")))??;
             Ok(futures::stream::once(async { Ok(batch) }).boxed())
-        })
+        }
         .boxed()
     }
 }
@@ -152,18 +166,22 @@ fn variables_read(dataset: &Dataset, needed: &[usize]) -> Vec<usize> {
     vars
 }
 
-/// Per-partition counters shown by EXPLAIN ANALYZE.
+/// Per-partition counters shown by EXPLAIN ANALYZE: the blocks, and the variables' chunk
+/// reads (the counters of an array scan).
 #[derive(Debug, Clone)]
 pub(crate) struct BlockMetrics {
     blocks_read: Count,
-    read_time: Time,
+    /// Gathering, decoding and filtering the block's columns.
+    assemble_time: Time,
+    chunks: ChunkMetrics,
 }
 
 impl BlockMetrics {
     fn new(metrics: &ExecutionPlanMetricsSet, partition: usize) -> Self {
         BlockMetrics {
             blocks_read: MetricBuilder::new(metrics).counter("blocks_read", partition),
-            read_time: MetricBuilder::new(metrics).subset_time("read_time", partition),
+            assemble_time: MetricBuilder::new(metrics).subset_time("assemble_time", partition),
+            chunks: ChunkMetrics::new(metrics, partition),
         }
     }
 }
@@ -176,6 +194,8 @@ pub(crate) struct BlockReader {
     projection: Vec<usize>,
     /// The projection, then the filter's other columns.
     needed: Vec<usize>,
+    /// The variables `needed` reads (indices into the dataset's variables).
+    variables: Vec<usize>,
     schema: SchemaRef,
     filter: Option<Arc<RowFilter<usize>>>,
 }
@@ -196,6 +216,7 @@ impl BlockReader {
             }
         }
         BlockReader {
+            variables: variables_read(&dataset, &needed),
             dataset,
             projection,
             needed,
@@ -208,9 +229,8 @@ impl BlockReader {
     /// fetched and decoded (strings counted at 16 bytes a cell).
     fn block_bytes(&self) -> u64 {
         let dataset = &self.dataset;
-        variables_read(dataset, &self.needed)
-            .into_iter()
-            .map(|v| {
+        (self.variables.iter())
+            .map(|&v| {
                 let var = &dataset.variables[v];
                 let cells = var
                     .axes
@@ -221,14 +241,10 @@ impl BlockReader {
             .fold(0u64, u64::saturating_add)
     }
 
-    /// The rows of one block (blocking: it reads and decodes).
-    fn read(&self, block: &ChunkSelection) -> Result<RecordBatch> {
+    /// The rows `read` selects, from the values of `self.variables` under it (blocking: it
+    /// decodes).
+    fn assemble(&self, read: &ChunkSelection, boxes: &[BoxValues]) -> Result<RecordBatch> {
         let dataset = &self.dataset;
-        // The box of the block holding its selected cells, in grid coordinates.
-        let read = match block.bounding_box() {
-            Some((start, shape)) => block.within(&start, &shape),
-            None => block.clone(),
-        };
         let rows = read.rows;
         let mut values: HashMap<usize, ArrayRef> = HashMap::new();
         let mut dims: Option<Vec<ArrayRef>> = None;
@@ -262,7 +278,11 @@ impl BlockReader {
         }
         for (var, cols) in by_var {
             let wanted: Vec<usize> = cols.iter().map(|&(_, column)| column).collect();
-            let arrays = dataset.variables[var].read_columns(&read, &wanted)?;
+            let at = self.variables.iter().position(|&v| v == var);
+            let var_box = at
+                .map(|i| &boxes[i])
+                .ok_or_else(|| Error::Internal(format!("variable {var} was not read")))?;
+            let arrays = dataset.variables[var].columns_under(read, var_box, &wanted)?;
             for ((c, _), array) in cols.into_iter().zip(arrays) {
                 values.insert(c, array);
             }

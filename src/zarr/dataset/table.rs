@@ -39,6 +39,7 @@ impl DatasetTable {
         let dataset_options = DatasetOptions {
             variables: options.variables().map(<[String]>::to_vec),
             cf: options.cf(),
+            piece_bytes: options.piece_bytes(),
         };
         let dataset = Dataset::open(store, location, group, &dataset_options).await?;
         Ok(DatasetTable {

@@ -1,10 +1,11 @@
 //! A dataset variable: a member array, the grid axes it spans, and how a box of it becomes
 //! Arrow columns (the fields of a struct variable, or its values CF-decoded).
 //!
-//! A box is read with zarrs' array-subset retrieval, which fetches and decodes the chunks it
-//! touches (missing ones as the fill value) and returns the box's elements in C order; the
-//! columns are then gathered from those bytes, broadcast over the axes the variable lacks.
-//! Reads run on a blocking thread (remote ones wait there for their requests).
+//! A box of fixed-size elements is read by the array's chunk reader (`read/box_reader.rs`:
+//! the chunks it touches, under the array's read strategy, missing ones as the fill value),
+//! concurrently and off the async workers; variable-length strings by zarrs' array-subset
+//! retrieval. The columns are then gathered from the box's elements, broadcast over the axes
+//! the variable lacks, on the blocking thread that assembles the block.
 //!
 //! A `|S1` variable whose last dimension only such variables use (netCDF's character arrays)
 //! is read as xarray's `concat_characters` reads it: one byte string per cell of the other
@@ -26,6 +27,9 @@ use crate::zarr::metadata::node::{Member, MemberArray};
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::gather::Gather;
 use crate::zarr::read::array::ZarrArray;
+use crate::zarr::read::box_reader::read_box;
+use crate::zarr::read::chunk_reader::ChunkReader;
+use crate::zarr::read::metrics::ChunkMetrics;
 use crate::zarr::store::ZarrStore;
 
 /// Where a variable's values come from.
@@ -33,7 +37,7 @@ pub(crate) enum Source {
     /// Fixed-size elements, decoded by ndfusion; `cf` for non-struct variables. `element` is
     /// the stored element, or the joined characters of a character array.
     Fixed {
-        array: Box<ZarrArray>,
+        reader: Arc<ChunkReader>,
         element: ElementType,
         cf: Option<CfDecoder>,
     },
@@ -91,6 +95,7 @@ impl Variable {
         member: Member,
         cf: CfOptions,
         join_chars: bool,
+        piece_bytes: usize,
     ) -> Result<Self> {
         let var_location = format!("{}/{}", location.trim_end_matches('/'), member.name);
         let invalid = |reason: String| Error::InvalidMetadata {
@@ -156,9 +161,13 @@ impl Variable {
                     }
                 }
                 let array = ZarrArray::new(store.clone(), &member.name, &var_location, meta)?;
+                let reader = ChunkReader {
+                    array: Arc::new(array),
+                    piece_bytes,
+                };
                 (
                     Source::Fixed {
-                        array: Box::new(array),
+                        reader: Arc::new(reader),
                         element,
                         cf: cf_decoder,
                     },
@@ -211,10 +220,10 @@ impl Variable {
         })
     }
 
-    /// Reads the whole variable (a dimension coordinate) as its first column. Blocking.
-    pub(crate) fn read_all(&self) -> Result<ArrayRef> {
+    /// Reads the whole variable (a dimension coordinate) as its first column.
+    pub(crate) async fn read_all(self: &Arc<Self>, metrics: &ChunkMetrics) -> Result<ArrayRef> {
         let start = vec![0; self.shape.len()];
-        let values = self.read_box(&start, &self.shape)?;
+        let values = self.read_box(&start, &self.shape, metrics).await?;
         let n: u64 = self.shape.iter().product();
         let gather = Gather::Strided {
             start: 0,
@@ -224,20 +233,30 @@ impl Variable {
         self.column(&values, &gather, 0)
     }
 
-    /// The columns `wanted` (indices into `columns`) of the cells `read` selects, `read` being
-    /// a box of the grid over which this variable's box is `read`'s projection. Blocking.
-    pub(crate) fn read_columns(
-        &self,
+    /// This variable's values under `read`, a box of the grid over which this variable's box
+    /// is `read`'s projection.
+    pub(crate) async fn read_under(
+        self: &Arc<Self>,
         read: &ChunkSelection,
-        wanted: &[usize],
-    ) -> Result<Vec<ArrayRef>> {
+        metrics: &ChunkMetrics,
+    ) -> Result<BoxValues> {
         let start: Vec<u64> = self.axes.iter().map(|&a| read.origin[a]).collect();
         let shape: Vec<u64> = self.axes.iter().map(|&a| read.shape[a]).collect();
-        let values = self.read_box(&start, &shape)?;
+        self.read_box(&start, &shape, metrics).await
+    }
+
+    /// The columns `wanted` (indices into `columns`) of the cells `read` selects, from the
+    /// values [`Variable::read_under`] read. Blocking: it decodes.
+    pub(crate) fn columns_under(
+        &self,
+        read: &ChunkSelection,
+        values: &BoxValues,
+        wanted: &[usize],
+    ) -> Result<Vec<ArrayRef>> {
         let gather = read.project_gather(&self.axes, self.element_size());
         wanted
             .iter()
-            .map(|&c| self.column(&values, &gather, c))
+            .map(|&c| self.column(values, &gather, c))
             .collect()
     }
 
@@ -258,7 +277,12 @@ impl Variable {
     }
 
     /// The box `start` of `shape` in the variable's own dimension order.
-    fn read_box(&self, start: &[u64], shape: &[u64]) -> Result<BoxValues> {
+    async fn read_box(
+        self: &Arc<Self>,
+        start: &[u64],
+        shape: &[u64],
+        metrics: &ChunkMetrics,
+    ) -> Result<BoxValues> {
         // A character array's box spans its whole character dimension: each cell's characters
         // then lie side by side, one joined element.
         let (mut start, mut shape) = (start.to_vec(), shape.to_vec());
@@ -266,50 +290,61 @@ impl Variable {
             start.push(0);
             shape.push(n);
         }
-        let (start, shape) = (start.as_slice(), shape.as_slice());
-        let ranges: Vec<_> = start.iter().zip(shape).map(|(&s, &n)| s..s + n).collect();
-        let subset = ArraySubset::new_with_ranges(&ranges);
-        let error = |e: zarrs::array::ArrayError| self.box_error(start, shape, Box::new(e));
-        let bytes: ArrayBytes<'static> = match &self.source {
-            Source::Fixed { array, .. } => match &array.blocking_zarrs {
-                Some(blocking) => blocking.retrieve_array_subset(&subset).map_err(error)?,
-                None => {
-                    block_on(array.zarrs.async_retrieve_array_subset(&subset)).map_err(error)?
-                }
-            },
-            Source::Strings(strings, _) => match &strings.blocking {
-                Some(blocking) => blocking.retrieve_array_subset(&subset).map_err(error)?,
-                None => {
-                    block_on(strings.zarrs.async_retrieve_array_subset(&subset)).map_err(error)?
-                }
-            },
+        let Source::Strings(strings, _) = &self.source else {
+            let Source::Fixed { reader, .. } = &self.source else {
+                unreachable!("a variable is of fixed-size elements or of strings")
+            };
+            return Ok(BoxValues::Fixed(
+                read_box(reader, &start, &shape, metrics).await?,
+            ));
         };
-        match &self.source {
-            Source::Fixed { .. } => bytes
-                .into_fixed()
-                .map(|b| BoxValues::Fixed(b.into_owned()))
-                .map_err(|e| self.box_error(start, shape, Box::new(e))),
-            Source::Strings(..) => {
-                let variable = bytes
-                    .into_variable()
-                    .map_err(|e| self.box_error(start, shape, Box::new(e)))?;
-                let offsets: Vec<i32> = variable
-                    .offsets()
-                    .iter()
-                    .map(|&o| i32::try_from(o))
-                    .collect::<Result<_, _>>()
-                    .map_err(|_| {
-                        self.box_error(start, shape, "strings of more than 2 GiB in one box".into())
-                    })?;
-                let strings = StringArray::try_new(
-                    OffsetBuffer::new(ScalarBuffer::from(offsets)),
-                    Buffer::from(variable.bytes().to_vec()),
-                    None,
-                )
-                .map_err(|e| self.box_error(start, shape, Box::new(e)))?;
-                Ok(BoxValues::Strings(Arc::new(strings)))
-            }
+        let ranges: Vec<_> = start.iter().zip(&shape).map(|(&s, &n)| s..s + n).collect();
+        let subset = ArraySubset::new_with_ranges(&ranges);
+        let bytes = if strings.blocking.is_some() {
+            // Local: zarrs reads and decodes on a blocking thread.
+            let var = Arc::clone(self);
+            tokio::task::spawn_blocking(move || match &var.source {
+                Source::Strings(strings, _) => strings
+                    .blocking
+                    .as_ref()
+                    .map(|blocking| blocking.retrieve_array_subset(&subset)),
+                Source::Fixed { .. } => None,
+            })
+            .await
+            .map_err(|e| Error::Internal(format!("string reading task failed: {e}")))?
+            .ok_or_else(|| Error::Internal("local strings without a local store".into()))?
+        } else {
+            strings.zarrs.async_retrieve_array_subset(&subset).await
         }
+        .map_err(|e| self.box_error(&start, &shape, Box::new(e)))?;
+        self.strings(bytes, &start, &shape)
+    }
+
+    /// Variable-length strings zarrs decoded, as a string array.
+    fn strings(
+        &self,
+        bytes: ArrayBytes<'static>,
+        start: &[u64],
+        shape: &[u64],
+    ) -> Result<BoxValues> {
+        let variable = bytes
+            .into_variable()
+            .map_err(|e| self.box_error(start, shape, Box::new(e)))?;
+        let offsets: Vec<i32> = variable
+            .offsets()
+            .iter()
+            .map(|&o| i32::try_from(o))
+            .collect::<Result<_, _>>()
+            .map_err(|_| {
+                self.box_error(start, shape, "strings of more than 2 GiB in one box".into())
+            })?;
+        let strings = StringArray::try_new(
+            OffsetBuffer::new(ScalarBuffer::from(offsets)),
+            Buffer::from(variable.bytes().to_vec()),
+            None,
+        )
+        .map_err(|e| self.box_error(start, shape, Box::new(e)))?;
+        Ok(BoxValues::Strings(Arc::new(strings)))
     }
 
     fn column(&self, values: &BoxValues, gather: &Gather, c: usize) -> Result<ArrayRef> {
@@ -367,7 +402,7 @@ impl Variable {
     /// A failed read of a box, naming the chunks it touches.
     fn box_error(&self, start: &[u64], shape: &[u64], source: crate::error::BoxError) -> Error {
         let chunk_shape = match (&self.source, self.joined_chars) {
-            (Source::Fixed { array, .. }, Some(_)) => array.meta.chunk_shape.clone(),
+            (Source::Fixed { reader, .. }, Some(_)) => reader.array.meta.chunk_shape.clone(),
             _ => self.chunk_shape.clone(),
         };
         let chunks: Vec<std::ops::Range<u64>> = start
@@ -377,7 +412,7 @@ impl Variable {
             .map(|((&s, &n), &c)| s / c..(s + n.max(1)).div_ceil(c))
             .collect();
         let key = |indices: &[u64]| match &self.source {
-            Source::Fixed { array, .. } => array.chunk_key(indices),
+            Source::Fixed { reader, .. } => reader.array.chunk_key(indices),
             Source::Strings(strings, _) => strings.zarrs.chunk_key(indices).to_string(),
         };
         let count: u64 = chunks.iter().map(|r| r.end - r.start).product();
@@ -419,12 +454,7 @@ fn encoded(attributes: &serde_json::Map<String, serde_json::Value>) -> bool {
 }
 
 /// A box of a variable's values in C order.
-enum BoxValues {
+pub(crate) enum BoxValues {
     Fixed(Vec<u8>),
     Strings(ArrayRef),
-}
-
-/// Drives a future to completion on this (blocking) thread.
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Handle::current().block_on(future)
 }

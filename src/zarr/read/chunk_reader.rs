@@ -1,93 +1,76 @@
-//! Reading one chunk into record batches, by the array's [`ReadStrategy`] and store: bytes are
+//! Reading one chunk's selected cells by the array's [`ReadStrategy`] and store: bytes are
 //! fetched asynchronously (or read on the decoding thread, for local pieces), then the codec
-//! chain and the field decoders run on a blocking thread so the async workers stay free.
+//! chain runs on a blocking thread so the async workers stay free, and a [`ChunkSink`] makes
+//! its output of the decoded element bytes there: record batches for an array table
+//! (`array/chunk_batches.rs`), a variable's box for a dataset (`read/box_reader.rs`).
 
 use std::borrow::Cow;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use arrow::array::{RecordBatch, RecordBatchOptions};
-use arrow::datatypes::SchemaRef;
 use zarrs::array::{ArraySubset, ArrayToBytesCodecTraits, CodecOptions};
 use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::{Bytes, ReadableStorageTraits};
 
 use crate::error::{BoxError, Error, Result};
-use crate::zarr::decode::columns::{ChunkColumns, ColumnsWanted};
-use crate::zarr::metadata::attributes::GlobalAttrs;
-use crate::zarr::metadata::schema::ColumnSource;
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::gather::Gather;
-use crate::zarr::plan::row_filter::RowFilter;
 use crate::zarr::read::array::{ReadStrategy, ZarrArray};
 use crate::zarr::read::metrics::ChunkMetrics;
 use crate::zarr::read::zstd_front::decode_prefix;
 
-/// What to produce from each chunk: the projected columns and their schema.
+/// What a read makes of the decoded bytes it reaches: called on a blocking thread, once per
+/// piece of the chunk, pieces in C order of the selection.
+pub(crate) trait ChunkSink: Send + Sync + 'static {
+    type Out: Send + 'static;
+
+    /// `part`'s selected elements, at `gather` in `bytes` (checked to lie inside them).
+    fn take(&self, part: &ChunkSelection, bytes: &[u8], gather: Gather) -> Result<Self::Out>;
+}
+
+/// Reads the chunks of one array.
 #[derive(Debug)]
 pub(crate) struct ChunkReader {
     pub array: Arc<ZarrArray>,
-    pub columns: Vec<ColumnSource>,
-    pub schema: SchemaRef,
-    /// Evaluated per chunk before the other columns are decoded.
-    pub filter: Option<Arc<RowFilter>>,
     /// How much of a plain local chunk to read at a time.
     pub piece_bytes: usize,
-    /// The `__global_attrs__` value, when the table has the column.
-    pub global_attrs: Option<GlobalAttrs>,
 }
 
 impl ChunkReader {
-    /// Whether element bytes are needed at all: not when only dimension columns (or none, for
-    /// `count(*)`) are wanted, by the output and by the row filter.
-    fn needs_values(&self) -> bool {
-        let filter_columns = self.filter.iter().flat_map(|f| f.columns.iter());
-        self.columns
-            .iter()
-            .chain(filter_columns)
-            .any(ColumnSource::reads_elements)
-    }
-
-    /// Reads one chunk's selected rows, as one batch or (read in pieces) several. A chunk
-    /// absent from the store reads as the fill value.
-    pub(crate) async fn read(
+    /// Reads one chunk's selected cells into `sink`, as one piece or (read in pieces) several.
+    /// A chunk absent from the store reads as the fill value.
+    pub(crate) async fn read<S: ChunkSink>(
         self: Arc<Self>,
         read: ChunkSelection,
         metrics: ChunkMetrics,
-    ) -> Result<Vec<RecordBatch>> {
-        if !self.needs_values() {
-            return on_blocking_thread(move || {
-                Ok(vec![self.batch(
-                    &read,
-                    &[],
-                    Gather::Positions(vec![]),
-                    false,
-                )?])
-            })
-            .await;
-        }
+        sink: Arc<S>,
+    ) -> Result<Vec<S::Out>> {
         let remote = self.array.store.is_remote();
         // The box of the chunk holding every selected element (`None`: the whole chunk).
         let part = read.bounding_box();
         match self.array.strategy {
             ReadStrategy::Plain if read.shape.is_empty() => {}
-            ReadStrategy::Plain if remote => return self.read_plain_remote(read, metrics).await,
+            ReadStrategy::Plain if remote => {
+                return self.read_plain_remote(read, metrics, sink).await
+            }
             ReadStrategy::Plain => {
                 let (start, shape) = part.unwrap_or_else(|| whole(&read));
                 return on_blocking_thread(move || {
                     let _timer = metrics.decode_time.timer();
-                    self.read_local_in_pieces(&read, &start, &shape, &metrics)
+                    self.read_local_in_pieces(&read, &start, &shape, &metrics, &*sink)
                 })
                 .await;
             }
             ReadStrategy::PartialDecoder if part.is_some() => {
                 let (start, shape) = part.unwrap_or_else(|| whole(&read));
                 if remote {
-                    return self.read_through_decoder(read, start, shape, metrics).await;
+                    return self
+                        .read_through_decoder(read, start, shape, metrics, sink)
+                        .await;
                 }
                 return on_blocking_thread(move || {
                     let _timer = metrics.decode_time.timer();
-                    self.read_local_in_pieces(&read, &start, &shape, &metrics)
+                    self.read_local_in_pieces(&read, &start, &shape, &metrics, &*sink)
                 })
                 .await;
             }
@@ -110,7 +93,7 @@ impl ChunkReader {
         }
         on_blocking_thread(move || {
             let _timer = metrics.decode_time.timer();
-            Ok(vec![self.decode(&read, encoded, &metrics)?])
+            Ok(vec![self.decode(&read, encoded, &metrics, &*sink)?])
         })
         .await
     }
@@ -119,11 +102,12 @@ impl ChunkReader {
     /// dimension that hold the selection (with every trailing dimension whole, a contiguous
     /// run of the stored bytes), which also reports the stored size, checked against the
     /// chunk's decoded size.
-    async fn read_plain_remote(
+    async fn read_plain_remote<S: ChunkSink>(
         self: Arc<Self>,
         read: ChunkSelection,
         metrics: ChunkMetrics,
-    ) -> Result<Vec<RecordBatch>> {
+        sink: Arc<S>,
+    ) -> Result<Vec<S::Out>> {
         let (start, shape) = read.bounding_box().unwrap_or_else(|| whole(&read));
         let slice_bytes = self.decoded_len(&read.shape[1..])?;
         let first = start[0];
@@ -143,7 +127,10 @@ impl ChunkReader {
         metrics.requests.add(1);
         let Some((bytes, stored)) = fetched else {
             metrics.chunks_missing.add(1);
-            return on_blocking_thread(move || Ok(vec![self.decode(&read, None, &metrics)?])).await;
+            return on_blocking_thread(move || {
+                Ok(vec![self.decode(&read, None, &metrics, &*sink)?])
+            })
+            .await;
         };
         let expected = self.decoded_len(&read.shape)?;
         if stored != expected {
@@ -162,7 +149,7 @@ impl ChunkReader {
             let _timer = metrics.decode_time.timer();
             let run = read.within(&run_start, &run_shape);
             let gather = run.gather(self.array.meta.element.size());
-            Ok(vec![self.batch(&run, &bytes, gather, true)?])
+            Ok(vec![self.take(&*sink, &run, &bytes, gather)?])
         })
         .await
     }
@@ -171,13 +158,14 @@ impl ChunkReader {
     /// arrays: the shard index, then only the inner chunks the box touches). zarrs decodes
     /// inner chunks where the decoder is polled, so it is driven on a blocking thread: the
     /// requests wait there, the decompression stays off the async workers.
-    async fn read_through_decoder(
+    async fn read_through_decoder<S: ChunkSink>(
         self: Arc<Self>,
         read: ChunkSelection,
         start: Vec<u64>,
         shape: Vec<u64>,
         metrics: ChunkMetrics,
-    ) -> Result<Vec<RecordBatch>> {
+        sink: Arc<S>,
+    ) -> Result<Vec<S::Out>> {
         let runtime = tokio::runtime::Handle::current();
         on_blocking_thread(move || {
             let _timer = metrics.decode_time.timer();
@@ -206,7 +194,7 @@ impl ChunkReader {
             metrics.bytes_read.add(decoded.len());
             let part = read.within(&start, &shape);
             let gather = part.gather(self.array.meta.element.size());
-            Ok(vec![self.batch(&part, &decoded, gather, true)?])
+            Ok(vec![self.take(&*sink, &part, &decoded, gather)?])
         })
         .await
     }
@@ -220,13 +208,14 @@ impl ChunkReader {
     /// of the chunk's bytes, read straight into the buffer the fields are gathered from. Their
     /// stored size is checked first, so a truncated chunk is an error even where its missing
     /// bytes lie outside the box.
-    fn read_local_in_pieces(
+    fn read_local_in_pieces<S: ChunkSink>(
         &self,
         read: &ChunkSelection,
         start: &[u64],
         shape: &[u64],
         metrics: &ChunkMetrics,
-    ) -> Result<Vec<RecordBatch>> {
+        sink: &S,
+    ) -> Result<Vec<S::Out>> {
         let element_size = self.array.meta.element.size();
         let (Some(array), Some(store)) = (&self.array.blocking_zarrs, self.array.store.blocking())
         else {
@@ -241,7 +230,7 @@ impl ChunkReader {
             match store.size_key(&key).map_err(|e| error(&e))? {
                 None => {
                     metrics.chunks_missing.add(1);
-                    return Ok(vec![self.decode(read, None, metrics)?]);
+                    return Ok(vec![self.decode(read, None, metrics, sink)?]);
                 }
                 Some(n) if n != expected => {
                     return Err(error(&format!(
@@ -306,7 +295,7 @@ impl ChunkReader {
                 };
                 metrics.bytes_read.add(bytes.len());
                 let gather = piece.gather(element_size);
-                self.batch(&piece, bytes, gather, true)
+                self.take(sink, &piece, bytes, gather)
             })
             .collect()
     }
@@ -363,13 +352,14 @@ impl ChunkReader {
         }
     }
 
-    /// The batch of a chunk fetched whole (`None`: absent from the store).
-    fn decode(
+    /// The output of a chunk fetched whole (`None`: absent from the store).
+    fn decode<S: ChunkSink>(
         &self,
         read: &ChunkSelection,
         encoded: Option<Bytes>,
         metrics: &ChunkMetrics,
-    ) -> Result<RecordBatch> {
+        sink: &S,
+    ) -> Result<S::Out> {
         let meta = &self.array.meta;
         let element_size = meta.element.size();
         let (bytes, gather): (Cow<[u8]>, Gather) = match &encoded {
@@ -393,42 +383,22 @@ impl ChunkReader {
                 },
             ),
         };
-        self.batch(read, &bytes, gather, true)
+        self.take(sink, read, &bytes, gather)
     }
 
-    /// The projected columns of `read`'s rows, found in `bytes` at `gather`.
-    fn batch(
+    /// `sink`'s output of `part`'s elements at `gather` in `bytes`, once they are checked to
+    /// lie inside the bytes (a corrupt chunk may decode to fewer).
+    fn take<S: ChunkSink>(
         &self,
-        read: &ChunkSelection,
+        sink: &S,
+        part: &ChunkSelection,
         bytes: &[u8],
         gather: Gather,
-        needs_values: bool,
-    ) -> Result<RecordBatch> {
-        let element_size = self.array.meta.element.size();
-        if needs_values {
-            gather
-                .check_bounds(bytes, element_size)
-                .map_err(|e| self.chunk_error(read, e.into()))?;
-        }
-        let chunk_error = |e: String| self.chunk_error(read, e.into());
-        let wanted = ColumnsWanted {
-            element: &self.array.meta.element,
-            columns: &self.columns,
-            global_attrs: self.global_attrs.as_ref(),
-            chunk_error: &chunk_error,
-        };
-        let mut columns = ChunkColumns::new(wanted, read, bytes, gather);
-        if let Some(filter) = &self.filter {
-            columns.apply(filter)?;
-        }
-        let arrays = self
-            .columns
-            .iter()
-            .map(|source| columns.get(*source))
-            .collect::<Result<Vec<_>>>()?;
-        let options = RecordBatchOptions::new().with_row_count(Some(columns.rows()));
-        RecordBatch::try_new_with_options(Arc::clone(&self.schema), arrays, &options)
-            .map_err(|e| Error::arrow("assembling a chunk's batch", e))
+    ) -> Result<S::Out> {
+        gather
+            .check_bounds(bytes, self.array.meta.element.size())
+            .map_err(|e| self.chunk_error(part, e.into()))?;
+        sink.take(part, bytes, gather)
     }
 }
 
@@ -448,11 +418,13 @@ async fn on_blocking_thread<T: Send + 'static>(
 
 #[cfg(test)]
 mod tests {
+    use arrow::array::RecordBatch;
     use arrow::compute::concat_batches;
     use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 
     use super::*;
     use crate::storage::StorageOptions;
+    use crate::zarr::array::chunk_batches::ChunkBatches;
     use crate::zarr::metadata::schema::table_columns;
     use crate::zarr::plan::chunk_plan::list_chunk_reads;
     use crate::zarr::plan::selection::Selection;
@@ -470,12 +442,11 @@ mod tests {
             &array.meta.chunk_shape,
             &Selection::all(&array.meta.shape),
         );
-        let reader = Arc::new(ChunkReader {
-            array,
+        let reader = Arc::new(ChunkBatches {
+            reader: Arc::new(ChunkReader { array, piece_bytes }),
             columns,
             schema: Arc::clone(&schema),
             filter: None,
-            piece_bytes,
             global_attrs: None,
         });
         let metrics = ChunkMetrics::new(&ExecutionPlanMetricsSet::new(), 0);

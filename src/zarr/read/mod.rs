@@ -4,6 +4,7 @@
 //! that arrays and datasets share; `metrics.rs` its counters.
 
 pub(crate) mod array;
+pub(crate) mod box_reader;
 pub(crate) mod chunk_reader;
 pub(crate) mod grid_scan;
 pub(crate) mod metrics;
