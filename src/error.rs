@@ -14,7 +14,7 @@ use crate::nd::NdError;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// An error of a library ndfusion calls, kept as the source of an [`Error`].
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Everything that can go wrong when opening, reading or writing N-d data.
 ///

@@ -41,6 +41,7 @@
 //! `http` (remote locations); all on by default. An application that needs none of the command line builds
 //! with `default-features = false` and the storage features it wants.
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 #[cfg(feature = "cluster")]
 mod cluster;

@@ -33,12 +33,12 @@ pub struct NdArrowArray {
 }
 
 /// Compares Arrow arrays by value (data type, nulls and values).
-pub fn same_values(a: &ArrayRef, b: &ArrayRef) -> bool {
+pub(super) fn same_values(a: &ArrayRef, b: &ArrayRef) -> bool {
     a.to_data() == b.to_data()
 }
 
 /// Compares named one-value arrays (attributes) by key and value.
-pub fn same_attrs(a: &[(String, ArrayRef)], b: &[(String, ArrayRef)]) -> bool {
+pub(super) fn same_attrs(a: &[(String, ArrayRef)], b: &[(String, ArrayRef)]) -> bool {
     a.len() == b.len()
         && a.iter()
             .zip(b)
@@ -119,11 +119,11 @@ impl NdArrowArray {
 
 /// The most cells one array or one grid may have: Arrow's 32-bit offsets (string values) and
 /// the 32-bit indices of broadcasting bound it.
-pub const MAX_CELLS: usize = i32::MAX as usize;
+pub(super) const MAX_CELLS: usize = i32::MAX as usize;
 
 /// The number of cells of `dims`, checked: an overflow, or more than [`MAX_CELLS`], is an error
 /// (sizes come from files, which may claim anything).
-pub fn cell_count(dims: &[Dim]) -> Result<usize, NdError> {
+pub(crate) fn cell_count(dims: &[Dim]) -> Result<usize, NdError> {
     dims.iter()
         .try_fold(1usize, |n, d| n.checked_mul(d.size))
         .filter(|&n| n <= MAX_CELLS)
@@ -137,7 +137,7 @@ pub fn cell_count(dims: &[Dim]) -> Result<usize, NdError> {
 
 /// Attributes (`what` = "attribute" or "global attribute") are one value each under unique,
 /// non-empty keys.
-pub fn check_attributes(attrs: &[(String, ArrayRef)], what: &str) -> Result<(), NdError> {
+pub(super) fn check_attributes(attrs: &[(String, ArrayRef)], what: &str) -> Result<(), NdError> {
     for (i, (key, value)) in attrs.iter().enumerate() {
         if key.is_empty() || attrs[..i].iter().any(|(k, _)| k == key) {
             return Err(NdError::new(format!(
@@ -155,7 +155,7 @@ pub fn check_attributes(attrs: &[(String, ArrayRef)], what: &str) -> Result<(), 
 }
 
 /// `(x=3, y=4)`
-pub fn describe_dims(dims: &[Dim]) -> String {
+pub(super) fn describe_dims(dims: &[Dim]) -> String {
     let parts: Vec<String> = dims
         .iter()
         .map(|d| format!("{}={}", d.name, d.size))

@@ -21,12 +21,12 @@ use arrow::datatypes::{DataType, Field, FieldRef, Fields, UInt32Type};
 use super::array::{Dim, NdArrowArray};
 use super::NdError;
 
-pub const EXTENSION_NAME_KEY: &str = "ARROW:extension:name";
-pub const EXTENSION_METADATA_KEY: &str = "ARROW:extension:metadata";
-pub const ND_ARRAY_EXTENSION: &str = "nd_arrow.array";
-pub const GLOBAL_ATTRS_EXTENSION: &str = "nd_arrow.global_attributes";
-pub const EXTENSION_METADATA: &str = r#"{"version":1}"#;
-pub const GLOBAL_ATTRS_COLUMN: &str = "__global_attrs__";
+pub(crate) const EXTENSION_NAME_KEY: &str = "ARROW:extension:name";
+pub(crate) const EXTENSION_METADATA_KEY: &str = "ARROW:extension:metadata";
+pub(crate) const ND_ARRAY_EXTENSION: &str = "nd_arrow.array";
+pub(crate) const GLOBAL_ATTRS_EXTENSION: &str = "nd_arrow.global_attributes";
+pub(crate) const EXTENSION_METADATA: &str = r#"{"version":1}"#;
+pub(crate) const GLOBAL_ATTRS_COLUMN: &str = "__global_attrs__";
 
 fn extension_metadata(name: &str) -> HashMap<String, String> {
     HashMap::from([
@@ -39,12 +39,12 @@ fn extension_metadata(name: &str) -> HashMap<String, String> {
 }
 
 /// Whether a field carries the `nd_arrow.array` extension.
-pub fn is_nd_array_field(field: &Field) -> bool {
+pub(crate) fn is_nd_array_field(field: &Field) -> bool {
     field.metadata().get(EXTENSION_NAME_KEY).map(String::as_str) == Some(ND_ARRAY_EXTENSION)
 }
 
 /// The struct type of an nd array column with values of `value_type` and attributes `attrs`.
-pub fn nd_array_type(value_type: &DataType, attrs: &Fields) -> DataType {
+pub(crate) fn nd_array_type(value_type: &DataType, attrs: &Fields) -> DataType {
     let mut children = vec![
         Field::new(
             "values",
@@ -69,19 +69,19 @@ pub fn nd_array_type(value_type: &DataType, attrs: &Fields) -> DataType {
 }
 
 /// The table field of the nd array column `name`.
-pub fn nd_array_field(name: &str, value_type: &DataType, attrs: &Fields) -> Field {
+pub(crate) fn nd_array_field(name: &str, value_type: &DataType, attrs: &Fields) -> Field {
     Field::new(name, nd_array_type(value_type, attrs), true)
         .with_metadata(extension_metadata(ND_ARRAY_EXTENSION))
 }
 
 /// The `__global_attrs__` field with one nullable child per key.
-pub fn global_attrs_field(keys: &Fields) -> Field {
+pub(crate) fn global_attrs_field(keys: &Fields) -> Field {
     Field::new(GLOBAL_ATTRS_COLUMN, DataType::Struct(keys.clone()), true)
         .with_metadata(extension_metadata(GLOBAL_ATTRS_EXTENSION))
 }
 
 /// The value type and attribute fields of an nd array field.
-pub fn nd_array_parts(field: &Field) -> Result<(DataType, Fields), NdError> {
+pub(crate) fn nd_array_parts(field: &Field) -> Result<(DataType, Fields), NdError> {
     let DataType::Struct(children) = field.data_type() else {
         return Err(NdError::new(format!(
             "column '{}' is not a struct",
@@ -114,7 +114,7 @@ pub fn nd_array_parts(field: &Field) -> Result<(DataType, Fields), NdError> {
 
 /// Encodes one column of nd arrays (`None`: the row does not have the array). Values and
 /// attributes must already have the column's types.
-pub fn encode_nd_arrays(
+pub(crate) fn encode_nd_arrays(
     rows: &[Option<&NdArrowArray>],
     value_type: &DataType,
     attrs: &Fields,
@@ -203,7 +203,7 @@ fn list(
 
 /// Encodes attribute rows as a struct with `fields` (absent keys are null). `validity` sets the
 /// struct's own nulls.
-pub fn encode_attrs(
+pub(crate) fn encode_attrs(
     rows: &[Option<&[(String, ArrayRef)]>],
     fields: &Fields,
     validity: Option<NullBuffer>,
@@ -245,7 +245,7 @@ pub fn encode_attrs(
 
 /// Decodes row `row` of an nd array column; `None` when the row does not have the array.
 /// `name` names the array in errors (the caller names the row, which it numbers).
-pub fn decode_nd_array(
+pub(crate) fn decode_nd_array(
     column: &StructArray,
     row: usize,
     name: &str,
@@ -296,7 +296,11 @@ pub fn decode_nd_array(
 
 /// The dimensions of row `row` from `dim_names` and `dim_sizes` lists alone (no values).
 /// An absent array and a scalar both have none.
-pub fn decode_dims(names: &ArrayRef, sizes: &ArrayRef, row: usize) -> Result<Vec<Dim>, NdError> {
+pub(crate) fn decode_dims(
+    names: &ArrayRef,
+    sizes: &ArrayRef,
+    row: usize,
+) -> Result<Vec<Dim>, NdError> {
     if names.is_null(row) || sizes.is_null(row) {
         return Ok(vec![]);
     }
@@ -331,7 +335,7 @@ pub fn decode_dims(names: &ArrayRef, sizes: &ArrayRef, row: usize) -> Result<Vec
 }
 
 /// The present attributes of row `row` of an attribute struct (global or per array).
-pub fn decode_attrs(attrs: &StructArray, row: usize) -> Vec<(String, ArrayRef)> {
+pub(crate) fn decode_attrs(attrs: &StructArray, row: usize) -> Vec<(String, ArrayRef)> {
     if attrs.is_null(row) {
         return vec![];
     }
@@ -364,7 +368,7 @@ fn list_value<O: arrow::array::OffsetSizeTrait>(l: &GenericListArray<O>, row: us
 /// Relabels `array` with `to`, a type equal but for field nullability and metadata (what a
 /// table's schema says, e.g. a child that schema evolution added as nullable). Struct children
 /// are matched by name.
-pub fn conform(array: ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
+pub(crate) fn conform(array: ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
     conform_data(array.to_data(), to).map(arrow::array::make_array)
 }
 
@@ -401,7 +405,7 @@ fn conform_data(
 }
 
 /// The fields of a struct type, or none.
-pub fn struct_fields(data_type: &DataType) -> Fields {
+pub(crate) fn struct_fields(data_type: &DataType) -> Fields {
     match data_type {
         DataType::Struct(fields) => fields.clone(),
         _ => Fields::empty(),
@@ -409,7 +413,7 @@ pub fn struct_fields(data_type: &DataType) -> Fields {
 }
 
 /// Union of attribute fields: existing ones keep their place and type, new keys are appended.
-pub fn merge_fields(existing: &Fields, new: impl IntoIterator<Item = FieldRef>) -> Fields {
+pub(crate) fn merge_fields(existing: &Fields, new: impl IntoIterator<Item = FieldRef>) -> Fields {
     let mut out: Vec<FieldRef> = existing.iter().cloned().collect();
     for f in new {
         if !out.iter().any(|e| e.name() == f.name()) {

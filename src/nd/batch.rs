@@ -107,7 +107,7 @@ impl NdRecordBatch {
 /// Infers a grid from the dimensions of several arrays: the highest-rank array sets the axis
 /// order, axes that only lower-rank arrays carry are appended, and a size-1 axis takes a larger
 /// size from another array. Two sizes other than 1 for one axis are an error.
-pub fn infer_grid<'a>(
+pub(crate) fn infer_grid<'a>(
     all_dims: impl Iterator<Item = &'a [Dim]> + Clone,
 ) -> Result<Vec<Dim>, NdError> {
     let mut order: Vec<&[Dim]> = all_dims.collect();
@@ -152,7 +152,7 @@ fn check_broadcast(dims: &[Dim], grid: &[Dim]) -> Result<(), NdError> {
 }
 
 /// The index along grid axis `d` of every cell, in C order.
-pub fn grid_index_column(grid: &[Dim], d: usize) -> Int64Array {
+pub(crate) fn grid_index_column(grid: &[Dim], d: usize) -> Int64Array {
     let inner: usize = grid[d + 1..].iter().map(|g| g.size).product();
     let outer: usize = grid[..d].iter().map(|g| g.size).product();
     let mut values = Vec::with_capacity(inner * outer * grid[d].size);
@@ -165,7 +165,7 @@ pub fn grid_index_column(grid: &[Dim], d: usize) -> Int64Array {
 }
 
 /// `array`'s values broadcast onto `grid`: one value per grid cell, in C order.
-pub fn broadcast(array: &NdArrowArray, grid: &[Dim]) -> Result<ArrayRef, NdError> {
+pub(crate) fn broadcast(array: &NdArrowArray, grid: &[Dim]) -> Result<ArrayRef, NdError> {
     check_broadcast(array.dims(), grid)?;
     let cells = cell_count(grid)?;
     // Same axes in the same order with the same sizes: the values are already the grid.

@@ -24,7 +24,7 @@ use crate::zarr::plan::gather::Gather;
 /// Decodes the value at byte `offset` of each gathered element of `bytes` as `ty`.
 /// `field` names the field in errors. The caller checks that every element fits in `bytes`
 /// (see [`Gather::check_bounds`]).
-pub fn decode_field(
+pub(crate) fn decode_field(
     ty: &ElementType,
     bytes: &[u8],
     gather: &Gather,

@@ -15,11 +15,11 @@ use crate::zarr::metadata::element::{ByteOrder, ElementType};
 use crate::zarr::metadata::fill_value::encode_fill_value;
 
 /// The name of the single value column of an array whose elements are not structs.
-pub const VALUE_COLUMN: &str = "value";
+pub(crate) const VALUE_COLUMN: &str = "value";
 
 /// Everything ndfusion needs to read an array as a table.
 #[derive(Debug, Clone)]
-pub struct ArrayMeta {
+pub(crate) struct ArrayMeta {
     pub shape: Vec<u64>,
     /// Shape of the (outer) chunks that are stored as single objects.
     pub chunk_shape: Vec<u64>,
@@ -80,14 +80,14 @@ pub(crate) fn check_sizes(
 
 impl ArrayMeta {
     /// Bytes of one decoded chunk (checked to fit when the metadata was read).
-    pub fn chunk_bytes(&self) -> u64 {
+    pub(crate) fn chunk_bytes(&self) -> u64 {
         self.chunk_shape
             .iter()
             .fold(self.element.size() as u64, |n, &d| n.saturating_mul(d))
     }
 
     /// The metadata file this came from: `zarr.json` (v3) or `.zarray` (v2).
-    pub fn file_name(&self) -> &'static str {
+    pub(crate) fn file_name(&self) -> &'static str {
         match self.zarrs_metadata {
             ArrayMetadata::V3(_) => "zarr.json",
             ArrayMetadata::V2(_) => ".zarray",
@@ -97,7 +97,7 @@ impl ArrayMeta {
 
 #[cfg(test)]
 /// Parses a `zarr.json` document; `path` names it in errors.
-pub fn parse_v3(path: &str, text: &[u8]) -> Result<ArrayMeta, Error> {
+pub(crate) fn parse_v3(path: &str, text: &[u8]) -> Result<ArrayMeta, Error> {
     let doc: Value = serde_json::from_slice(text).map_err(|source| Error::MetadataJson {
         path: path.to_string(),
         source,
@@ -106,7 +106,7 @@ pub fn parse_v3(path: &str, text: &[u8]) -> Result<ArrayMeta, Error> {
 }
 
 /// Parses a `zarr.json` document already read as JSON (a file, or consolidated metadata).
-pub fn parse_v3_value(path: &str, doc: Value) -> Result<ArrayMeta, Error> {
+pub(crate) fn parse_v3_value(path: &str, doc: Value) -> Result<ArrayMeta, Error> {
     let invalid = |reason: String| Error::InvalidMetadata {
         path: path.to_string(),
         reason,
@@ -328,7 +328,7 @@ pub(crate) fn dimension_names(value: Option<&Value>, rank: usize) -> Result<Vec<
 }
 
 /// Fills absent names with `dim_<i>`.
-pub fn default_dimension_names(given: Vec<Option<String>>) -> Vec<String> {
+pub(crate) fn default_dimension_names(given: Vec<Option<String>>) -> Vec<String> {
     given
         .into_iter()
         .enumerate()

@@ -11,12 +11,12 @@ use crate::zarr::metadata::element::{ByteOrder, ElementType, ScalarKind, StructF
 /// Parses a v3 `data_type`. `order` is the byte order of the `bytes` codec; `None` when it has
 /// no `endian` (allowed only when no field is multi-byte, checked by the caller).
 /// Errors are plain messages; the caller adds the array path.
-pub fn parse_data_type(value: &Value, order: ByteOrder) -> Result<ElementType, String> {
+pub(crate) fn parse_data_type(value: &Value, order: ByteOrder) -> Result<ElementType, String> {
     parse_at(value, order, "")
 }
 
 /// Whether a data type is a struct (`struct` or legacy `structured`).
-pub fn is_struct_data_type(value: &Value) -> bool {
+pub(crate) fn is_struct_data_type(value: &Value) -> bool {
     matches!(type_name(value), Some("struct" | "structured"))
 }
 
@@ -198,7 +198,7 @@ fn time_scale(config: Option<&Value>, name: &str, at: &str) -> Result<TimeScale,
 
 /// Maps a NumPy time unit times a scale factor onto an Arrow unit, when that is exact.
 /// Months and years have no fixed length and sub-nanosecond units do not fit Arrow.
-pub fn numpy_time_scale(unit: &str, scale_factor: i64) -> Option<TimeScale> {
+pub(crate) fn numpy_time_scale(unit: &str, scale_factor: i64) -> Option<TimeScale> {
     let (unit, per): (TimeUnit, i64) = match unit {
         "W" => (TimeUnit::Second, 7 * 86_400),
         "D" => (TimeUnit::Second, 86_400),

@@ -11,7 +11,7 @@ use arrow::datatypes::{DataType, Field as ArrowField, Fields, TimeUnit};
 /// Byte order of a multi-byte value in the decoded element bytes (the stored order: the `bytes`
 /// codec's `endian` in v3, the per-field `<`/`>` in v2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ByteOrder {
+pub(crate) enum ByteOrder {
     Little,
     Big,
 }
@@ -19,14 +19,14 @@ pub enum ByteOrder {
 /// A NumPy `datetime64` / `timedelta64` unit that maps onto an Arrow time unit exactly:
 /// a value `v` means `v * multiplier` of `unit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TimeScale {
+pub(crate) struct TimeScale {
     pub unit: TimeUnit,
     pub multiplier: i64,
 }
 
 /// A fixed-size value that is not a struct.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ScalarKind {
+pub(crate) enum ScalarKind {
     Bool,
     Int8,
     Int16,
@@ -57,7 +57,7 @@ pub enum ScalarKind {
 
 impl ScalarKind {
     /// Encoded size in bytes.
-    pub fn size(&self) -> usize {
+    pub(crate) fn size(&self) -> usize {
         use ScalarKind::*;
         match self {
             Bool | Int8 | UInt8 => 1,
@@ -71,12 +71,12 @@ impl ScalarKind {
     }
 
     /// Whether byte order matters for this kind (the spec requires an explicit `endian` then).
-    pub fn is_multi_byte(&self) -> bool {
+    pub(crate) fn is_multi_byte(&self) -> bool {
         use ScalarKind::*;
         !matches!(self, Bool | Int8 | UInt8 | Raw(_) | NullTerminatedBytes(_))
     }
 
-    pub fn arrow_type(&self) -> DataType {
+    pub(crate) fn arrow_type(&self) -> DataType {
         use ScalarKind::*;
         match self {
             Bool => DataType::Boolean,
@@ -102,17 +102,17 @@ impl ScalarKind {
     }
 
     /// Whether the Arrow column can hold NULLs (only NaT does).
-    pub fn nullable(&self) -> bool {
+    pub(crate) fn nullable(&self) -> bool {
         matches!(self, ScalarKind::DateTime(_) | ScalarKind::TimeDelta(_))
     }
 }
 
 /// Complex numbers are `Struct{re, im}`.
-pub fn complex_type(part: DataType) -> DataType {
+pub(crate) fn complex_type(part: DataType) -> DataType {
     DataType::Struct(complex_fields(part))
 }
 
-pub fn complex_fields(part: DataType) -> Fields {
+pub(crate) fn complex_fields(part: DataType) -> Fields {
     Fields::from(vec![
         ArrowField::new("re", part.clone(), false),
         ArrowField::new("im", part, false),
@@ -121,7 +121,7 @@ pub fn complex_fields(part: DataType) -> Fields {
 
 /// The type of an element or of a struct field.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ElementType {
+pub(crate) enum ElementType {
     Scalar {
         kind: ScalarKind,
         order: ByteOrder,
@@ -137,20 +137,20 @@ pub enum ElementType {
 
 /// A named field of a struct element.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StructField {
+pub(crate) struct StructField {
     pub name: String,
     pub ty: ElementType,
 }
 
 /// The largest element ndfusion reads: metadata may claim any size, and every element is
 /// decoded into memory.
-pub const MAX_ELEMENT_BYTES: usize = 1 << 26;
+pub(crate) const MAX_ELEMENT_BYTES: usize = 1 << 26;
 
 impl ElementType {
     /// Encoded size in bytes, checked: `None` when it overflows or exceeds
     /// [`MAX_ELEMENT_BYTES`]. Metadata parsing checks it once, so [`size`](Self::size) cannot
     /// overflow afterwards.
-    pub fn checked_size(&self) -> Option<usize> {
+    pub(crate) fn checked_size(&self) -> Option<usize> {
         let size = match self {
             ElementType::Scalar {
                 kind: ScalarKind::Utf32 { chars },
@@ -166,7 +166,7 @@ impl ElementType {
     }
 
     /// Encoded size in bytes: fields are packed with no padding.
-    pub fn size(&self) -> usize {
+    pub(crate) fn size(&self) -> usize {
         match self {
             ElementType::Scalar { kind, .. } => kind.size(),
             ElementType::Struct(fields) => fields.iter().map(|f| f.ty.size()).sum(),
@@ -174,7 +174,7 @@ impl ElementType {
         }
     }
 
-    pub fn arrow_type(&self) -> DataType {
+    pub(crate) fn arrow_type(&self) -> DataType {
         match self {
             ElementType::Scalar { kind, .. } => kind.arrow_type(),
             ElementType::Struct(fields) => DataType::Struct(struct_fields(fields)),
@@ -185,7 +185,7 @@ impl ElementType {
         }
     }
 
-    pub fn nullable(&self) -> bool {
+    pub(crate) fn nullable(&self) -> bool {
         match self {
             ElementType::Scalar { kind, .. } => kind.nullable(),
             _ => false,
@@ -193,7 +193,7 @@ impl ElementType {
     }
 
     /// Calls `f` on every scalar leaf, depth first.
-    pub fn for_each_scalar(&self, f: &mut impl FnMut(&ScalarKind, ByteOrder)) {
+    pub(crate) fn for_each_scalar(&self, f: &mut impl FnMut(&ScalarKind, ByteOrder)) {
         match self {
             ElementType::Scalar { kind, order } => f(kind, *order),
             ElementType::Struct(fields) => fields.iter().for_each(|x| x.ty.for_each_scalar(f)),
@@ -203,7 +203,7 @@ impl ElementType {
 }
 
 /// The Arrow fields of a struct's fields, in declaration order.
-pub fn struct_fields(fields: &[StructField]) -> Fields {
+pub(crate) fn struct_fields(fields: &[StructField]) -> Fields {
     fields
         .iter()
         .map(|f| ArrowField::new(&f.name, f.ty.arrow_type(), f.ty.nullable()))
@@ -211,7 +211,7 @@ pub fn struct_fields(fields: &[StructField]) -> Fields {
 }
 
 /// Byte offset of each field within its struct, in declaration order.
-pub fn field_offsets(fields: &[StructField]) -> Vec<usize> {
+pub(crate) fn field_offsets(fields: &[StructField]) -> Vec<usize> {
     let mut offset = 0;
     fields
         .iter()

@@ -10,7 +10,7 @@ use crate::zarr::metadata::element::{ByteOrder, ElementType, ScalarKind};
 
 /// Encodes the JSON `fill_value` of an array with element type `ty`.
 /// Errors are plain messages naming the field at fault; the caller adds the array path.
-pub fn encode_fill_value(ty: &ElementType, value: &Value) -> Result<Vec<u8>, String> {
+pub(crate) fn encode_fill_value(ty: &ElementType, value: &Value) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(ty.size());
     encode_into(ty, value, "", &mut out)?;
     debug_assert_eq!(out.len(), ty.size());

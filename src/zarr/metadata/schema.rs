@@ -11,7 +11,7 @@ use crate::zarr::metadata::element::ElementType;
 
 /// Where a table column's values come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ColumnSource {
+pub(crate) enum ColumnSource {
     /// The element's index along dimension `d`.
     Dimension(usize),
     /// Top-level struct field `i` of the element.
@@ -24,14 +24,14 @@ pub enum ColumnSource {
 
 impl ColumnSource {
     /// Whether the column comes from the elements' bytes (not from indices or attributes).
-    pub fn reads_elements(&self) -> bool {
+    pub(crate) fn reads_elements(&self) -> bool {
         matches!(self, ColumnSource::Field(_) | ColumnSource::Element)
     }
 }
 
 /// Dimension index columns first, then one column per top-level struct field (or `value`),
 /// then `__global_attrs__` when the array has attributes.
-pub fn table_columns(
+pub(crate) fn table_columns(
     meta: &ArrayMeta,
     global_attrs: Option<&GlobalAttrs>,
 ) -> Result<(SchemaRef, Vec<ColumnSource>), String> {

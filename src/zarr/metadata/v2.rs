@@ -16,7 +16,11 @@ use crate::zarr::metadata::element::{ByteOrder, ElementType, ScalarKind, StructF
 use crate::zarr::metadata::fill_value::encode_fill_value;
 
 /// Parses a `.zarray` document and its `.zattrs` (from files or consolidated metadata).
-pub fn parse_v2_value(path: &str, doc: Value, attrs: Option<Value>) -> Result<ArrayMeta, Error> {
+pub(crate) fn parse_v2_value(
+    path: &str,
+    doc: Value,
+    attrs: Option<Value>,
+) -> Result<ArrayMeta, Error> {
     let invalid = |reason: String| Error::InvalidMetadata {
         path: path.to_string(),
         reason,
@@ -94,7 +98,7 @@ fn u64_list(value: Option<&Value>) -> Option<Vec<u64>> {
 }
 
 /// A NumPy dtype: a typestring or a structured list.
-pub fn parse_dtype(dtype: &Value) -> Result<ElementType, String> {
+pub(crate) fn parse_dtype(dtype: &Value) -> Result<ElementType, String> {
     match dtype {
         Value::String(s) => parse_typestr(s),
         Value::Array(fields) => parse_fields(fields, ""),
@@ -163,7 +167,7 @@ fn parse_fields(fields: &[Value], parent: &str) -> Result<ElementType, String> {
 }
 
 /// `<f8`, `|b1`, `>i2`, `<U4`, `|S5`, `|V3`, `<M8[ns]`, `<m8[10s]`.
-pub fn parse_typestr(s: &str) -> Result<ElementType, String> {
+pub(crate) fn parse_typestr(s: &str) -> Result<ElementType, String> {
     let mut chars = s.chars();
     let order = match chars.next() {
         Some('<' | '|' | '=') => ByteOrder::Little,

@@ -70,7 +70,7 @@ impl ChunkSelection {
     }
 
     /// One past the last selected element of the chunk, in C order.
-    pub fn end_element(&self) -> u64 {
+    pub(crate) fn end_element(&self) -> u64 {
         let strides = c_strides(&self.shape);
         self.local
             .iter()
@@ -86,7 +86,7 @@ impl ChunkSelection {
 
     /// The smallest box of the chunk that holds every selected element, as (start, shape) in
     /// chunk coordinates; `None` when that box is the whole chunk.
-    pub fn bounding_box(&self) -> Option<(Vec<u64>, Vec<u64>)> {
+    pub(crate) fn bounding_box(&self) -> Option<(Vec<u64>, Vec<u64>)> {
         let mut start = self.shape.clone();
         let mut end = vec![0; self.shape.len()];
         for b in &self.local {
@@ -106,7 +106,7 @@ impl ChunkSelection {
 
     /// The same read with the chunk narrowed to the box at `start` of `shape` (which holds every
     /// selected element): its bytes are then the decoded box, not the whole chunk.
-    pub fn within(&self, start: &[u64], shape: &[u64]) -> ChunkSelection {
+    pub(crate) fn within(&self, start: &[u64], shape: &[u64]) -> ChunkSelection {
         let mut read = ChunkSelection {
             indices: self.indices.clone(),
             origin: self.origin.iter().zip(start).map(|(o, s)| o + s).collect(),
@@ -132,7 +132,12 @@ impl ChunkSelection {
     /// element) as pieces along its first dimension of at most `max_elements` elements each
     /// (at least one slice of the first dimension), each narrowed to its own box. Pieces with
     /// no selected element are left out; together the pieces produce `rows` rows.
-    pub fn pieces(&self, start: &[u64], shape: &[u64], max_elements: u64) -> Vec<ChunkSelection> {
+    pub(crate) fn pieces(
+        &self,
+        start: &[u64],
+        shape: &[u64],
+        max_elements: u64,
+    ) -> Vec<ChunkSelection> {
         let Some((&first, inner)) = shape.split_first() else {
             return vec![self.within(start, shape)];
         };
@@ -160,7 +165,7 @@ impl ChunkSelection {
     }
 
     /// Byte positions of the selected elements inside the decoded chunk, in C order.
-    pub fn gather(&self, element_size: usize) -> Gather {
+    pub(crate) fn gather(&self, element_size: usize) -> Gather {
         if let Some(start) = self.contiguous_start() {
             return Gather::Strided {
                 start: start as usize * element_size,
@@ -181,7 +186,7 @@ impl ChunkSelection {
     /// variable's `j`-th dimension is, and the variable's box spans this read's box on it.
     /// Dimensions the variable lacks are broadcast: every selected element along them reads
     /// the same value.
-    pub fn project_gather(&self, axes: &[usize], element_size: usize) -> Gather {
+    pub(crate) fn project_gather(&self, axes: &[usize], element_size: usize) -> Gather {
         let identity =
             axes.len() == self.shape.len() && axes.iter().enumerate().all(|(j, &a)| j == a);
         if identity {
@@ -206,7 +211,7 @@ impl ChunkSelection {
     }
 
     /// The Int64 index column of each dimension for the selected rows.
-    pub fn dimension_columns(&self) -> Vec<ArrayRef> {
+    pub(crate) fn dimension_columns(&self) -> Vec<ArrayRef> {
         let rank = self.shape.len();
         if self.local.len() == 1 {
             return self.single_box_dimension_columns();

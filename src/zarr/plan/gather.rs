@@ -5,7 +5,7 @@ use arrow::array::{Array, BooleanArray};
 
 /// The byte positions at which the selected elements start, in output row order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Gather {
+pub(crate) enum Gather {
     /// `count` elements at `start`, `start + stride`, ... A stride of 0 repeats one element
     /// (a missing chunk reads its fill value this way).
     Strided {
@@ -18,7 +18,7 @@ pub enum Gather {
 }
 
 impl Gather {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             Gather::Strided { count, .. } => *count,
             Gather::Positions(p) => p.len(),
@@ -39,7 +39,7 @@ impl Gather {
     }
 
     /// Keeps the elements whose `mask` entry is true (NULL counts as false).
-    pub fn filter(&self, mask: &BooleanArray) -> Gather {
+    pub(crate) fn filter(&self, mask: &BooleanArray) -> Gather {
         let keep = match mask.nulls() {
             Some(nulls) => mask.values() & nulls.inner(),
             None => mask.values().clone(),
@@ -86,7 +86,7 @@ impl Gather {
     }
 
     /// Checks that each gathered element of `element_size` bytes lies inside `bytes`.
-    pub fn check_bounds(&self, bytes: &[u8], element_size: usize) -> Result<(), String> {
+    pub(crate) fn check_bounds(&self, bytes: &[u8], element_size: usize) -> Result<(), String> {
         match self.max_position() {
             Some(p) if p + element_size > bytes.len() => Err(format!(
                 "decoded chunk holds {} bytes, but element bytes up to {} are needed",

@@ -4,16 +4,16 @@ use std::fmt;
 use std::ops::Range;
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct IndexSet(Vec<Range<u64>>);
+pub(crate) struct IndexSet(Vec<Range<u64>>);
 
 impl IndexSet {
     /// `0..n`.
-    pub fn full(n: u64) -> Self {
+    pub(crate) fn full(n: u64) -> Self {
         IndexSet::interval(n, 0, n)
     }
 
     /// `start..end`, clipped to `0..n`.
-    pub fn interval(n: u64, start: u64, end: u64) -> Self {
+    pub(crate) fn interval(n: u64, start: u64, end: u64) -> Self {
         let (start, end) = (start.min(n), end.min(n));
         IndexSet(
             std::iter::once(start..end)
@@ -22,13 +22,13 @@ impl IndexSet {
         )
     }
 
-    pub fn empty() -> Self {
+    pub(crate) fn empty() -> Self {
         IndexSet(vec![])
     }
 
     /// Normalises `ranges`: clipped to `0..n`, empty ones dropped, overlapping and adjacent
     /// ones merged.
-    pub fn from_ranges(n: u64, mut ranges: Vec<Range<u64>>) -> Self {
+    pub(crate) fn from_ranges(n: u64, mut ranges: Vec<Range<u64>>) -> Self {
         ranges
             .iter_mut()
             .for_each(|r| *r = r.start.min(n)..r.end.min(n));
@@ -44,19 +44,19 @@ impl IndexSet {
         IndexSet(merged)
     }
 
-    pub fn ranges(&self) -> &[Range<u64>] {
+    pub(crate) fn ranges(&self) -> &[Range<u64>] {
         &self.0
     }
 
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.0.iter().map(|r| r.end - r.start).sum()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
-    pub fn intersect(&self, other: &IndexSet) -> IndexSet {
+    pub(crate) fn intersect(&self, other: &IndexSet) -> IndexSet {
         let (mut i, mut j) = (0, 0);
         let mut out = Vec::new();
         while i < self.0.len() && j < other.0.len() {
@@ -75,7 +75,7 @@ impl IndexSet {
     }
 
     /// The indices of `0..n` not in the set.
-    pub fn complement(&self, n: u64) -> IndexSet {
+    pub(crate) fn complement(&self, n: u64) -> IndexSet {
         let mut out = Vec::with_capacity(self.0.len() + 1);
         let mut at = 0;
         for r in &self.0 {
@@ -90,14 +90,14 @@ impl IndexSet {
         IndexSet::from_ranges(n, out)
     }
 
-    pub fn difference(&self, other: &IndexSet) -> IndexSet {
+    pub(crate) fn difference(&self, other: &IndexSet) -> IndexSet {
         let n = self.0.last().map_or(0, |r| r.end);
         self.intersect(&other.complement(n))
     }
 
     /// Shifted by `-offset` and clipped to `0..len`: the part of the set inside a chunk that
     /// starts at `offset`, in chunk-local indices.
-    pub fn local(&self, offset: u64, len: u64) -> IndexSet {
+    pub(crate) fn local(&self, offset: u64, len: u64) -> IndexSet {
         let first = self.0.partition_point(|r| r.end <= offset);
         let ranges = self.0[first..]
             .iter()
@@ -108,7 +108,7 @@ impl IndexSet {
     }
 
     /// How many indices of the set are below `x`.
-    pub fn count_below(&self, x: u64) -> u64 {
+    pub(crate) fn count_below(&self, x: u64) -> u64 {
         self.0
             .iter()
             .take_while(|r| r.start < x)
@@ -117,7 +117,7 @@ impl IndexSet {
     }
 
     /// Every index in the set, in order.
-    pub fn indices(&self) -> impl Iterator<Item = u64> + '_ {
+    pub(crate) fn indices(&self) -> impl Iterator<Item = u64> + '_ {
         self.0.iter().flat_map(|r| r.clone())
     }
 }

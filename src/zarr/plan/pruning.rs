@@ -19,10 +19,10 @@ use crate::zarr::plan::index_set::IndexSet;
 use crate::zarr::plan::selection::{IndexBox, MAX_BOXES};
 
 /// A union of (possibly overlapping) boxes.
-pub type Region = Vec<IndexBox>;
+pub(crate) type Region = Vec<IndexBox>;
 
 /// What a comparison of a dimension's values with a literal selects.
-pub trait AxisLookup {
+pub(crate) trait AxisLookup {
     /// The indices where `value(i) op literal` holds, the values first cast to `cast` when the
     /// filter casts the column; `None` when that cannot be told exactly from the values (the
     /// filter then runs in the scan).
@@ -35,7 +35,7 @@ pub trait AxisLookup {
 }
 
 /// The dimensions of the array a filter runs against.
-pub struct Dimensions<'a> {
+pub(crate) struct Dimensions<'a> {
     pub names: &'a [String],
     pub shape: &'a [u64],
     /// Per dimension, the lookup of its values when its column shows coordinate values
@@ -129,7 +129,7 @@ fn lossless_index_cast(t: &DataType) -> bool {
 }
 
 /// The region `expr` selects, or `None` when it cannot be converted exactly.
-pub fn filter_region(expr: &Expr, dims: &Dimensions) -> Option<Region> {
+pub(crate) fn filter_region(expr: &Expr, dims: &Dimensions) -> Option<Region> {
     region(expr, dims, false)
 }
 
@@ -278,7 +278,7 @@ fn intersect(a: Region, b: Region) -> Option<Region> {
 }
 
 /// The intersection of the regions of several filters (they are ANDed).
-pub fn intersect_all(regions: Vec<Region>, dims: &Dimensions) -> Option<Region> {
+pub(crate) fn intersect_all(regions: Vec<Region>, dims: &Dimensions) -> Option<Region> {
     regions
         .into_iter()
         .try_fold(vec![dims.everything()], intersect)

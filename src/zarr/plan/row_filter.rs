@@ -20,7 +20,7 @@ use crate::zarr::metadata::schema::ColumnSource;
 
 /// A filter over a table whose columns come from sources `S`.
 #[derive(Debug)]
-pub struct RowFilter<S = ColumnSource> {
+pub(crate) struct RowFilter<S = ColumnSource> {
     /// The predicate, over `schema`.
     pub predicate: Arc<dyn PhysicalExpr>,
     /// The columns the predicate reads, in `schema` order.
@@ -33,7 +33,7 @@ pub struct RowFilter<S = ColumnSource> {
 impl<S> RowFilter<S> {
     /// The rows the filter keeps, given its columns (`inputs`, in `columns` order) of `rows`
     /// rows; NULL keeps no row, as in a FilterExec. A failure is the query's filter's.
-    pub fn keep(&self, inputs: Vec<ArrayRef>, rows: usize) -> crate::Result<BooleanArray> {
+    pub(crate) fn keep(&self, inputs: Vec<ArrayRef>, rows: usize) -> crate::Result<BooleanArray> {
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
         let batch = RecordBatch::try_new_with_options(Arc::clone(&self.schema), inputs, &options)
             .map_err(|e| crate::Error::arrow("assembling the row filter's input", e))?;
@@ -63,7 +63,7 @@ impl<S> RowFilter<S> {
 impl<S: Clone> RowFilter<S> {
     /// Builds the filter for `expr` over a table with `table_schema` whose columns come from
     /// `sources`.
-    pub fn try_new(
+    pub(crate) fn try_new(
         expr: Expr,
         table_schema: &Schema,
         sources: &[S],

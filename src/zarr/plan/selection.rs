@@ -81,19 +81,19 @@ fn merge_boxes(mut boxes: Vec<IndexBox>) -> Vec<IndexBox> {
 
 impl Selection {
     /// Every element of an array of `shape`.
-    pub fn all(shape: &[u64]) -> Self {
+    pub(crate) fn all(shape: &[u64]) -> Self {
         Selection::from_boxes(vec![shape.iter().map(|&n| IndexSet::full(n)).collect()])
             .expect("one box")
     }
 
     /// No element.
-    pub fn none() -> Self {
+    pub(crate) fn none() -> Self {
         Selection { boxes: vec![] }
     }
 
     /// The union of possibly overlapping boxes, made disjoint; `None` when that takes more
     /// than [`MAX_BOXES`] boxes.
-    pub fn from_boxes(boxes: Vec<IndexBox>) -> Option<Self> {
+    pub(crate) fn from_boxes(boxes: Vec<IndexBox>) -> Option<Self> {
         let mut disjoint: Vec<IndexBox> = Vec::new();
         for b in boxes.into_iter().filter(|b| !box_is_empty(b)) {
             let mut pieces = vec![b];
@@ -113,17 +113,17 @@ impl Selection {
         })
     }
 
-    pub fn boxes(&self) -> &[IndexBox] {
+    pub(crate) fn boxes(&self) -> &[IndexBox] {
         &self.boxes
     }
 
     /// Number of selected elements.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.boxes.iter().map(box_len).sum()
     }
 
     /// Whether every element of an array of `shape` is selected.
-    pub fn is_all(&self, shape: &[u64]) -> bool {
+    pub(crate) fn is_all(&self, shape: &[u64]) -> bool {
         self.len() == shape.iter().product::<u64>()
     }
 }
@@ -131,7 +131,7 @@ impl Selection {
 impl Selection {
     /// `time=[0..2] x station=[3..4]`, boxes joined by ` | `; `none` when empty. Dimensions
     /// that a box does not constrain are left out.
-    pub fn describe(&self, names: &[String], shape: &[u64]) -> String {
+    pub(crate) fn describe(&self, names: &[String], shape: &[u64]) -> String {
         if self.boxes.is_empty() {
             return "none".into();
         }

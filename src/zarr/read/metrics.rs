@@ -22,7 +22,7 @@ pub(crate) struct ChunkMetrics {
 }
 
 impl ChunkMetrics {
-    pub fn new(metrics: &ExecutionPlanMetricsSet, partition: usize) -> Self {
+    pub(crate) fn new(metrics: &ExecutionPlanMetricsSet, partition: usize) -> Self {
         let counter = |name: &'static str| MetricBuilder::new(metrics).counter(name, partition);
         ChunkMetrics {
             chunks_fetched: counter("chunks_fetched"),

@@ -7,7 +7,11 @@ use std::io::Read;
 /// The first `len` bytes of the zstd frame `encoded`, which must decompress to `total` bytes,
 /// or `None` when the whole frame must be decompressed anyway: `len` reaches its end, or the
 /// frame carries a content checksum (verified only at the end of the frame).
-pub fn decode_prefix(encoded: &[u8], len: usize, total: usize) -> Result<Option<Vec<u8>>, String> {
+pub(crate) fn decode_prefix(
+    encoded: &[u8],
+    len: usize,
+    total: usize,
+) -> Result<Option<Vec<u8>>, String> {
     if len >= total || has_checksum(encoded) {
         return Ok(None);
     }
