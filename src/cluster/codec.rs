@@ -73,15 +73,25 @@ struct EncodedScan {
 pub(crate) struct NdfusionLogicalCodec {
     inner: BallistaLogicalExtensionCodec,
     allowed: AllowedLocations,
+    opened: Arc<OpenedTables>,
 }
 
-impl NdfusionLogicalCodec {
-    pub(crate) fn new(allowed: AllowedLocations) -> Self {
-        NdfusionLogicalCodec {
-            inner: BallistaLogicalExtensionCodec::default(),
-            allowed,
-        }
-    }
+/// The logical and physical codecs of one process, sharing the tables it opened.
+pub(crate) fn codecs(
+    allowed: AllowedLocations,
+) -> (Arc<NdfusionLogicalCodec>, Arc<NdfusionPhysicalCodec>) {
+    let opened = Arc::new(OpenedTables::default());
+    let logical = NdfusionLogicalCodec {
+        inner: BallistaLogicalExtensionCodec::default(),
+        allowed: allowed.clone(),
+        opened: Arc::clone(&opened),
+    };
+    let physical = NdfusionPhysicalCodec {
+        inner: BallistaPhysicalExtensionCodec::default(),
+        allowed,
+        opened,
+    };
+    (Arc::new(logical), Arc::new(physical))
 }
 
 /// Ballista's physical codec, knowing ndfusion's scans.
@@ -89,15 +99,7 @@ impl NdfusionLogicalCodec {
 pub(crate) struct NdfusionPhysicalCodec {
     inner: BallistaPhysicalExtensionCodec,
     allowed: AllowedLocations,
-}
-
-impl NdfusionPhysicalCodec {
-    pub(crate) fn new(allowed: AllowedLocations) -> Self {
-        NdfusionPhysicalCodec {
-            inner: BallistaPhysicalExtensionCodec::default(),
-            allowed,
-        }
-    }
+    opened: Arc<OpenedTables>,
 }
 
 impl LogicalExtensionCodec for NdfusionLogicalCodec {
@@ -127,7 +129,7 @@ impl LogicalExtensionCodec for NdfusionLogicalCodec {
                 .try_decode_table_provider(buf, table_ref, schema, ctx);
         };
         let table: EncodedTable = from_json(message, "table")?;
-        let provider = block_on(&table, open_table(&table, &self.allowed))??;
+        let provider = block_on(&table, open_table(&table, &self.allowed, &self.opened))??;
         if provider.schema().fields() != schema.fields() {
             return Err(changed(
                 &table,
@@ -212,7 +214,7 @@ impl PhysicalExtensionCodec for NdfusionPhysicalCodec {
         };
         let scan: EncodedScan = from_json(message, "scan")?;
         let table = &scan.table;
-        let plan = block_on(table, replay_scan(&scan, ctx, &self.allowed))??;
+        let plan = block_on(table, replay_scan(&scan, ctx, &self.allowed, &self.opened))??;
         let explain = explain_line(plan.as_ref());
         if plan.properties().partitioning.partition_count() != scan.partitions
             || explain != scan.explain
@@ -324,16 +326,22 @@ fn encode_scan(origin: &ScanOrigin, plan: &dyn ExecutionPlan) -> Result<EncodedS
 /// of a query, and every query of the table, reuses it, as a local session reuses the table
 /// `CREATE EXTERNAL TABLE` opened, instead of reading its metadata again (for a collection,
 /// every member's).
-struct OpenedTables {
+#[derive(Default)]
+pub(crate) struct OpenedTables {
     entries: std::sync::Mutex<Vec<(String, Arc<dyn TableProvider>)>>,
 }
 
 /// Tables kept per process (the least recently used goes first).
 const OPENED_TABLES: usize = 32;
 
-static OPENED: OpenedTables = OpenedTables {
-    entries: std::sync::Mutex::new(Vec::new()),
-};
+impl std::fmt::Debug for OpenedTables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let entries = self.entries.lock().map_or(0, |e| e.len());
+        f.debug_struct("OpenedTables")
+            .field("entries", &entries)
+            .finish()
+    }
+}
 
 impl OpenedTables {
     fn get(&self, key: &str) -> Option<Arc<dyn TableProvider>> {
@@ -360,6 +368,7 @@ impl OpenedTables {
 async fn open_table(
     table: &EncodedTable,
     allowed: &AllowedLocations,
+    opened: &OpenedTables,
 ) -> Result<Arc<dyn TableProvider>> {
     for location in &table.locations {
         allowed.check(location).map_err(external)?;
@@ -367,7 +376,7 @@ async fn open_table(
     allowed.check_options(&table.options).map_err(external)?;
     // The opening in the key tells a table created again from the one before.
     let key = String::from_utf8_lossy(&to_json(table)?).to_string();
-    if let Some(provider) = OPENED.get(&key) {
+    if let Some(provider) = opened.get(&key) {
         return Ok(provider);
     }
     let provider = open_table_again(table).await?;
@@ -377,7 +386,7 @@ async fn open_table(
             allowed.check(member).map_err(external)?;
         }
     }
-    OPENED.put(key, Arc::clone(&provider));
+    opened.put(key, Arc::clone(&provider));
     Ok(provider)
 }
 
@@ -421,8 +430,9 @@ async fn replay_scan(
     scan: &EncodedScan,
     ctx: &TaskContext,
     allowed: &AllowedLocations,
+    opened: &OpenedTables,
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    let provider = open_table(&scan.table, allowed).await?;
+    let provider = open_table(&scan.table, allowed, opened).await?;
     let filters = scan
         .filters
         .iter()
@@ -520,10 +530,10 @@ mod tests {
         let df = ctx.sql(query).await.unwrap();
         let logical = df.logical_plan().clone();
 
-        let logical_codec = NdfusionLogicalCodec::new(AllowedLocations::everything());
-        let bytes = logical_plan_to_bytes_with_extension_codec(&logical, &logical_codec).unwrap();
+        let (logical_codec, physical_codec) = codecs(AllowedLocations::everything());
+        let bytes = logical_plan_to_bytes_with_extension_codec(&logical, &*logical_codec).unwrap();
         let decoded =
-            logical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &logical_codec)
+            logical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &*logical_codec)
                 .unwrap();
         assert_eq!(
             format!("{}", decoded.display_indent()),
@@ -531,13 +541,15 @@ mod tests {
         );
 
         let physical = ctx.state().create_physical_plan(&logical).await.unwrap();
-        let physical_codec = NdfusionPhysicalCodec::new(AllowedLocations::everything());
         let bytes =
-            physical_plan_to_bytes_with_extension_codec(Arc::clone(&physical), &physical_codec)
+            physical_plan_to_bytes_with_extension_codec(Arc::clone(&physical), &*physical_codec)
                 .unwrap();
-        let decoded =
-            physical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &physical_codec)
-                .unwrap();
+        let decoded = physical_plan_from_bytes_with_extension_codec(
+            &bytes,
+            &ctx.task_ctx(),
+            &*physical_codec,
+        )
+        .unwrap();
         assert_eq!(explain(&decoded), explain(&physical));
         let shown = explain(&physical);
         let expected = rows(physical, &ctx).await;
@@ -593,10 +605,10 @@ mod tests {
             .unwrap()
             .logical_plan()
             .clone();
-        let open = NdfusionLogicalCodec::new(AllowedLocations::everything());
-        let bytes = logical_plan_to_bytes_with_extension_codec(&plan, &open).unwrap();
-        let strict = NdfusionLogicalCodec::new(AllowedLocations::prefixes(["s3://bucket"]));
-        let err = logical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &strict)
+        let open = codecs(AllowedLocations::everything()).0;
+        let bytes = logical_plan_to_bytes_with_extension_codec(&plan, &*open).unwrap();
+        let strict = codecs(AllowedLocations::prefixes(["s3://bucket"])).0;
+        let err = logical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &*strict)
             .unwrap_err();
         assert!(
             crate::Error::user_message(&err).contains(

@@ -38,7 +38,7 @@ use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use tonic::service::interceptor::InterceptedService;
 
 pub use allowed::AllowedLocations;
-use codec::{NdfusionLogicalCodec, NdfusionPhysicalCodec};
+use codec::codecs;
 pub use security::{ClusterSecurity, TOKEN_ENV};
 
 use crate::error::{Error, Result};
@@ -46,15 +46,12 @@ use crate::error::{Error, Result};
 /// A session configuration for a cluster client: Ballista's settings and ndfusion's codecs,
 /// and the token and TLS of `security` on every link it opens.
 fn client_config(base: SessionConfig, security: &ClusterSecurity) -> SessionConfig {
+    let (logical, physical) = codecs(AllowedLocations::everything());
     let config = base
         .upgrade_for_ballista()
         .with_information_schema(true)
-        .with_ballista_logical_extension_codec(Arc::new(NdfusionLogicalCodec::new(
-            AllowedLocations::everything(),
-        )))
-        .with_ballista_physical_extension_codec(Arc::new(NdfusionPhysicalCodec::new(
-            AllowedLocations::everything(),
-        )));
+        .with_ballista_logical_extension_codec(logical)
+        .with_ballista_physical_extension_codec(physical);
     secured(config, security)
 }
 
@@ -190,6 +187,7 @@ pub async fn run_scheduler(settings: SchedulerSettings) -> Result<()> {
     let bind = settings.bind;
     let security = settings.security.clone();
     check_exposure(bind, &security, settings.insecure, "the scheduler")?;
+    let (logical, physical) = codecs(settings.allowed.clone());
     let config = SchedulerConfig {
         // Executors ask for work when they have free slots: tasks of an executor that was
         // lost are picked up again. (Pushed tasks reset after a loss wait for an offer that
@@ -200,12 +198,8 @@ pub async fn run_scheduler(settings: SchedulerSettings) -> Result<()> {
         external_host: bind.ip().to_string(),
         executor_timeout_seconds: settings.executor_timeout_seconds,
         expire_dead_executor_interval_seconds: (settings.executor_timeout_seconds / 4).max(1),
-        override_logical_codec: Some(Arc::new(NdfusionLogicalCodec::new(
-            settings.allowed.clone(),
-        ))),
-        override_physical_codec: Some(Arc::new(NdfusionPhysicalCodec::new(
-            settings.allowed.clone(),
-        ))),
+        override_logical_codec: Some(logical),
+        override_physical_codec: Some(physical),
         override_session_builder: Some(guarded_session_builder(settings.allowed)),
         override_create_grpc_client_endpoint: security.endpoint_override(),
         use_tls: security.has_tls(),
@@ -325,6 +319,7 @@ pub async fn run_executor(settings: ExecutorSettings) -> Result<()> {
         reason: format!("cannot create the executor's work folder: {e}"),
     })?;
     let bind = settings.bind;
+    let (logical, physical) = codecs(settings.allowed.clone());
     let config = ExecutorProcessConfig {
         bind_host: bind.ip().to_string(),
         external_host: Some(bind.ip().to_string()),
@@ -336,10 +331,8 @@ pub async fn run_executor(settings: ExecutorSettings) -> Result<()> {
         work_dir: Some(work_dir.display().to_string()),
         executor_heartbeat_interval_seconds: 5,
         memory_pool_size: settings.memory_limit,
-        override_logical_codec: Some(Arc::new(NdfusionLogicalCodec::new(
-            settings.allowed.clone(),
-        ))),
-        override_physical_codec: Some(Arc::new(NdfusionPhysicalCodec::new(settings.allowed))),
+        override_logical_codec: Some(logical),
+        override_physical_codec: Some(physical),
         override_create_grpc_client_endpoint: security.endpoint_override(),
         override_config_producer: Some({
             let security = security.clone();
