@@ -9,50 +9,189 @@ use datafusion::logical_expr::CreateExternalTable;
 use crate::error::{Error, Result};
 use crate::storage::StorageOptions;
 
-/// The format keys given (DataFusion prefixes keys without a dot with `format.`; both
-/// spellings are accepted) and the storage settings. `format` is the `STORED AS` name.
-pub(crate) fn split_options(
-    options: &HashMap<String, String>,
-    format: &str,
-    format_keys: &[&'static str],
-) -> Result<(Vec<(&'static str, String)>, StorageOptions)> {
-    let mut own = Vec::new();
-    let mut storage = StorageOptions::new();
-    let mut keys: Vec<&String> = options.keys().collect();
-    keys.sort();
-    for key in keys {
-        let value = &options[key];
-        let bare = key.strip_prefix("format.").unwrap_or(key);
-        if let Some(known) = format_keys.iter().find(|k| **k == bare) {
-            own.push((*known, value.clone()));
-        } else if StorageOptions::is_storage_key(bare) {
-            storage = storage.with(bare, value.clone())?;
-        } else {
-            let known: Vec<&str> = format_keys
-                .iter()
-                .copied()
-                .chain(StorageOptions::keys())
-                .collect();
-            return Err(Error::InvalidOption {
-                option: bare.to_string(),
-                reason: format!(
-                    "STORED AS {format} does not know this option; known: {}",
-                    known.join(", ")
-                ),
-            });
-        }
-    }
-    Ok((own, storage))
+/// What values a format option takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OptionKind {
+    /// A count of at least 1.
+    Positive,
+    /// `true` or `false`.
+    Flag,
+    /// Comma-separated names, at least one.
+    Names,
 }
 
-/// A count that must be at least 1.
-pub(crate) fn positive(key: &str, value: &str) -> Result<usize> {
-    match value.trim().parse::<usize>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(Error::InvalidOption {
-            option: key.to_string(),
-            reason: format!("expected a positive integer, found '{value}'"),
-        }),
+/// One option of a format, declared once: parsing, printing (`to_sql`, EXPLAIN), checking and
+/// the list of known keys in errors all read this.
+#[derive(Debug)]
+pub(crate) struct OptionSpec {
+    pub key: &'static str,
+    pub kind: OptionKind,
+    /// What it sets, and its default.
+    pub doc: &'static str,
+    /// Zarr groups only: an error on an array.
+    pub groups_only: bool,
+}
+
+/// A value of a format option.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OptionValue {
+    Positive(usize),
+    Flag(bool),
+    Names(Vec<String>),
+}
+
+impl std::fmt::Display for OptionValue {
+    /// As `OPTIONS (...)` writes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OptionValue::Positive(n) => write!(f, "{n}"),
+            OptionValue::Flag(b) => write!(f, "{b}"),
+            OptionValue::Names(names) => f.write_str(&names.join(",")),
+        }
+    }
+}
+
+impl OptionValue {
+    /// `value` as `spec` takes it.
+    fn parse(spec: &OptionSpec, value: &str) -> Result<Self> {
+        let invalid = |reason: String| Error::InvalidOption {
+            option: spec.key.to_string(),
+            reason,
+        };
+        match spec.kind {
+            OptionKind::Positive => match value.trim().parse::<usize>() {
+                Ok(n) if n > 0 => Ok(OptionValue::Positive(n)),
+                _ => Err(invalid(format!(
+                    "expected a positive integer, found '{value}'"
+                ))),
+            },
+            OptionKind::Flag => match value.trim().to_ascii_lowercase().as_str() {
+                "true" => Ok(OptionValue::Flag(true)),
+                "false" => Ok(OptionValue::Flag(false)),
+                _ => Err(invalid(format!("expected true or false, found '{value}'"))),
+            },
+            OptionKind::Names => {
+                let names: Vec<String> = (value.split(',').map(str::trim))
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                if names.is_empty() {
+                    return Err(invalid("expected comma-separated names".into()));
+                }
+                Ok(OptionValue::Names(names))
+            }
+        }
+    }
+}
+
+/// The format options a table was given, in the order of the format's table of options.
+#[derive(Debug, Clone)]
+pub(crate) struct FormatOptions {
+    specs: &'static [OptionSpec],
+    values: Vec<(&'static str, OptionValue)>,
+}
+
+impl FormatOptions {
+    /// None set, of a format whose options are `specs`.
+    pub(crate) const fn new(specs: &'static [OptionSpec]) -> Self {
+        FormatOptions {
+            specs,
+            values: Vec::new(),
+        }
+    }
+
+    /// `OPTIONS (...)`: the format's keys (DataFusion prefixes keys without a dot with
+    /// `format.`; both spellings are accepted) and the storage settings; any other key is an
+    /// error listing the known ones. `format` is the `STORED AS` name.
+    pub(crate) fn from_sql(
+        specs: &'static [OptionSpec],
+        options: &HashMap<String, String>,
+        format: &str,
+    ) -> Result<(Self, StorageOptions)> {
+        let mut own = FormatOptions::new(specs);
+        let mut storage = StorageOptions::new();
+        let mut keys: Vec<&String> = options.keys().collect();
+        keys.sort();
+        for key in keys {
+            let value = &options[key];
+            let bare = key.strip_prefix("format.").unwrap_or(key);
+            if let Some(spec) = specs.iter().find(|s| s.key == bare) {
+                own.set(spec, OptionValue::parse(spec, value)?);
+            } else if StorageOptions::is_storage_key(bare) {
+                storage = storage.with(bare, value.clone())?;
+            } else {
+                let known: Vec<&str> = (specs.iter().map(|s| s.key))
+                    .chain(StorageOptions::keys())
+                    .collect();
+                return Err(Error::InvalidOption {
+                    option: bare.to_string(),
+                    reason: format!(
+                        "STORED AS {format} does not know this option; known: {}",
+                        known.join(", ")
+                    ),
+                });
+            }
+        }
+        Ok((own, storage))
+    }
+
+    /// Sets `spec` (one of this format's options) to `value`.
+    pub(crate) fn set(&mut self, spec: &OptionSpec, value: OptionValue) {
+        self.values.retain(|(k, _)| *k != spec.key);
+        self.values.push((spec.key, value));
+        let specs = self.specs;
+        self.values
+            .sort_by_key(|(k, _)| specs.iter().position(|s| s.key == *k));
+    }
+
+    fn get(&self, spec: &OptionSpec) -> Option<&OptionValue> {
+        (self.values.iter())
+            .find(|(k, _)| *k == spec.key)
+            .map(|(_, v)| v)
+    }
+
+    pub(crate) fn positive(&self, spec: &OptionSpec) -> Option<usize> {
+        match self.get(spec) {
+            Some(OptionValue::Positive(n)) => Some(*n),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn flag(&self, spec: &OptionSpec) -> Option<bool> {
+        match self.get(spec) {
+            Some(OptionValue::Flag(b)) => Some(*b),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn names(&self, spec: &OptionSpec) -> Option<&[String]> {
+        match self.get(spec) {
+            Some(OptionValue::Names(names)) => Some(names),
+            _ => None,
+        }
+    }
+
+    /// The options set, as `OPTIONS (...)` keys and values.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn to_sql(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        (self.values.iter()).map(|(k, v)| (k.to_string(), v.to_string()))
+    }
+
+    /// The options set, as EXPLAIN shows them (`key=value`).
+    pub(crate) fn described(&self) -> impl Iterator<Item = String> + '_ {
+        (self.values.iter()).map(|(k, v)| format!("{k}={v}"))
+    }
+
+    /// Every option of the format and what it sets.
+    pub(crate) fn documented(&self) -> Vec<(&'static str, &'static str)> {
+        self.specs.iter().map(|s| (s.key, s.doc)).collect()
+    }
+
+    /// The first option set that applies to groups only.
+    pub(crate) fn group_option_set(&self) -> Option<&'static str> {
+        (self.specs.iter())
+            .find(|s| s.groups_only && self.get(s).is_some())
+            .map(|s| s.key)
     }
 }
 
@@ -77,27 +216,57 @@ pub(crate) fn check_external_table(
 mod tests {
     use super::*;
 
-    const KEYS: &[&str] = &["batch_size"];
+    const SPECS: &[OptionSpec] = &[
+        OptionSpec {
+            key: "batch_size",
+            kind: OptionKind::Positive,
+            doc: "rows per batch",
+            groups_only: false,
+        },
+        OptionSpec {
+            key: "variables",
+            kind: OptionKind::Names,
+            doc: "variables",
+            groups_only: true,
+        },
+    ];
 
     #[test]
     fn format_and_storage_keys_are_split_and_unknown_keys_listed() {
         let options = HashMap::from([
             ("format.batch_size".to_string(), "10".to_string()),
+            ("variables".to_string(), " a, b ,".to_string()),
             ("aws.region".to_string(), "eu-west-1".to_string()),
         ]);
-        let (own, storage) = split_options(&options, "ZARR", KEYS).unwrap();
-        assert_eq!(own, vec![("batch_size", "10".to_string())]);
+        let (own, storage) = FormatOptions::from_sql(SPECS, &options, "ZARR").unwrap();
+        assert_eq!(own.positive(&SPECS[0]), Some(10));
+        assert_eq!(
+            own.names(&SPECS[1]),
+            Some(&["a".to_string(), "b".to_string()][..])
+        );
+        assert_eq!(own.group_option_set(), Some("variables"));
+        assert_eq!(
+            own.described().collect::<Vec<_>>(),
+            ["batch_size=10", "variables=a,b"]
+        );
         assert_eq!(storage.get("aws.region"), Some("eu-west-1"));
 
         let options = HashMap::from([("format.chunk_cache".to_string(), "1".to_string())]);
-        let err = split_options(&options, "ZARR", KEYS)
+        let err = FormatOptions::from_sql(SPECS, &options, "ZARR")
             .unwrap_err()
             .to_string();
         assert!(
-            err.starts_with("invalid option 'chunk_cache': STORED AS ZARR does not know this option; known: batch_size, aws.access_key_id"),
+            err.starts_with("invalid option 'chunk_cache': STORED AS ZARR does not know this option; known: batch_size, variables, aws.access_key_id"),
             "{err}"
         );
-        assert!(positive("batch_size", "0").is_err());
-        assert_eq!(positive("batch_size", "7").unwrap(), 7);
+        for (key, value) in [
+            ("batch_size", "0"),
+            ("batch_size", "x"),
+            ("variables", " , "),
+        ] {
+            let options = HashMap::from([(key.to_string(), value.to_string())]);
+            let err = FormatOptions::from_sql(SPECS, &options, "ZARR").unwrap_err();
+            assert!(err.to_string().contains(&format!("'{key}'")), "{err}");
+        }
     }
 }

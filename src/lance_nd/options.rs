@@ -4,30 +4,47 @@ use std::collections::HashMap;
 
 use crate::error::Result;
 use crate::storage::StorageOptions;
-use crate::table_options::{positive, split_options};
+use crate::table_options::{FormatOptions, OptionKind, OptionSpec, OptionValue};
 
 /// The size Lance aims each scanned batch at: by rows alone (8,192), a batch of 1,000-value
 /// arrays is 64 MiB, and materializing it onto the grid holds it twice.
 const BATCH_BYTES: usize = 8 << 20;
 
-const KEYS: &[&str] = &[
-    // bytes Lance aims each scanned batch of table rows at (default: 8388608)
-    "batch_bytes",
-    // Lance fragments each scan partition reads ahead (default: the session's target
-    // partitions divided among the scan's partitions)
-    "fragments_in_flight",
-];
+const BATCH_BYTES_OPTION: OptionSpec = OptionSpec {
+    key: "batch_bytes",
+    kind: OptionKind::Positive,
+    doc: "bytes Lance aims each scanned batch of table rows at (default: 8388608)",
+    groups_only: false,
+};
+const FRAGMENTS_IN_FLIGHT: OptionSpec = OptionSpec {
+    key: "fragments_in_flight",
+    kind: OptionKind::Positive,
+    doc: "Lance fragments each scan partition reads ahead (default: the session's target \
+          partitions divided among the scan's partitions)",
+    groups_only: false,
+};
+
+/// The options of `STORED AS LANCE_ND`, in the order EXPLAIN shows them.
+pub(crate) const OPTIONS: &[OptionSpec] = &[BATCH_BYTES_OPTION, FRAGMENTS_IN_FLIGHT];
 
 /// How a lance-nd table is read (and where it is written).
 ///
 /// From SQL, as `OPTIONS` of `CREATE EXTERNAL TABLE ... STORED AS LANCE_ND`: `batch_bytes`,
 /// `fragments_in_flight`, and the storage settings of [`StorageOptions`]. From Rust, with the
 /// builder methods.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct LanceNdOptions {
-    batch_bytes: Option<usize>,
-    fragments_in_flight: Option<usize>,
+    set: FormatOptions,
     storage: StorageOptions,
+}
+
+impl Default for LanceNdOptions {
+    fn default() -> Self {
+        LanceNdOptions {
+            set: FormatOptions::new(OPTIONS),
+            storage: StorageOptions::default(),
+        }
+    }
 }
 
 impl LanceNdOptions {
@@ -39,7 +56,7 @@ impl LanceNdOptions {
 
     /// The bytes Lance aims each scanned batch of table rows at (at least 1).
     pub fn with_batch_bytes(mut self, bytes: usize) -> Self {
-        self.batch_bytes = Some(bytes.max(1));
+        (self.set).set(&BATCH_BYTES_OPTION, OptionValue::Positive(bytes.max(1)));
         self
     }
 
@@ -47,7 +64,10 @@ impl LanceNdOptions {
     /// target partitions divided among the scan's partitions). Lance's own default reads many
     /// ahead, which holds much of a table in memory (BENCHMARKS.md).
     pub fn with_fragments_in_flight(mut self, fragments: usize) -> Self {
-        self.fragments_in_flight = Some(fragments.max(1));
+        (self.set).set(
+            &FRAGMENTS_IN_FLIGHT,
+            OptionValue::Positive(fragments.max(1)),
+        );
         self
     }
 
@@ -62,51 +82,40 @@ impl LanceNdOptions {
         &self.storage
     }
 
+    /// Every `OPTIONS (...)` key of the format (storage settings aside) and what it sets.
+    pub fn documented() -> Vec<(&'static str, &'static str)> {
+        LanceNdOptions::new().set.documented()
+    }
+
     pub(crate) fn from_sql(options: &HashMap<String, String>) -> Result<Self> {
-        let (own, storage) = split_options(options, "LANCE_ND", KEYS)?;
-        let mut out = LanceNdOptions::new().with_storage(storage);
-        for (key, value) in own {
-            let n = positive(key, &value)?;
-            out = match key {
-                "batch_bytes" => out.with_batch_bytes(n),
-                _ => out.with_fragments_in_flight(n),
-            };
-        }
-        Ok(out)
+        let (set, storage) = FormatOptions::from_sql(OPTIONS, options, "LANCE_ND")?;
+        Ok(LanceNdOptions { set, storage })
     }
 
     #[cfg(feature = "cluster")]
-    /// The options as `OPTIONS (...)` keys, which [`from_sql`](Self::from_sql) reads back (a
-    /// cluster sends them with the plan); an object store the application built has no keys.
+    /// The options as `OPTIONS (...)` keys, which [`from_sql`](Self::from_sql) reads back.
     pub(crate) fn to_sql(&self) -> Result<HashMap<String, String>> {
         let mut map = self.storage.to_sql()?;
-        if let Some(n) = self.batch_bytes {
-            map.insert("batch_bytes".into(), n.to_string());
-        }
-        if let Some(n) = self.fragments_in_flight {
-            map.insert("fragments_in_flight".into(), n.to_string());
-        }
+        map.extend(self.set.to_sql());
         Ok(map)
     }
 
     pub(crate) fn batch_bytes(&self) -> usize {
-        self.batch_bytes.unwrap_or(BATCH_BYTES)
+        self.set
+            .positive(&BATCH_BYTES_OPTION)
+            .unwrap_or(BATCH_BYTES)
     }
 
     /// Fragments a partition reads ahead, given its default share.
     pub(crate) fn fragments_in_flight(&self, share: usize) -> usize {
-        self.fragments_in_flight.unwrap_or(share).max(1)
+        (self.set.positive(&FRAGMENTS_IN_FLIGHT))
+            .unwrap_or(share)
+            .max(1)
     }
 
     /// The options set by the user, as EXPLAIN shows them (secrets as `***`).
     pub(crate) fn describe_set(&self) -> String {
-        let mut parts = Vec::new();
-        if let Some(n) = self.batch_bytes {
-            parts.push(format!("batch_bytes={n}"));
-        }
-        if let Some(n) = self.fragments_in_flight {
-            parts.push(format!("fragments_in_flight={n}"));
-        }
+        let mut parts: Vec<String> = self.set.described().collect();
         if !self.storage.is_empty() {
             parts.push(format!("{:?}", self.storage));
         }
@@ -115,10 +124,13 @@ impl LanceNdOptions {
 
     /// The options in force, as EXPLAIN VERBOSE shows them.
     pub(crate) fn describe(&self, share: usize) -> String {
-        let mut parts = vec![
-            format!("batch_bytes={}", self.batch_bytes()),
-            format!("fragments_in_flight={}", self.fragments_in_flight(share)),
+        let in_force = [
+            (&BATCH_BYTES_OPTION, self.batch_bytes()),
+            (&FRAGMENTS_IN_FLIGHT, self.fragments_in_flight(share)),
         ];
+        let mut parts: Vec<String> = (in_force.iter())
+            .map(|(spec, n)| format!("{}={n}", spec.key))
+            .collect();
         if !self.storage.is_empty() {
             parts.push(format!("{:?}", self.storage));
         }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 use crate::storage::StorageOptions;
-use crate::table_options::{positive, split_options};
+use crate::table_options::{FormatOptions, OptionKind, OptionSpec, OptionValue};
 use crate::zarr::decode::cf::CfOptions;
 
 /// Chunks each partition fetches ahead of the one it decodes, from local folders: enough to
@@ -19,19 +19,52 @@ const REMOTE_CHUNKS_IN_FLIGHT: usize = 16;
 /// kernel's copy is still in the core's cache when the fields are gathered (BENCHMARKS.md).
 const PIECE_BYTES: usize = 1 << 20;
 
-const KEYS: &[&str] = &[
-    // rows per output batch (default: the session's datafusion.execution.batch_size)
-    "batch_size",
-    // chunks each partition reads ahead (default: 2 from local folders, 16 from object stores)
-    "chunks_in_flight",
-    // bytes of an uncompressed local chunk read at a time (default: 1048576)
-    "piece_bytes",
-    // groups: the data variables to show, comma-separated (default: all)
-    "variables",
-    // groups: decode CF times to timestamps (default: true)
-    "decode_times",
-    // groups: _FillValue / missing_value to NULL, scale_factor / add_offset (default: true)
-    "mask_and_scale",
+const BATCH_SIZE: OptionSpec = OptionSpec {
+    key: "batch_size",
+    kind: OptionKind::Positive,
+    doc: "rows per output batch (default: the session's datafusion.execution.batch_size)",
+    groups_only: false,
+};
+const CHUNKS_IN_FLIGHT: OptionSpec = OptionSpec {
+    key: "chunks_in_flight",
+    kind: OptionKind::Positive,
+    doc: "chunks each partition reads ahead (default: 2 from local folders, 16 from object \
+          stores)",
+    groups_only: false,
+};
+const PIECE_BYTES_OPTION: OptionSpec = OptionSpec {
+    key: "piece_bytes",
+    kind: OptionKind::Positive,
+    doc: "bytes of an uncompressed local chunk read at a time (default: 1048576)",
+    groups_only: false,
+};
+const VARIABLES: OptionSpec = OptionSpec {
+    key: "variables",
+    kind: OptionKind::Names,
+    doc: "groups: the data variables to show, comma-separated (default: all)",
+    groups_only: true,
+};
+const DECODE_TIMES: OptionSpec = OptionSpec {
+    key: "decode_times",
+    kind: OptionKind::Flag,
+    doc: "groups: decode CF times to timestamps (default: true)",
+    groups_only: true,
+};
+const MASK_AND_SCALE: OptionSpec = OptionSpec {
+    key: "mask_and_scale",
+    kind: OptionKind::Flag,
+    doc: "groups: _FillValue / missing_value to NULL, scale_factor / add_offset (default: true)",
+    groups_only: true,
+};
+
+/// The options of `STORED AS ZARR`, in the order EXPLAIN shows them.
+pub(crate) const OPTIONS: &[OptionSpec] = &[
+    BATCH_SIZE,
+    CHUNKS_IN_FLIGHT,
+    PIECE_BYTES_OPTION,
+    VARIABLES,
+    DECODE_TIMES,
+    MASK_AND_SCALE,
 ];
 
 /// How a Zarr table is read.
@@ -50,15 +83,19 @@ const KEYS: &[&str] = &[
 /// let table = ZarrTable::open_with("s3://bucket/ocean.zarr", options).await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ZarrOptions {
-    batch_size: Option<usize>,
-    chunks_in_flight: Option<usize>,
-    piece_bytes: Option<usize>,
-    variables: Option<Vec<String>>,
-    decode_times: Option<bool>,
-    mask_and_scale: Option<bool>,
+    set: FormatOptions,
     storage: StorageOptions,
+}
+
+impl Default for ZarrOptions {
+    fn default() -> Self {
+        ZarrOptions {
+            set: FormatOptions::new(OPTIONS),
+            storage: StorageOptions::default(),
+        }
+    }
 }
 
 impl ZarrOptions {
@@ -70,38 +107,39 @@ impl ZarrOptions {
 
     /// Rows per output batch (at least 1), instead of the session's batch size.
     pub fn with_batch_size(mut self, rows: usize) -> Self {
-        self.batch_size = Some(rows.max(1));
+        (self.set).set(&BATCH_SIZE, OptionValue::Positive(rows.max(1)));
         self
     }
 
     /// Chunks each partition reads ahead of the one it decodes (at least 1).
     pub fn with_chunks_in_flight(mut self, chunks: usize) -> Self {
-        self.chunks_in_flight = Some(chunks.max(1));
+        (self.set).set(&CHUNKS_IN_FLIGHT, OptionValue::Positive(chunks.max(1)));
         self
     }
 
     /// Bytes of an uncompressed local chunk read and gathered at a time (at least 1).
     pub fn with_piece_bytes(mut self, bytes: usize) -> Self {
-        self.piece_bytes = Some(bytes.max(1));
+        (self.set).set(&PIECE_BYTES_OPTION, OptionValue::Positive(bytes.max(1)));
         self
     }
 
     /// For a group: only these data variables (and the coordinates they need).
     pub fn with_variables<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
-        self.variables = Some(names.into_iter().map(Into::into).collect());
+        let names = names.into_iter().map(Into::into).collect();
+        self.set.set(&VARIABLES, OptionValue::Names(names));
         self
     }
 
     /// For a group: whether CF times (`units: "days since ..."`) become timestamps (default).
     pub fn with_decode_times(mut self, decode: bool) -> Self {
-        self.decode_times = Some(decode);
+        self.set.set(&DECODE_TIMES, OptionValue::Flag(decode));
         self
     }
 
     /// For a group: whether `_FillValue` / `missing_value` become NULL and `scale_factor` /
     /// `add_offset` apply (default).
     pub fn with_mask_and_scale(mut self, decode: bool) -> Self {
-        self.mask_and_scale = Some(decode);
+        self.set.set(&MASK_AND_SCALE, OptionValue::Flag(decode));
         self
     }
 
@@ -116,35 +154,15 @@ impl ZarrOptions {
         &self.storage
     }
 
+    /// Every `OPTIONS (...)` key of the format (storage settings aside) and what it sets.
+    pub fn documented() -> Vec<(&'static str, &'static str)> {
+        ZarrOptions::new().set.documented()
+    }
+
     /// The options of `CREATE EXTERNAL TABLE ... OPTIONS (...)`.
     pub(crate) fn from_sql(options: &HashMap<String, String>) -> Result<Self> {
-        let (own, storage) = split_options(options, "ZARR", KEYS)?;
-        let mut out = ZarrOptions::new().with_storage(storage);
-        for (key, value) in own {
-            out = match key {
-                "variables" => {
-                    let names: Vec<String> = value
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|n| !n.is_empty())
-                        .map(str::to_string)
-                        .collect();
-                    if names.is_empty() {
-                        return Err(Error::InvalidOption {
-                            option: key.into(),
-                            reason: "expected comma-separated variable names".into(),
-                        });
-                    }
-                    out.with_variables(names)
-                }
-                "decode_times" => out.with_decode_times(flag(key, &value)?),
-                "mask_and_scale" => out.with_mask_and_scale(flag(key, &value)?),
-                "batch_size" => out.with_batch_size(positive(key, &value)?),
-                "chunks_in_flight" => out.with_chunks_in_flight(positive(key, &value)?),
-                _ => out.with_piece_bytes(positive(key, &value)?),
-            };
-        }
-        Ok(out)
+        let (set, storage) = FormatOptions::from_sql(OPTIONS, options, "ZARR")?;
+        Ok(ZarrOptions { set, storage })
     }
 
     #[cfg(feature = "cluster")]
@@ -152,43 +170,25 @@ impl ZarrOptions {
     /// cluster sends them with the plan); an object store the application built has no keys.
     pub(crate) fn to_sql(&self) -> Result<HashMap<String, String>> {
         let mut map = self.storage.to_sql()?;
-        let mut set = |key: &str, value: Option<String>| {
-            if let Some(value) = value {
-                map.insert(key.to_string(), value);
-            }
-        };
-        set("batch_size", self.batch_size.map(|n| n.to_string()));
-        set(
-            "chunks_in_flight",
-            self.chunks_in_flight.map(|n| n.to_string()),
-        );
-        set("piece_bytes", self.piece_bytes.map(|n| n.to_string()));
-        set("variables", self.variables.as_ref().map(|v| v.join(",")));
-        set("decode_times", self.decode_times.map(|b| b.to_string()));
-        set("mask_and_scale", self.mask_and_scale.map(|b| b.to_string()));
+        map.extend(self.set.to_sql());
         Ok(map)
     }
 
     pub(crate) fn variables(&self) -> Option<&[String]> {
-        self.variables.as_deref()
+        self.set.names(&VARIABLES)
     }
 
     pub(crate) fn cf(&self) -> CfOptions {
         CfOptions {
-            decode_times: self.decode_times.unwrap_or(true),
-            mask_and_scale: self.mask_and_scale.unwrap_or(true),
+            decode_times: self.set.flag(&DECODE_TIMES).unwrap_or(true),
+            mask_and_scale: self.set.flag(&MASK_AND_SCALE).unwrap_or(true),
         }
     }
 
     /// The group-only options are errors for an array.
     pub(crate) fn check_array_options(&self, location: &str) -> Result<()> {
-        let set = [
-            ("variables", self.variables.is_some()),
-            ("decode_times", self.decode_times.is_some()),
-            ("mask_and_scale", self.mask_and_scale.is_some()),
-        ];
-        match set.iter().find(|(_, is_set)| *is_set) {
-            Some((key, _)) => Err(Error::InvalidOption {
+        match self.set.group_option_set() {
+            Some(key) => Err(Error::InvalidOption {
                 option: key.to_string(),
                 reason: format!(
                     "{location} is an array, not a group: the option applies to groups"
@@ -199,11 +199,13 @@ impl ZarrOptions {
     }
 
     pub(crate) fn batch_size(&self, session_batch_size: usize) -> usize {
-        self.batch_size.unwrap_or(session_batch_size).max(1)
+        (self.set.positive(&BATCH_SIZE))
+            .unwrap_or(session_batch_size)
+            .max(1)
     }
 
     pub(crate) fn chunks_in_flight(&self, remote: bool) -> usize {
-        self.chunks_in_flight.unwrap_or(if remote {
+        self.set.positive(&CHUNKS_IN_FLIGHT).unwrap_or(if remote {
             REMOTE_CHUNKS_IN_FLIGHT
         } else {
             LOCAL_CHUNKS_IN_FLIGHT
@@ -211,16 +213,21 @@ impl ZarrOptions {
     }
 
     pub(crate) fn piece_bytes(&self) -> usize {
-        self.piece_bytes.unwrap_or(PIECE_BYTES)
+        self.set
+            .positive(&PIECE_BYTES_OPTION)
+            .unwrap_or(PIECE_BYTES)
     }
 
     /// The options in force, as EXPLAIN VERBOSE shows them (secrets as `***`).
     pub(crate) fn describe(&self, session_batch_size: usize, remote: bool) -> String {
-        let mut parts = vec![
-            format!("batch_size={}", self.batch_size(session_batch_size)),
-            format!("chunks_in_flight={}", self.chunks_in_flight(remote)),
-            format!("piece_bytes={}", self.piece_bytes()),
+        let in_force = [
+            (&BATCH_SIZE, self.batch_size(session_batch_size)),
+            (&CHUNKS_IN_FLIGHT, self.chunks_in_flight(remote)),
+            (&PIECE_BYTES_OPTION, self.piece_bytes()),
         ];
+        let mut parts: Vec<String> = (in_force.iter())
+            .map(|(spec, n)| format!("{}={n}", spec.key))
+            .collect();
         if !self.storage.is_empty() {
             parts.push(format!("{:?}", self.storage));
         }
@@ -229,40 +236,11 @@ impl ZarrOptions {
 
     /// The options set by the user, as EXPLAIN shows them; empty when all are defaults.
     pub(crate) fn describe_set(&self) -> String {
-        let mut parts = Vec::new();
-        if let Some(n) = self.batch_size {
-            parts.push(format!("batch_size={n}"));
-        }
-        if let Some(n) = self.chunks_in_flight {
-            parts.push(format!("chunks_in_flight={n}"));
-        }
-        if let Some(n) = self.piece_bytes {
-            parts.push(format!("piece_bytes={n}"));
-        }
-        if let Some(v) = &self.variables {
-            parts.push(format!("variables={}", v.join(",")));
-        }
-        if let Some(b) = self.decode_times {
-            parts.push(format!("decode_times={b}"));
-        }
-        if let Some(b) = self.mask_and_scale {
-            parts.push(format!("mask_and_scale={b}"));
-        }
+        let mut parts: Vec<String> = self.set.described().collect();
         if !self.storage.is_empty() {
             parts.push(format!("{:?}", self.storage));
         }
         parts.join(", ")
-    }
-}
-
-fn flag(key: &str, value: &str) -> Result<bool> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(Error::InvalidOption {
-            option: key.to_string(),
-            reason: format!("expected true or false, found '{value}'"),
-        }),
     }
 }
 

@@ -13,6 +13,7 @@ const HELP: &str = "\
 Statements end with ';' and may span lines.
   \\d          list tables
   \\d NAME     describe a table
+  \\options    the OPTIONS of STORED AS ZARR and LANCE_ND
   \\?          this help
   \\q          quit (or Ctrl-D)
 Register your own data (local paths, s3://, gs://, az://, http(s)://):
@@ -95,6 +96,19 @@ async fn meta_command(ctx: &SessionContext, command: &str, printer: &mut Printer
         (Some("\\q"), _) => return MetaOutcome::Quit,
         (Some("\\?" | "\\h" | "\\help"), _) => {
             println!("{HELP}");
+            return MetaOutcome::Continue;
+        }
+        (Some("\\options"), _) => {
+            for (format, options) in [
+                ("ZARR", ndfusion::ZarrOptions::documented()),
+                ("LANCE_ND", ndfusion::LanceNdOptions::documented()),
+            ] {
+                println!("STORED AS {format}:");
+                for (key, doc) in options {
+                    println!("  {key:<20} {doc}");
+                }
+            }
+            println!("and the storage settings: aws.*, gcp.*, azure.*, client.* (README)");
             return MetaOutcome::Continue;
         }
         (Some("\\d"), None) => "SELECT table_name, table_type FROM information_schema.tables \
