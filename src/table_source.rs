@@ -10,6 +10,7 @@
 // Without the `cluster` feature nothing reads these back.
 #![cfg_attr(not(feature = "cluster"), allow(dead_code))]
 
+use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -17,6 +18,7 @@ use datafusion::catalog::Session;
 use datafusion::logical_expr::Expr;
 
 use crate::lance_nd::LanceNdOptions;
+use crate::scan::ScanCall;
 use crate::zarr::ZarrOptions;
 
 /// How to open a table again.
@@ -108,26 +110,12 @@ impl ScanOrigin {
     }
 }
 
-/// Where a scan keeps its origin: set once, by the table that planned it.
-#[derive(Debug, Default)]
-pub(crate) struct OriginSlot(OnceLock<Arc<ScanOrigin>>);
-
-impl OriginSlot {
-    pub(crate) fn set(&self, origin: ScanOrigin) {
-        // A scan is planned once; a second origin would be the same call again.
-        let _ = self.0.set(Arc::new(origin));
+impl ScanCall for ScanOrigin {
+    fn with_limit(&self, limit: Option<usize>) -> Arc<dyn ScanCall> {
+        Arc::new(ScanOrigin::with_limit(self, limit))
     }
 
-    pub(crate) fn get(&self) -> Option<&Arc<ScanOrigin>> {
-        self.0.get()
-    }
-
-    /// The origin of a copy of the scan with `limit` (`with_fetch`).
-    pub(crate) fn with_limit(&self, limit: Option<usize>) -> OriginSlot {
-        let slot = OriginSlot::default();
-        if let Some(origin) = self.get() {
-            slot.set(origin.with_limit(limit));
-        }
-        slot
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }

@@ -31,8 +31,9 @@ use serde::{Deserialize, Serialize};
 use super::allowed::AllowedLocations;
 use super::plan_guard::check_plan;
 use crate::lance_nd::{LanceNdOptions, LanceNdTable};
+use crate::scan::OriginSlot;
 use crate::scan::ScanExec;
-use crate::table_source::{OriginSlot, ScanOrigin, SourceKind, TableSource};
+use crate::table_source::{ScanOrigin, SourceKind, TableSource};
 use crate::zarr::{ZarrOptions, ZarrTable};
 
 /// Marks ndfusion's messages; Ballista's are protobuf, which never starts with this byte
@@ -234,7 +235,10 @@ impl PhysicalExtensionCodec for NdfusionPhysicalCodec {
         let Some(slot) = origin_slot(node.as_ref()) else {
             return self.inner.try_encode(node, buf);
         };
-        let Some(origin) = slot.get() else {
+        let Some(origin) = slot
+            .get()
+            .and_then(|o| o.as_any().downcast_ref::<ScanOrigin>())
+        else {
             return Err(DataFusionError::Internal(format!(
                 "{} was not planned by its table, so it cannot be sent to a cluster",
                 node.name()

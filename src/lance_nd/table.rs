@@ -257,7 +257,7 @@ impl TableProvider for LanceNdTable {
             options: self.options.clone(),
         })));
         let origin = ScanOrigin::new(&self.source, state, projection, filters, limit);
-        scan.origin().set(origin);
+        scan.origin().set(Arc::new(origin));
         Ok(Arc::new(scan))
     }
 

@@ -23,9 +23,9 @@ use datafusion::physical_plan::{
 use futures::{StreamExt, TryStreamExt};
 
 use super::batches::{limit_rows, slices};
+use super::origin::OriginSlot;
 use super::read_buffers::ReadBuffers;
 use super::source::{OpenPartition, PartitionUnits, ScanSource};
-use crate::table_source::OriginSlot;
 
 /// The scan of one table of any kind.
 #[derive(Debug)]

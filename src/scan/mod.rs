@@ -5,12 +5,16 @@
 
 mod batches;
 mod exec;
+mod origin;
 mod projection;
 mod read_buffers;
 mod source;
 
 pub(crate) use batches::row_count;
 pub(crate) use exec::ScanExec;
+#[cfg(feature = "cluster")]
+pub(crate) use origin::OriginSlot;
+pub(crate) use origin::ScanCall;
 pub(crate) use projection::project_columns;
 pub(crate) use source::{
     column_names, fmt_options, nth_partition, OpenPartition, PartitionUnits, ScanShape, ScanSource,

@@ -179,7 +179,7 @@ impl TableProvider for ZarrTable {
             .await?;
         let origin = ScanOrigin::new(&self.source, state, projection, filters, limit);
         if let Some(scan) = plan.downcast_ref::<ScanExec>() {
-            scan.origin().set(origin);
+            scan.origin().set(Arc::new(origin));
         }
         Ok(plan)
     }

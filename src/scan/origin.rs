@@ -1,0 +1,42 @@
+//! Where a scan keeps the call that planned it, for a cluster's codec (which replays the call
+//! on the scheduler and the executors). The call itself is the table's business
+//! (`table_source.rs`); the scan only holds it.
+
+use std::any::Any;
+use std::fmt::Debug;
+use std::sync::{Arc, OnceLock};
+
+/// The table's `scan` call that planned a scan.
+pub(crate) trait ScanCall: Any + Debug + Send + Sync {
+    /// The same call with another limit (a scan's `with_fetch`).
+    fn with_limit(&self, limit: Option<usize>) -> Arc<dyn ScanCall>;
+
+    /// The call as its type, for the codec to read.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// Where a scan keeps its origin: set once, by the table that planned it.
+#[derive(Debug, Default)]
+pub(crate) struct OriginSlot(OnceLock<Arc<dyn ScanCall>>);
+
+impl OriginSlot {
+    pub(crate) fn set(&self, origin: Arc<dyn ScanCall>) {
+        // A scan is planned once; a second origin would be the same call again.
+        let _ = self.0.set(origin);
+    }
+
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn get(&self) -> Option<&Arc<dyn ScanCall>> {
+        self.0.get()
+    }
+
+    /// The origin of a copy of the scan with `limit` (`with_fetch`).
+    pub(crate) fn with_limit(&self, limit: Option<usize>) -> OriginSlot {
+        let slot = OriginSlot::default();
+        if let Some(origin) = self.0.get() {
+            slot.set(origin.with_limit(limit));
+        }
+        slot
+    }
+}
