@@ -6,7 +6,7 @@ use std::sync::Arc;
 use arrow::array::{RecordBatch, RecordBatchOptions};
 use arrow::datatypes::SchemaRef;
 
-use crate::error::{Error, Result};
+use crate::error::{BoxError, Error, Result};
 use crate::zarr::decode::columns::{ChunkColumns, ColumnsWanted};
 use crate::zarr::metadata::attributes::GlobalAttrs;
 use crate::zarr::metadata::schema::ColumnSource;
@@ -57,7 +57,7 @@ impl ChunkBatches {
 
     /// The projected columns of `read`'s rows, found in `bytes` at `gather`.
     fn batch(&self, read: &ChunkSelection, bytes: &[u8], gather: Gather) -> Result<RecordBatch> {
-        let chunk_error = |e: String| self.reader.chunk_error(read, e.into());
+        let chunk_error = |e: BoxError| self.reader.chunk_error(read, e);
         let wanted = ColumnsWanted {
             element: &self.reader.array.meta.element,
             columns: &self.columns,

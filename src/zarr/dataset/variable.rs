@@ -349,9 +349,9 @@ impl Variable {
 
     fn column(&self, values: &BoxValues, gather: &Gather, c: usize) -> Result<ArrayRef> {
         let column = &self.columns[c];
-        let decode_error = |e: String| Error::InvalidMetadata {
+        let decode_error = |e: &dyn std::fmt::Display| Error::InvalidMetadata {
             path: self.location.clone(),
-            reason: e,
+            reason: e.to_string(),
         };
         match (values, &self.source) {
             (BoxValues::Fixed(bytes), Source::Fixed { element, cf, .. }) => {
@@ -366,16 +366,15 @@ impl Variable {
                     }
                     _ => decode_field(element, bytes, gather, 0, &self.name),
                 }
-                .map_err(decode_error)?;
+                .map_err(|e| decode_error(&e))?;
                 let decoded = match cf {
-                    Some(cf) => cf.decode(&raw).map_err(decode_error)?,
+                    Some(cf) => cf.decode(&raw).map_err(|e| decode_error(&e))?,
                     None => raw,
                 };
                 // `_Encoding`: the bytes are text (xarray's EncodedStringCoder).
                 if column.data_type == DataType::Utf8 && decoded.data_type() == &DataType::Binary {
-                    return arrow::compute::cast(&decoded, &DataType::Utf8).map_err(|e| {
-                        decode_error(format!("the bytes are not {}: {e}", "UTF-8 text"))
-                    });
+                    return arrow::compute::cast(&decoded, &DataType::Utf8)
+                        .map_err(|e| decode_error(&format!("the bytes are not UTF-8 text: {e}")));
                 }
                 Ok(decoded)
             }
@@ -391,7 +390,7 @@ impl Variable {
                 let values = arrow::compute::take(strings.as_ref(), &indices, None)
                     .map_err(|e| Error::arrow(format!("gathering '{}'", self.name), e))?;
                 match cf {
-                    Some(cf) => cf.decode(&values).map_err(decode_error),
+                    Some(cf) => cf.decode(&values).map_err(|e| decode_error(&e)),
                     None => Ok(values),
                 }
             }

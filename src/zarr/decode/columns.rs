@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use arrow::array::ArrayRef;
 
-use crate::error::{Error, Result};
+use crate::error::{BoxError, Error, Result};
+use crate::zarr::decode::error::DecodeError;
 use crate::zarr::decode::fields::decode_field;
 use crate::zarr::metadata::attributes::GlobalAttrs;
 use crate::zarr::metadata::element::{field_offsets, ElementType};
@@ -23,7 +24,7 @@ pub(crate) struct ColumnsWanted<'a> {
     /// The `__global_attrs__` value, when the table has the column.
     pub global_attrs: Option<&'a GlobalAttrs>,
     /// Turns a decoding failure into the error naming the chunk.
-    pub chunk_error: &'a dyn Fn(String) -> Error,
+    pub chunk_error: &'a dyn Fn(BoxError) -> Error,
 }
 
 /// The columns of one chunk's selected rows, decoded on demand and kept for reuse.
@@ -66,7 +67,7 @@ impl<'a> ChunkColumns<'a> {
         if let Some((_, array)) = self.decoded.iter().find(|(s, _)| *s == source) {
             return Ok(Arc::clone(array));
         }
-        let error = self.wanted.chunk_error;
+        let error = |e: DecodeError| (self.wanted.chunk_error)(Box::new(e));
         match source {
             ColumnSource::Dimension(d) => {
                 let dims = self

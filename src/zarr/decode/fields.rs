@@ -16,6 +16,7 @@ use arrow::datatypes::{
     Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
 
+use crate::zarr::decode::error::DecodeError;
 use crate::zarr::metadata::element::{
     complex_fields, field_offsets, struct_fields, ByteOrder, ElementType, ScalarKind, TimeScale,
 };
@@ -30,7 +31,7 @@ pub(crate) fn decode_field(
     gather: &Gather,
     offset: usize,
     field: &str,
-) -> Result<ArrayRef, String> {
+) -> Result<ArrayRef, DecodeError> {
     match ty {
         ElementType::Scalar { kind, order } => {
             decode_scalar(kind, *order, bytes, gather, offset, field)
@@ -49,10 +50,10 @@ pub(crate) fn decode_field(
                         &format!("{field}.{}", f.name),
                     )
                 })
-                .collect::<Result<Vec<_>, _>>()?;
+                .collect::<Result<Vec<_>, DecodeError>>()?;
             StructArray::try_new(struct_fields(fields), children, None)
                 .map(|a| Arc::new(a) as ArrayRef)
-                .map_err(|e| format!("field '{field}': {e}"))
+                .map_err(DecodeError::arrow(field))
         }
         ElementType::FixedArray { item, len } => {
             let items = gather.expand(*len, item.size());
@@ -60,7 +61,7 @@ pub(crate) fn decode_field(
             let item_field = Arc::new(ArrowField::new("item", item.arrow_type(), item.nullable()));
             FixedSizeListArray::try_new(item_field, *len as i32, values, None)
                 .map(|a| Arc::new(a) as ArrayRef)
-                .map_err(|e| format!("field '{field}': {e}"))
+                .map_err(DecodeError::arrow(field))
         }
     }
 }
@@ -114,7 +115,7 @@ fn decode_scalar(
     gather: &Gather,
     offset: usize,
     field: &str,
-) -> Result<ArrayRef, String> {
+) -> Result<ArrayRef, DecodeError> {
     use ScalarKind::*;
     Ok(match kind {
         Bool => {
@@ -150,7 +151,7 @@ fn decode_scalar(
             gather.for_each(|p| values.extend_from_slice(&bytes[p + offset..p + offset + n]));
             Arc::new(
                 FixedSizeBinaryArray::try_new(*n as i32, Buffer::from(values), None)
-                    .map_err(|e| format!("field '{field}': {e}"))?,
+                    .map_err(DecodeError::arrow(field))?,
             )
         }
         NullTerminatedBytes(n) => {
@@ -181,7 +182,7 @@ fn utf32(
     order: ByteOrder,
     chars: usize,
     field: &str,
-) -> Result<ArrayRef, String> {
+) -> Result<ArrayRef, DecodeError> {
     let mut builder = StringBuilder::with_capacity(gather.len(), gather.len() * chars);
     let mut text = String::with_capacity(chars * 4);
     let mut bad = None;
@@ -208,9 +209,10 @@ fn utf32(
         builder.append_value(&text);
     });
     if let Some(code) = bad {
-        return Err(format!(
-            "field '{field}' holds invalid UTF-32 code point {code:#x}"
-        ));
+        return Err(DecodeError::InvalidUtf32 {
+            field: field.to_string(),
+            code,
+        });
     }
     Ok(Arc::new(builder.finish()))
 }
@@ -225,18 +227,19 @@ fn time(
     scale: TimeScale,
     duration: bool,
     field: &str,
-) -> Result<ArrayRef, String> {
+) -> Result<ArrayRef, DecodeError> {
     let mut values = read_values::<i64>(bytes, gather, offset, order);
     let valid = BooleanBuffer::collect_bool(values.len(), |i| values[i] != i64::MIN);
     let has_nat = valid.count_set_bits() != values.len();
     if scale.multiplier != 1 {
         for v in values.iter_mut().filter(|v| **v != i64::MIN) {
-            *v = v.checked_mul(scale.multiplier).ok_or_else(|| {
-                format!(
-                    "field '{field}': time value {v} overflows when scaled to {:?}",
-                    scale.unit
-                )
-            })?;
+            *v = v
+                .checked_mul(scale.multiplier)
+                .ok_or_else(|| DecodeError::TimeOverflow {
+                    field: field.to_string(),
+                    value: *v,
+                    unit: scale.unit,
+                })?;
         }
     }
     let nulls = has_nat.then(|| NullBuffer::new(valid));
@@ -251,7 +254,7 @@ fn time(
         .into_builder()
         .data_type(data_type)
         .build()
-        .map_err(|e| format!("field '{field}': {e}"))?;
+        .map_err(DecodeError::arrow(field))?;
     Ok(make_array(data))
 }
 

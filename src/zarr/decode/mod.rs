@@ -4,4 +4,5 @@
 
 pub(crate) mod cf;
 pub(crate) mod columns;
+pub(crate) mod error;
 pub(crate) mod fields;

@@ -86,16 +86,27 @@ impl Gather {
     }
 
     /// Checks that each gathered element of `element_size` bytes lies inside `bytes`.
-    pub(crate) fn check_bounds(&self, bytes: &[u8], element_size: usize) -> Result<(), String> {
+    pub(crate) fn check_bounds(
+        &self,
+        bytes: &[u8],
+        element_size: usize,
+    ) -> Result<(), OutOfBounds> {
         match self.max_position() {
-            Some(p) if p + element_size > bytes.len() => Err(format!(
-                "decoded chunk holds {} bytes, but element bytes up to {} are needed",
-                bytes.len(),
-                p + element_size
-            )),
+            Some(p) if p + element_size > bytes.len() => Err(OutOfBounds {
+                have: bytes.len(),
+                need: p + element_size,
+            }),
             _ => Ok(()),
         }
     }
+}
+
+/// Elements gathered past the end of the decoded bytes (a corrupt chunk decoded short).
+#[derive(Debug, thiserror::Error)]
+#[error("decoded chunk holds {have} bytes, but element bytes up to {need} are needed")]
+pub(crate) struct OutOfBounds {
+    pub have: usize,
+    pub need: usize,
 }
 
 #[cfg(test)]
