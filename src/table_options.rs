@@ -32,6 +32,26 @@ pub(crate) struct OptionSpec {
     pub groups_only: bool,
 }
 
+impl OptionSpec {
+    /// An option of arrays and groups alike.
+    pub(crate) const fn new(key: &'static str, kind: OptionKind, doc: &'static str) -> Self {
+        OptionSpec {
+            key,
+            kind,
+            doc,
+            groups_only: false,
+        }
+    }
+
+    /// The same, for Zarr groups only.
+    pub(crate) const fn for_groups(self) -> Self {
+        OptionSpec {
+            groups_only: true,
+            ..self
+        }
+    }
+}
+
 /// A value of a format option.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum OptionValue {

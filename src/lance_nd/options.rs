@@ -10,19 +10,17 @@ use crate::table_options::{FormatOptions, OptionKind, OptionSpec, OptionValue};
 /// arrays is 64 MiB, and materializing it onto the grid holds it twice.
 const BATCH_BYTES: usize = 8 << 20;
 
-const BATCH_BYTES_OPTION: OptionSpec = OptionSpec {
-    key: "batch_bytes",
-    kind: OptionKind::Positive,
-    doc: "bytes Lance aims each scanned batch of table rows at (default: 8388608)",
-    groups_only: false,
-};
-const FRAGMENTS_IN_FLIGHT: OptionSpec = OptionSpec {
-    key: "fragments_in_flight",
-    kind: OptionKind::Positive,
-    doc: "Lance fragments each scan partition reads ahead (default: the session's target \
+const BATCH_BYTES_OPTION: OptionSpec = OptionSpec::new(
+    "batch_bytes",
+    OptionKind::Positive,
+    "bytes Lance aims each scanned batch of table rows at (default: 8388608)",
+);
+const FRAGMENTS_IN_FLIGHT: OptionSpec = OptionSpec::new(
+    "fragments_in_flight",
+    OptionKind::Positive,
+    "Lance fragments each scan partition reads ahead (default: the session's target \
           partitions divided among the scan's partitions)",
-    groups_only: false,
-};
+);
 
 /// The options of `STORED AS LANCE_ND`, in the order EXPLAIN shows them.
 pub(crate) const OPTIONS: &[OptionSpec] = &[BATCH_BYTES_OPTION, FRAGMENTS_IN_FLIGHT];

@@ -19,43 +19,40 @@ const REMOTE_CHUNKS_IN_FLIGHT: usize = 16;
 /// kernel's copy is still in the core's cache when the fields are gathered (BENCHMARKS.md).
 const PIECE_BYTES: usize = 1 << 20;
 
-const BATCH_SIZE: OptionSpec = OptionSpec {
-    key: "batch_size",
-    kind: OptionKind::Positive,
-    doc: "rows per output batch (default: the session's datafusion.execution.batch_size)",
-    groups_only: false,
-};
-const CHUNKS_IN_FLIGHT: OptionSpec = OptionSpec {
-    key: "chunks_in_flight",
-    kind: OptionKind::Positive,
-    doc: "chunks each partition reads ahead (default: 2 from local folders, 16 from object \
+const BATCH_SIZE: OptionSpec = OptionSpec::new(
+    "batch_size",
+    OptionKind::Positive,
+    "rows per output batch (default: the session's datafusion.execution.batch_size)",
+);
+const CHUNKS_IN_FLIGHT: OptionSpec = OptionSpec::new(
+    "chunks_in_flight",
+    OptionKind::Positive,
+    "chunks each partition reads ahead (default: 2 from local folders, 16 from object \
           stores)",
-    groups_only: false,
-};
-const PIECE_BYTES_OPTION: OptionSpec = OptionSpec {
-    key: "piece_bytes",
-    kind: OptionKind::Positive,
-    doc: "bytes of an uncompressed local chunk read at a time (default: 1048576)",
-    groups_only: false,
-};
-const VARIABLES: OptionSpec = OptionSpec {
-    key: "variables",
-    kind: OptionKind::Names,
-    doc: "groups: the data variables to show, comma-separated (default: all)",
-    groups_only: true,
-};
-const DECODE_TIMES: OptionSpec = OptionSpec {
-    key: "decode_times",
-    kind: OptionKind::Flag,
-    doc: "groups: decode CF times to timestamps (default: true)",
-    groups_only: true,
-};
-const MASK_AND_SCALE: OptionSpec = OptionSpec {
-    key: "mask_and_scale",
-    kind: OptionKind::Flag,
-    doc: "groups: _FillValue / missing_value to NULL, scale_factor / add_offset (default: true)",
-    groups_only: true,
-};
+);
+const PIECE_BYTES_OPTION: OptionSpec = OptionSpec::new(
+    "piece_bytes",
+    OptionKind::Positive,
+    "bytes of an uncompressed local chunk read at a time (default: 1048576)",
+);
+const VARIABLES: OptionSpec = OptionSpec::new(
+    "variables",
+    OptionKind::Names,
+    "groups: the data variables to show, comma-separated (default: all)",
+)
+.for_groups();
+const DECODE_TIMES: OptionSpec = OptionSpec::new(
+    "decode_times",
+    OptionKind::Flag,
+    "groups: decode CF times to timestamps (default: true)",
+)
+.for_groups();
+const MASK_AND_SCALE: OptionSpec = OptionSpec::new(
+    "mask_and_scale",
+    OptionKind::Flag,
+    "groups: _FillValue / missing_value to NULL, scale_factor / add_offset (default: true)",
+)
+.for_groups();
 
 /// The options of `STORED AS ZARR`, in the order EXPLAIN shows them.
 pub(crate) const OPTIONS: &[OptionSpec] = &[

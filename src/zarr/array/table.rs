@@ -15,7 +15,6 @@ use datafusion::logical_expr::utils::conjunction;
 
 use crate::error::Error;
 use crate::scan::project_columns;
-use crate::scan::ScanExec;
 use crate::zarr::array::chunk_batches::ChunkBatches;
 use crate::zarr::array::scan::ArrayScan;
 use crate::zarr::metadata::array_meta::ArrayMeta;
@@ -130,8 +129,7 @@ impl TableProvider for ArrayTable {
             global_attrs: self.global_attrs.clone(),
         };
         let settings = GridSettings::new(state, selection, limit, &self.options);
-        let scan = ArrayScan::new(Arc::new(reader), settings);
-        Ok(Arc::new(ScanExec::new(Arc::new(scan))))
+        Ok(ArrayScan::plan(reader, settings))
     }
 
     /// Every filter is exact: dimension filters select chunks and rows, any other filter runs

@@ -14,7 +14,6 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use super::model::{Dataset, DatasetOptions};
 use super::scan::{BlockReader, DatasetScan};
-use crate::scan::ScanExec;
 use crate::zarr::metadata::node::Group;
 use crate::zarr::options::ZarrOptions;
 use crate::zarr::plan::filter_plan::{plan_filters, FilterPlan};
@@ -100,8 +99,7 @@ impl TableProvider for DatasetTable {
         let schema = Arc::new(dataset.schema.project(&projection)?);
         let reader = BlockReader::new(Arc::clone(dataset), projection, schema, filter);
         let settings = GridSettings::new(state, selection, limit, &self.options);
-        let scan = DatasetScan::new(Arc::new(reader), settings);
-        Ok(Arc::new(ScanExec::new(Arc::new(scan))))
+        Ok(DatasetScan::plan(reader, settings))
     }
 
     /// Every filter is exact: dimension filters select blocks and cells, attribute filters are

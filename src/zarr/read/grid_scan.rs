@@ -13,8 +13,11 @@ use datafusion::common::Result;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder};
 use datafusion::physical_plan::DisplayFormatType;
 
+use datafusion::physical_plan::ExecutionPlan;
+
 use crate::scan::{
-    column_names, fmt_options, OpenPartition, PartitionUnits, ScanShape, ScanSource, UnitRead,
+    column_names, fmt_options, OpenPartition, PartitionUnits, ScanExec, ScanShape, ScanSource,
+    UnitRead,
 };
 use crate::zarr::options::ZarrOptions;
 use crate::zarr::plan::chunk_partitions::ChunkPartitions;
@@ -96,6 +99,14 @@ pub(crate) struct GridScan<R> {
 }
 
 impl<R: GridReader> GridScan<R> {
+    /// The scan plan reading `reader`'s grid.
+    pub(crate) fn plan(reader: R, settings: GridSettings) -> Arc<dyn ExecutionPlan> {
+        Arc::new(ScanExec::new(Arc::new(GridScan::new(
+            Arc::new(reader),
+            settings,
+        ))))
+    }
+
     pub(crate) fn new(reader: Arc<R>, settings: GridSettings) -> Self {
         let (shape, unit_shape) = reader.grid();
         let partitions = ChunkPartitions::new(
