@@ -412,10 +412,10 @@ async fn an_executor_killed_mid_query_ends_the_query_in_bounded_time() {
         "--format".into(),
         "csv".into(),
         "-c".into(),
-        // Tasks of a few seconds: a Ballista executor whose slots are all busy does not poll
+        // Tasks of about a second: a Ballista executor whose slots are all busy does not poll
         // the scheduler, and polls are its heartbeats (a task longer than the executor
         // timeout makes its executor look lost).
-        "SET datafusion.execution.target_partitions = 16".into(),
+        "SET datafusion.execution.target_partitions = 48".into(),
         "-c".into(),
         "CREATE EXTERNAL TABLE big STORED AS ZARR \
          LOCATION 'tests/data/zarr_v3/ten_million_chunks.zarr'"
