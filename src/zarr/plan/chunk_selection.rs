@@ -257,7 +257,8 @@ impl ChunkSelection {
     }
 }
 
-fn c_strides(shape: &[u64]) -> Vec<u64> {
+/// Element strides of a C-order array of `shape`.
+pub(crate) fn c_strides(shape: &[u64]) -> Vec<u64> {
     let mut strides = vec![1; shape.len()];
     for d in (0..shape.len().saturating_sub(1)).rev() {
         strides[d] = strides[d + 1] * shape[d + 1];

@@ -8,7 +8,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use crate::error::{Error, Result};
 use crate::zarr::plan::chunk_plan::list_chunk_reads;
-use crate::zarr::plan::chunk_selection::ChunkSelection;
+use crate::zarr::plan::chunk_selection::{c_strides, ChunkSelection};
 use crate::zarr::plan::gather::Gather;
 use crate::zarr::plan::index_set::IndexSet;
 use crate::zarr::plan::selection::Selection;
@@ -114,14 +114,6 @@ fn place(
             index[d] = 0;
         }
     }
-}
-
-fn c_strides(shape: &[u64]) -> Vec<u64> {
-    let mut strides = vec![1; shape.len()];
-    for d in (0..shape.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1] * shape[d + 1];
-    }
-    strides
 }
 
 /// The gathered elements of each piece, packed.
