@@ -1,6 +1,7 @@
 //! [`ChunkBatches`]: an array table's chunk reads as record batches of the projected columns,
 //! the row filter applied per chunk before the other columns are decoded.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use arrow::array::{RecordBatch, RecordBatchOptions};
@@ -82,7 +83,12 @@ impl ChunkBatches {
 impl ChunkSink for ChunkBatches {
     type Out = RecordBatch;
 
-    fn take(&self, part: &ChunkSelection, bytes: &[u8], gather: Gather) -> Result<RecordBatch> {
-        self.batch(part, bytes, gather)
+    fn take(
+        &self,
+        part: &ChunkSelection,
+        bytes: Cow<'_, [u8]>,
+        gather: Gather,
+    ) -> Result<RecordBatch> {
+        self.batch(part, &bytes, gather)
     }
 }

@@ -2,7 +2,8 @@
 //! [`ChunkReader`] (so under its read strategy: partial reads, zstd fronts, missing chunks as
 //! the fill value, the scan's counters). Dataset variables are read this way.
 
-use std::sync::Arc;
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
 
 use futures::{StreamExt, TryStreamExt};
 
@@ -47,97 +48,140 @@ pub(crate) async fn read_box(
         return Ok(Vec::new());
     };
     let reads = list_chunk_reads(&meta.shape, &meta.chunk_shape, &selection);
-    let sink = Arc::new(ElementBytes { element_size });
-    let mut parts = futures::stream::iter(reads)
-        .map(|read| {
-            let (reader, sink, metrics) = (Arc::clone(reader), Arc::clone(&sink), metrics.clone());
-            async move {
-                let (origin, local) = read
-                    .bounding_box()
-                    .unwrap_or_else(|| (vec![0; read.shape.len()], read.shape.clone()));
-                let origin: Vec<u64> = origin
-                    .iter()
-                    .zip(&read.origin)
-                    .map(|(l, o)| l + o)
-                    .collect();
-                let pieces = reader.read(read, metrics, sink).await?;
-                Ok::<_, Error>((origin, local, pieces.concat()))
-            }
-        })
-        .buffered(CHUNKS_IN_FLIGHT);
-    let mut out: Option<Vec<u8>> = None;
-    while let Some((origin, part_shape, part)) = parts.try_next().await? {
-        if origin == start && part_shape == shape {
-            // One chunk holds the whole box: its elements are the box.
-            return Ok(part);
-        }
-        let out = out.get_or_insert_with(|| vec![0; bytes]);
-        place(out, shape, start, &part, &part_shape, &origin, element_size);
-    }
-    Ok(out.unwrap_or_default())
+    let sink = Arc::new(BoxAssembly {
+        start: start.to_vec(),
+        shape: shape.to_vec(),
+        element_size,
+        bytes,
+        out: Mutex::new(None),
+    });
+    futures::stream::iter(reads)
+        .map(|read| Arc::clone(reader).read(read, metrics.clone(), Arc::clone(&sink)))
+        .buffered(CHUNKS_IN_FLIGHT)
+        .try_for_each(|_| futures::future::ready(Ok(())))
+        .await?;
+    let out = sink.lock(&reader.array.location)?.take();
+    out.ok_or_else(|| {
+        Error::Internal(format!(
+            "{}: no chunk reached the box at {start:?} of shape {shape:?}",
+            reader.array.location
+        ))
+    })
 }
 
-/// Copies `part` (C order, of `part_shape` at `part_origin`) into `out` (C order, of
-/// `out_shape` at `out_origin`), one run of the last dimension at a time.
-fn place(
-    out: &mut [u8],
-    out_shape: &[u64],
-    out_origin: &[u64],
-    part: &[u8],
-    part_shape: &[u64],
-    part_origin: &[u64],
+/// Puts each piece's elements where they lie in the box, on the thread that decoded them. A
+/// box that is one piece keeps that piece's bytes (a chunk decoded whole: no copy).
+struct BoxAssembly {
+    start: Vec<u64>,
+    shape: Vec<u64>,
     element_size: usize,
-) {
-    let Some((&run, outer)) = part_shape.split_last() else {
-        out[..element_size].copy_from_slice(&part[..element_size]);
-        return;
-    };
-    let run_bytes = run as usize * element_size;
-    let strides = c_strides(out_shape);
-    let rows: u64 = outer.iter().product();
-    let mut index = vec![0u64; outer.len()];
-    for row in 0..rows as usize {
-        let at: u64 = (0..part_shape.len())
-            .map(|d| {
-                let i = index.get(d).copied().unwrap_or(0);
-                (part_origin[d] - out_origin[d] + i) * strides[d]
-            })
-            .sum();
-        let at = at as usize * element_size;
-        out[at..at + run_bytes].copy_from_slice(&part[row * run_bytes..(row + 1) * run_bytes]);
-        // Odometer step over the outer dimensions, last fastest.
-        for d in (0..index.len()).rev() {
-            index[d] += 1;
-            if index[d] < outer[d] {
-                break;
-            }
-            index[d] = 0;
-        }
+    /// The box's size in bytes.
+    bytes: usize,
+    out: Mutex<Option<Vec<u8>>>,
+}
+
+impl BoxAssembly {
+    fn lock(&self, location: &str) -> Result<std::sync::MutexGuard<'_, Option<Vec<u8>>>> {
+        self.out
+            .lock()
+            .map_err(|_| Error::Internal(format!("{location}: a thread assembling a box panicked")))
     }
 }
 
-/// The gathered elements of each piece, packed.
-struct ElementBytes {
+impl ChunkSink for BoxAssembly {
+    type Out = ();
+
+    fn take(&self, part: &ChunkSelection, bytes: Cow<'_, [u8]>, gather: Gather) -> Result<()> {
+        // The box meets each chunk, and each piece of it, in one box.
+        let [local] = part.local.as_slice() else {
+            return Err(Error::Internal(format!(
+                "a box read selected {} boxes of chunk {:?}",
+                part.local.len(),
+                part.indices
+            )));
+        };
+        let origin: Vec<u64> = (local.iter().zip(&part.origin))
+            .map(|(set, o)| o + set.ranges().first().map_or(0, |r| r.start))
+            .collect();
+        let piece_shape: Vec<u64> = local.iter().map(IndexSet::len).collect();
+        let mut out = self.lock("box")?;
+        let whole = matches!(gather, Gather::Strided { start: 0, stride, count }
+            if stride == self.element_size && count * stride == bytes.len());
+        if out.is_none() && whole && origin == self.start && piece_shape == self.shape {
+            *out = Some(bytes.into_owned());
+            return Ok(());
+        }
+        let out = out.get_or_insert_with(|| vec![0; self.bytes]);
+        let to = Placement {
+            out_shape: &self.shape,
+            out_origin: &self.start,
+            part_shape: &piece_shape,
+            part_origin: &origin,
+            element_size: self.element_size,
+        };
+        to.place(out, &bytes, &gather);
+        Ok(())
+    }
+}
+
+/// Where a part (C order, of `part_shape` at `part_origin`) lies in a box (C order, of
+/// `out_shape` at `out_origin`).
+struct Placement<'a> {
+    out_shape: &'a [u64],
+    out_origin: &'a [u64],
+    part_shape: &'a [u64],
+    part_origin: &'a [u64],
     element_size: usize,
 }
 
-impl ChunkSink for ElementBytes {
-    type Out = Vec<u8>;
-
-    fn take(&self, _part: &ChunkSelection, bytes: &[u8], gather: Gather) -> Result<Vec<u8>> {
+impl Placement<'_> {
+    /// Copies the part's elements, at `gather` in `bytes` in the part's C order, into `out`,
+    /// one run of the last dimension at a time.
+    fn place(&self, out: &mut [u8], bytes: &[u8], gather: &Gather) {
         let size = self.element_size;
-        Ok(match gather {
-            Gather::Strided {
-                start,
-                stride,
-                count,
-            } if stride == size => bytes[start..start + count * size].to_vec(),
-            gather => {
-                let mut out = Vec::with_capacity(gather.len() * size);
-                gather.for_each(|p| out.extend_from_slice(&bytes[p..p + size]));
-                out
+        let (run, outer) = match self.part_shape.split_last() {
+            Some((&run, outer)) => (run as usize, outer),
+            None => (1, &[][..]),
+        };
+        let run_bytes = run * size;
+        let strides = c_strides(self.out_shape);
+        let rows: u64 = outer.iter().product();
+        let mut index = vec![0u64; outer.len()];
+        for row in 0..rows as usize {
+            let at: u64 = (0..self.part_shape.len())
+                .map(|d| {
+                    let i = index.get(d).copied().unwrap_or(0);
+                    (self.part_origin[d] - self.out_origin[d] + i) * strides[d]
+                })
+                .sum();
+            let to = &mut out[at as usize * size..][..run_bytes];
+            let first = row * run;
+            match gather {
+                Gather::Strided { start, stride, .. } if *stride == size => {
+                    to.copy_from_slice(&bytes[start + first * size..][..run_bytes]);
+                }
+                Gather::Strided { start, stride, .. } => {
+                    for (k, element) in to.chunks_exact_mut(size).enumerate() {
+                        let p = start + (first + k) * stride;
+                        element.copy_from_slice(&bytes[p..p + size]);
+                    }
+                }
+                Gather::Positions(positions) => {
+                    let positions = &positions[first..first + run];
+                    for (element, &p) in to.chunks_exact_mut(size).zip(positions) {
+                        element.copy_from_slice(&bytes[p..p + size]);
+                    }
+                }
             }
-        })
+            // Odometer step over the outer dimensions, last fastest.
+            for d in (0..index.len()).rev() {
+                index[d] += 1;
+                if index[d] < outer[d] {
+                    break;
+                }
+                index[d] = 0;
+            }
+        }
     }
 }
 
@@ -145,26 +189,101 @@ impl ChunkSink for ElementBytes {
 mod tests {
     use super::*;
 
+    fn place(
+        out: &mut [u8],
+        (out_shape, out_origin): (&[u64], &[u64]),
+        (part_shape, part_origin): (&[u64], &[u64]),
+        element_size: usize,
+        bytes: &[u8],
+        gather: &Gather,
+    ) {
+        let to = Placement {
+            out_shape,
+            out_origin,
+            part_shape,
+            part_origin,
+            element_size,
+        };
+        to.place(out, bytes, gather);
+    }
+
+    fn packed(count: usize, element_size: usize) -> Gather {
+        Gather::Strided {
+            start: 0,
+            stride: element_size,
+            count,
+        }
+    }
+
     #[test]
     fn parts_land_where_they_belong_in_the_box() {
         // A 3 x 4 box at (1, 2) of one-byte elements, from two parts split along columns.
         let mut out = vec![0u8; 12];
         let left = [1, 2, 5, 6, 9, 10];
         let right = [3, 4, 7, 8, 11, 12];
-        place(&mut out, &[3, 4], &[1, 2], &left, &[3, 2], &[1, 2], 1);
-        place(&mut out, &[3, 4], &[1, 2], &right, &[3, 2], &[1, 4], 1);
+        let boxed = (&[3, 4][..], &[1, 2][..]);
+        place(&mut out, boxed, (&[3, 2], &[1, 2]), 1, &left, &packed(6, 1));
+        place(
+            &mut out,
+            boxed,
+            (&[3, 2], &[1, 4]),
+            1,
+            &right,
+            &packed(6, 1),
+        );
         assert_eq!(out, (1..=12).collect::<Vec<u8>>());
         // Two-byte elements, a part of one row.
         let mut out = vec![0u8; 8];
+        let boxed = (&[2, 2][..], &[0, 0][..]);
         place(
             &mut out,
-            &[2, 2],
-            &[0, 0],
-            &[7, 7, 8, 8],
-            &[1, 2],
-            &[1, 0],
+            boxed,
+            (&[1, 2], &[1, 0]),
             2,
+            &[7, 7, 8, 8],
+            &packed(2, 2),
         );
         assert_eq!(out, vec![0, 0, 0, 0, 7, 7, 8, 8]);
+    }
+
+    #[test]
+    fn parts_are_gathered_as_they_are_placed() {
+        let boxed = (&[2, 2][..], &[0, 0][..]);
+        // A missing chunk: one fill element repeated over the part.
+        let mut out = vec![0u8; 4];
+        let fill = Gather::Strided {
+            start: 0,
+            stride: 0,
+            count: 2,
+        };
+        place(&mut out, boxed, (&[2, 1], &[0, 1]), 1, &[9], &fill);
+        assert_eq!(out, vec![0, 9, 0, 9]);
+        // Elements at explicit positions of a bigger decoded chunk, and every other one.
+        let mut out = vec![0u8; 4];
+        let positions = Gather::Positions(vec![3, 0, 2, 1]);
+        place(
+            &mut out,
+            boxed,
+            (&[2, 2], &[0, 0]),
+            1,
+            &[4, 3, 2, 1],
+            &positions,
+        );
+        assert_eq!(out, vec![1, 4, 2, 3]);
+        let mut out = vec![0u8; 4];
+        let every_other = Gather::Strided {
+            start: 1,
+            stride: 2,
+            count: 2,
+        };
+        place(
+            &mut out,
+            boxed,
+            (&[1, 2], &[1, 0]),
+            1,
+            &[0, 5, 0, 6],
+            &every_other,
+        );
+        assert_eq!(out, vec![0, 0, 5, 6]);
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use zarrs::array::{ArraySubset, ArrayToBytesCodecTraits, CodecOptions};
 use zarrs::storage::byte_range::ByteRange;
-use zarrs::storage::{Bytes, ReadableStorageTraits};
+use zarrs::storage::{Bytes, ReadableStorageTraits, StoreKey};
 
 use crate::error::{BoxError, Error, Result};
 use crate::zarr::plan::chunk_selection::ChunkSelection;
@@ -24,8 +24,15 @@ use crate::zarr::read::zstd_front::decode_prefix;
 pub(crate) trait ChunkSink: Send + Sync + 'static {
     type Out: Send + 'static;
 
-    /// `part`'s selected elements, at `gather` in `bytes` (checked to lie inside them).
-    fn take(&self, part: &ChunkSelection, bytes: &[u8], gather: Gather) -> Result<Self::Out>;
+    /// `part`'s selected elements, at `gather` in `bytes` (checked to lie inside them). The
+    /// bytes come owned when the read made them (a decoded chunk), so a sink that keeps them
+    /// whole need not copy them.
+    fn take(
+        &self,
+        part: &ChunkSelection,
+        bytes: Cow<'_, [u8]>,
+        gather: Gather,
+    ) -> Result<Self::Out>;
 }
 
 /// Reads the chunks of one array.
@@ -77,25 +84,46 @@ impl ChunkReader {
             _ => {}
         }
         let key = self.array.chunk_key(&read.indices);
+        if let Some(store) = self.array.store.blocking() {
+            // Local: the file is read on the thread that decodes it, one trip to the pool.
+            return on_blocking_thread(move || {
+                let _timer = metrics.decode_time.timer();
+                let encoded = StoreKey::new(key)
+                    .map_err(|e| self.chunk_error(&read, Box::new(e)))
+                    .and_then(|key| {
+                        store
+                            .get(&key)
+                            .map_err(|e| self.chunk_error(&read, Box::new(e)))
+                    })?;
+                self.count_fetch(&encoded, &metrics);
+                Ok(vec![self.decode(&read, encoded, &metrics, &*sink)?])
+            })
+            .await;
+        }
         let encoded = self
             .array
             .store
             .get(&key)
             .await
             .map_err(|e| self.chunk_error(&read, e))?;
+        self.count_fetch(&encoded, &metrics);
+        on_blocking_thread(move || {
+            let _timer = metrics.decode_time.timer();
+            Ok(vec![self.decode(&read, encoded, &metrics, &*sink)?])
+        })
+        .await
+    }
+
+    /// Counts one request for a whole chunk and what it brought.
+    fn count_fetch(&self, encoded: &Option<Bytes>, metrics: &ChunkMetrics) {
         metrics.requests.add(1);
-        match &encoded {
+        match encoded {
             Some(bytes) => {
                 metrics.chunks_fetched.add(1);
                 metrics.bytes_read.add(bytes.len());
             }
             None => metrics.chunks_missing.add(1),
         }
-        on_blocking_thread(move || {
-            let _timer = metrics.decode_time.timer();
-            Ok(vec![self.decode(&read, encoded, &metrics, &*sink)?])
-        })
-        .await
     }
 
     /// A plain chunk in an object store: one ranged request for the rows of the first
@@ -149,7 +177,12 @@ impl ChunkReader {
             let _timer = metrics.decode_time.timer();
             let run = read.within(&run_start, &run_shape);
             let gather = run.gather(self.array.meta.element.size());
-            Ok(vec![self.take(&*sink, &run, &bytes, gather)?])
+            Ok(vec![self.take(
+                &*sink,
+                &run,
+                Cow::Borrowed(&bytes),
+                gather,
+            )?])
         })
         .await
     }
@@ -194,7 +227,12 @@ impl ChunkReader {
             metrics.bytes_read.add(decoded.len());
             let part = read.within(&start, &shape);
             let gather = part.gather(self.array.meta.element.size());
-            Ok(vec![self.take(&*sink, &part, &decoded, gather)?])
+            Ok(vec![self.take(
+                &*sink,
+                &part,
+                Cow::Owned(decoded),
+                gather,
+            )?])
         })
         .await
     }
@@ -268,8 +306,8 @@ impl ChunkReader {
                 let piece_start: Vec<u64> = (piece.origin.iter().zip(&read.origin))
                     .map(|(p, o)| p - o)
                     .collect();
-                let (fetched, decoded);
-                let bytes: &[u8] = match &decoder {
+                let fetched;
+                let bytes: Cow<[u8]> = match &decoder {
                     None => {
                         let offset = piece_start.first().map_or(0, |&i| i * slice_bytes);
                         let length = self.decoded_len(&piece.shape)?;
@@ -279,18 +317,17 @@ impl ChunkReader {
                             .get_partial(&key, range)
                             .map_err(|e| error(&e))?
                             .ok_or_else(|| error(&"chunk removed while it was read"))?;
-                        &fetched
+                        Cow::Borrowed(&fetched)
                     }
                     Some(decoder) => {
                         let ranges: Vec<_> = (piece_start.iter().zip(&piece.shape))
                             .map(|(&s, &n)| s..s + n)
                             .collect();
-                        decoded = decoder
+                        decoder
                             .partial_decode(&ArraySubset::new_with_ranges(&ranges), &options)
                             .map_err(|e| error(&e))?
                             .into_fixed()
-                            .map_err(|e| error(&e))?;
-                        &decoded
+                            .map_err(|e| error(&e))?
                     }
                 };
                 metrics.bytes_read.add(bytes.len());
@@ -383,7 +420,7 @@ impl ChunkReader {
                 },
             ),
         };
-        self.take(sink, read, &bytes, gather)
+        self.take(sink, read, bytes, gather)
     }
 
     /// `sink`'s output of `part`'s elements at `gather` in `bytes`, once they are checked to
@@ -392,11 +429,11 @@ impl ChunkReader {
         &self,
         sink: &S,
         part: &ChunkSelection,
-        bytes: &[u8],
+        bytes: Cow<'_, [u8]>,
         gather: Gather,
     ) -> Result<S::Out> {
         gather
-            .check_bounds(bytes, self.array.meta.element.size())
+            .check_bounds(&bytes, self.array.meta.element.size())
             .map_err(|e| self.chunk_error(part, e.into()))?;
         sink.take(part, bytes, gather)
     }
