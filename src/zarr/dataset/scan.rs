@@ -124,8 +124,11 @@ impl GridReader for BlockReader {
         BlockMetrics::new(metrics, partition)
     }
 
-    /// The block's variables are read concurrently by their arrays' chunk readers, then
-    /// assembled into the block's batch on a blocking thread.
+    /// The block's variables are read by their arrays' chunk readers and assembled into the
+    /// block's batch. From a local store all of it runs in one blocking task, so the cells are
+    /// gathered while the decoded chunks are in this core's cache (the scan reads other blocks
+    /// beside it); from an object store the variables' requests are made concurrently, then the
+    /// batch is assembled on a blocking thread.
     fn read_unit(self: &Arc<Self>, block: ChunkSelection, metrics: &BlockMetrics) -> UnitRead {
         let reader = Arc::clone(self);
         let metrics = metrics.clone();
@@ -136,17 +139,31 @@ impl GridReader for BlockReader {
                 Some((start, shape)) => block.within(&start, &shape),
                 None => block,
             };
-            let variables = &reader.dataset.variables;
-            let boxes = futures::future::try_join_all(
-                (reader.variables.iter()).map(|&v| variables[v].read_under(&read, &metrics.chunks)),
-            )
-            .await?;
+            let boxes = if reader.dataset.remote {
+                let variables = &reader.dataset.variables;
+                let boxes = futures::future::try_join_all(
+                    (reader.variables.iter())
+                        .map(|&v| variables[v].read_under(&read, &metrics.chunks)),
+                )
+                .await?;
+                Some(boxes)
+            } else {
+                None
+            };
             let batch = tokio::task::spawn_blocking(move || {
+                let boxes = match boxes {
+                    Some(boxes) => boxes,
+                    None => (reader.variables.iter())
+                        .map(|&v| {
+                            reader.dataset.variables[v].read_under_local(&read, &metrics.chunks)
+                        })
+                        .collect::<Result<Vec<_>>>()?,
+                };
                 let _timer = metrics.assemble_time.timer();
                 reader.assemble(&read, &boxes)
             })
             .await
-            .map_err(|e| Error::Internal(format!("block assembling task failed: {e}")))??;
+            .map_err(|e| Error::Internal(format!("block reading task failed: {e}")))??;
             Ok(futures::stream::once(async { Ok(batch) }).boxed())
         }
         .boxed()

@@ -27,7 +27,7 @@ use crate::zarr::metadata::node::{Member, MemberArray};
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::gather::Gather;
 use crate::zarr::read::array::ZarrArray;
-use crate::zarr::read::box_reader::read_box;
+use crate::zarr::read::box_reader::{read_box, read_box_local};
 use crate::zarr::read::chunk_reader::ChunkReader;
 use crate::zarr::read::metrics::ChunkMetrics;
 use crate::zarr::store::ZarrStore;
@@ -240,9 +240,24 @@ impl Variable {
         read: &ChunkSelection,
         metrics: &ChunkMetrics,
     ) -> Result<BoxValues> {
-        let start: Vec<u64> = self.axes.iter().map(|&a| read.origin[a]).collect();
-        let shape: Vec<u64> = self.axes.iter().map(|&a| read.shape[a]).collect();
+        let (start, shape) = self.box_under(read);
         self.read_box(&start, &shape, metrics).await
+    }
+
+    /// [`Variable::read_under`] from a local store, on this thread (a blocking one).
+    pub(crate) fn read_under_local(
+        &self,
+        read: &ChunkSelection,
+        metrics: &ChunkMetrics,
+    ) -> Result<BoxValues> {
+        let (start, shape) = self.box_under(read);
+        self.read_box_local(&start, &shape, metrics)
+    }
+
+    fn box_under(&self, read: &ChunkSelection) -> (Vec<u64>, Vec<u64>) {
+        let start = self.axes.iter().map(|&a| read.origin[a]).collect();
+        let shape = self.axes.iter().map(|&a| read.shape[a]).collect();
+        (start, shape)
     }
 
     /// The columns `wanted` (indices into `columns`) of the cells `read` selects, from the
@@ -283,41 +298,75 @@ impl Variable {
         shape: &[u64],
         metrics: &ChunkMetrics,
     ) -> Result<BoxValues> {
-        // A character array's box spans its whole character dimension: each cell's characters
-        // then lie side by side, one joined element.
+        let local = match &self.source {
+            Source::Fixed { reader, .. } => !reader.array.store.is_remote(),
+            Source::Strings(strings, _) => strings.blocking.is_some(),
+        };
+        if local {
+            let (var, start, shape, metrics) = (
+                Arc::clone(self),
+                start.to_vec(),
+                shape.to_vec(),
+                metrics.clone(),
+            );
+            return tokio::task::spawn_blocking(move || {
+                var.read_box_local(&start, &shape, &metrics)
+            })
+            .await
+            .map_err(|e| Error::Internal(format!("variable reading task failed: {e}")))?;
+        }
+        let (start, shape) = self.stored_box(start, shape);
+        match &self.source {
+            Source::Fixed { reader, .. } => Ok(BoxValues::Fixed(
+                read_box(reader, &start, &shape, metrics).await?,
+            )),
+            Source::Strings(strings, _) => {
+                let bytes = strings
+                    .zarrs
+                    .async_retrieve_array_subset(&subset(&start, &shape))
+                    .await
+                    .map_err(|e| self.box_error(&start, &shape, Box::new(e)))?;
+                self.strings(bytes, &start, &shape)
+            }
+        }
+    }
+
+    /// [`Variable::read_box`] from a local store, on this thread.
+    fn read_box_local(
+        &self,
+        start: &[u64],
+        shape: &[u64],
+        metrics: &ChunkMetrics,
+    ) -> Result<BoxValues> {
+        let (start, shape) = self.stored_box(start, shape);
+        match &self.source {
+            Source::Fixed { reader, .. } => Ok(BoxValues::Fixed(read_box_local(
+                reader, &start, &shape, metrics,
+            )?)),
+            Source::Strings(strings, _) => {
+                let blocking = strings.blocking.as_ref().ok_or_else(|| {
+                    Error::Internal(format!(
+                        "{}: local strings without a local store",
+                        self.location
+                    ))
+                })?;
+                let bytes = blocking
+                    .retrieve_array_subset(&subset(&start, &shape))
+                    .map_err(|e| self.box_error(&start, &shape, Box::new(e)))?;
+                self.strings(bytes, &start, &shape)
+            }
+        }
+    }
+
+    /// The box of the stored array: a character array's box spans its whole character
+    /// dimension, so each cell's characters lie side by side, one joined element.
+    fn stored_box(&self, start: &[u64], shape: &[u64]) -> (Vec<u64>, Vec<u64>) {
         let (mut start, mut shape) = (start.to_vec(), shape.to_vec());
         if let Some(n) = self.joined_chars {
             start.push(0);
             shape.push(n);
         }
-        let Source::Strings(strings, _) = &self.source else {
-            let Source::Fixed { reader, .. } = &self.source else {
-                unreachable!("a variable is of fixed-size elements or of strings")
-            };
-            return Ok(BoxValues::Fixed(
-                read_box(reader, &start, &shape, metrics).await?,
-            ));
-        };
-        let ranges: Vec<_> = start.iter().zip(&shape).map(|(&s, &n)| s..s + n).collect();
-        let subset = ArraySubset::new_with_ranges(&ranges);
-        let bytes = if strings.blocking.is_some() {
-            // Local: zarrs reads and decodes on a blocking thread.
-            let var = Arc::clone(self);
-            tokio::task::spawn_blocking(move || match &var.source {
-                Source::Strings(strings, _) => strings
-                    .blocking
-                    .as_ref()
-                    .map(|blocking| blocking.retrieve_array_subset(&subset)),
-                Source::Fixed { .. } => None,
-            })
-            .await
-            .map_err(|e| Error::Internal(format!("string reading task failed: {e}")))?
-            .ok_or_else(|| Error::Internal("local strings without a local store".into()))?
-        } else {
-            strings.zarrs.async_retrieve_array_subset(&subset).await
-        }
-        .map_err(|e| self.box_error(&start, &shape, Box::new(e)))?;
-        self.strings(bytes, &start, &shape)
+        (start, shape)
     }
 
     /// Variable-length strings zarrs decoded, as a string array.
@@ -456,4 +505,10 @@ fn encoded(attributes: &serde_json::Map<String, serde_json::Value>) -> bool {
 pub(crate) enum BoxValues {
     Fixed(Vec<u8>),
     Strings(ArrayRef),
+}
+
+/// The zarrs subset of the box at `start` of `shape`.
+fn subset(start: &[u64], shape: &[u64]) -> ArraySubset {
+    let ranges: Vec<_> = start.iter().zip(shape).map(|(&s, &n)| s..s + n).collect();
+    ArraySubset::new_with_ranges(&ranges)
 }

@@ -19,13 +19,49 @@ use crate::zarr::read::metrics::ChunkMetrics;
 /// Chunks of one box read at a time.
 const CHUNKS_IN_FLIGHT: usize = 4;
 
-/// The elements of the box at `start` of `shape` (array coordinates), packed in C order.
+/// The elements of the box at `start` of `shape` (array coordinates), packed in C order; its
+/// chunks read [`CHUNKS_IN_FLIGHT`] at a time.
 pub(crate) async fn read_box(
     reader: &Arc<ChunkReader>,
     start: &[u64],
     shape: &[u64],
     metrics: &ChunkMetrics,
 ) -> Result<Vec<u8>> {
+    let Some((reads, sink)) = plan_box(reader, start, shape)? else {
+        return Ok(Vec::new());
+    };
+    let sink = Arc::new(sink);
+    futures::stream::iter(reads)
+        .map(|read| Arc::clone(reader).read(read, metrics.clone(), Arc::clone(&sink)))
+        .buffered(CHUNKS_IN_FLIGHT)
+        .try_for_each(|_| futures::future::ready(Ok(())))
+        .await?;
+    sink.finish(reader)
+}
+
+/// [`read_box`] from a local store, on this thread (a blocking one), chunk after chunk: the
+/// caller reads other boxes beside it, and uses the box where it was read.
+pub(crate) fn read_box_local(
+    reader: &ChunkReader,
+    start: &[u64],
+    shape: &[u64],
+    metrics: &ChunkMetrics,
+) -> Result<Vec<u8>> {
+    let Some((reads, sink)) = plan_box(reader, start, shape)? else {
+        return Ok(Vec::new());
+    };
+    for read in reads {
+        reader.read_local(&read, metrics, &sink)?;
+    }
+    sink.finish(reader)
+}
+
+/// The chunk reads of a box, and where they are assembled; `None` for an empty box.
+fn plan_box(
+    reader: &ChunkReader,
+    start: &[u64],
+    shape: &[u64],
+) -> Result<Option<(Vec<ChunkSelection>, BoxAssembly)>> {
     let meta = &reader.array.meta;
     let element_size = meta.element.size();
     let cells = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
@@ -39,34 +75,23 @@ pub(crate) async fn read_box(
             ))
         })?;
     if bytes == 0 {
-        return Ok(Vec::new());
+        return Ok(None);
     }
     let sets: Vec<IndexSet> = (start.iter().zip(shape).zip(&meta.shape))
         .map(|((&s, &n), &size)| IndexSet::interval(size, s, s + n))
         .collect();
     let Some(selection) = Selection::from_boxes(vec![sets]) else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
     let reads = list_chunk_reads(&meta.shape, &meta.chunk_shape, &selection);
-    let sink = Arc::new(BoxAssembly {
+    let sink = BoxAssembly {
         start: start.to_vec(),
         shape: shape.to_vec(),
         element_size,
         bytes,
         out: Mutex::new(None),
-    });
-    futures::stream::iter(reads)
-        .map(|read| Arc::clone(reader).read(read, metrics.clone(), Arc::clone(&sink)))
-        .buffered(CHUNKS_IN_FLIGHT)
-        .try_for_each(|_| futures::future::ready(Ok(())))
-        .await?;
-    let out = sink.lock(&reader.array.location)?.take();
-    out.ok_or_else(|| {
-        Error::Internal(format!(
-            "{}: no chunk reached the box at {start:?} of shape {shape:?}",
-            reader.array.location
-        ))
-    })
+    };
+    Ok(Some((reads, sink)))
 }
 
 /// Puts each piece's elements where they lie in the box, on the thread that decoded them. A
@@ -81,6 +106,17 @@ struct BoxAssembly {
 }
 
 impl BoxAssembly {
+    /// The assembled box, once every chunk read has placed its part.
+    fn finish(&self, reader: &ChunkReader) -> Result<Vec<u8>> {
+        let location = &reader.array.location;
+        self.lock(location)?.take().ok_or_else(|| {
+            Error::Internal(format!(
+                "{location}: no chunk reached the box at {:?} of shape {:?}",
+                self.start, self.shape
+            ))
+        })
+    }
+
     fn lock(&self, location: &str) -> Result<std::sync::MutexGuard<'_, Option<Vec<u8>>>> {
         self.out
             .lock()

@@ -52,54 +52,24 @@ impl ChunkReader {
         metrics: ChunkMetrics,
         sink: Arc<S>,
     ) -> Result<Vec<S::Out>> {
-        let remote = self.array.store.is_remote();
+        if !self.array.store.is_remote() {
+            return on_blocking_thread(move || self.read_local(&read, &metrics, &*sink)).await;
+        }
         // The box of the chunk holding every selected element (`None`: the whole chunk).
         let part = read.bounding_box();
         match self.array.strategy {
-            ReadStrategy::Plain if read.shape.is_empty() => {}
-            ReadStrategy::Plain if remote => {
+            ReadStrategy::Plain if !read.shape.is_empty() => {
                 return self.read_plain_remote(read, metrics, sink).await
-            }
-            ReadStrategy::Plain => {
-                let (start, shape) = part.unwrap_or_else(|| whole(&read));
-                return on_blocking_thread(move || {
-                    let _timer = metrics.decode_time.timer();
-                    self.read_local_in_pieces(&read, &start, &shape, &metrics, &*sink)
-                })
-                .await;
             }
             ReadStrategy::PartialDecoder if part.is_some() => {
                 let (start, shape) = part.unwrap_or_else(|| whole(&read));
-                if remote {
-                    return self
-                        .read_through_decoder(read, start, shape, metrics, sink)
-                        .await;
-                }
-                return on_blocking_thread(move || {
-                    let _timer = metrics.decode_time.timer();
-                    self.read_local_in_pieces(&read, &start, &shape, &metrics, &*sink)
-                })
-                .await;
+                return self
+                    .read_through_decoder(read, start, shape, metrics, sink)
+                    .await;
             }
             _ => {}
         }
         let key = self.array.chunk_key(&read.indices);
-        if let Some(store) = self.array.store.blocking() {
-            // Local: the file is read on the thread that decodes it, one trip to the pool.
-            return on_blocking_thread(move || {
-                let _timer = metrics.decode_time.timer();
-                let encoded = StoreKey::new(key)
-                    .map_err(|e| self.chunk_error(&read, Box::new(e)))
-                    .and_then(|key| {
-                        store
-                            .get(&key)
-                            .map_err(|e| self.chunk_error(&read, Box::new(e)))
-                    })?;
-                self.count_fetch(&encoded, &metrics);
-                Ok(vec![self.decode(&read, encoded, &metrics, &*sink)?])
-            })
-            .await;
-        }
         let encoded = self
             .array
             .store
@@ -112,6 +82,38 @@ impl ChunkReader {
             Ok(vec![self.decode(&read, encoded, &metrics, &*sink)?])
         })
         .await
+    }
+
+    /// [`ChunkReader::read`] of a chunk in a local store, on this thread (a blocking one): the
+    /// files are read where they are decoded.
+    pub(crate) fn read_local<S: ChunkSink>(
+        &self,
+        read: &ChunkSelection,
+        metrics: &ChunkMetrics,
+        sink: &S,
+    ) -> Result<Vec<S::Out>> {
+        let _timer = metrics.decode_time.timer();
+        let part = read.bounding_box();
+        match self.array.strategy {
+            ReadStrategy::Plain if read.shape.is_empty() => {}
+            ReadStrategy::Plain => {
+                let (start, shape) = part.unwrap_or_else(|| whole(read));
+                return self.read_local_in_pieces(read, &start, &shape, metrics, sink);
+            }
+            ReadStrategy::PartialDecoder if part.is_some() => {
+                let (start, shape) = part.unwrap_or_else(|| whole(read));
+                return self.read_local_in_pieces(read, &start, &shape, metrics, sink);
+            }
+            _ => {}
+        }
+        let Some(store) = self.array.store.blocking() else {
+            return Err(Error::Internal("local read of a remote array".into()));
+        };
+        let error = |e: &dyn std::fmt::Display| self.chunk_error(read, e.to_string().into());
+        let key = StoreKey::new(self.array.chunk_key(&read.indices)).map_err(|e| error(&e))?;
+        let encoded = store.get(&key).map_err(|e| error(&e))?;
+        self.count_fetch(&encoded, metrics);
+        Ok(vec![self.decode(read, encoded, metrics, sink)?])
     }
 
     /// Counts one request for a whole chunk and what it brought.
