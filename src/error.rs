@@ -139,7 +139,7 @@ pub enum Error {
         /// The written type.
         write: arrow::datatypes::DataType,
         /// The casting the write allowed.
-        casting: crate::lance_nd::Casting,
+        casting: crate::nd::Casting,
     },
 
     /// Another writer committed first.

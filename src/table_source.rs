@@ -11,50 +11,43 @@
 #![cfg_attr(not(feature = "cluster"), allow(dead_code))]
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use datafusion::catalog::Session;
 use datafusion::logical_expr::Expr;
 
-use crate::lance_nd::LanceNdOptions;
+use crate::error::Result;
 use crate::scan::ScanCall;
-use crate::zarr::ZarrOptions;
 
 /// How to open a table again.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct TableSource {
-    pub kind: SourceKind,
+    pub opened: Box<dyn Opened>,
     /// Tells this opening of the table from others (of the same location too): a cluster
     /// keeps what it opened per opening, so a table created again is read again, as locally.
     pub opening: String,
 }
 
-/// What was opened.
-#[derive(Debug, Clone)]
-pub(crate) enum SourceKind {
-    /// `ZarrTable::open_with(location)`: an array, a group, or a glob of members.
-    Zarr {
-        location: String,
-        options: ZarrOptions,
-    },
-    /// `ZarrTable::open_many(locations)`: a collection of listed members.
-    ZarrMany {
-        locations: Vec<String>,
-        options: ZarrOptions,
-    },
-    /// A lance-nd table at the Lance version it was opened at, so every process reads the same
-    /// rows however many writes land meanwhile.
-    LanceNd {
-        location: String,
-        version: u64,
-        options: LanceNdOptions,
-    },
+/// What a table kind opened, as a cluster is told it: each kind implements this beside its
+/// table (`zarr/table.rs`, `lance_nd/table.rs`), and the codec opens the same again by format.
+pub(crate) trait Opened: std::fmt::Debug + Send + Sync {
+    /// The codec's name for how to open it: `zarr`, `zarr_many` or `lance_nd`.
+    fn format(&self) -> &'static str;
+    fn locations(&self) -> Vec<String>;
+    /// The version read, for tables that have versions.
+    fn version(&self) -> Option<u64> {
+        None
+    }
+    /// The options it was opened with, as SQL `OPTIONS` (an error for options that cannot be
+    /// written so, such as an application's object store).
+    fn options_sql(&self) -> Result<HashMap<String, String>>;
 }
 
 impl TableSource {
-    /// A new opening of `kind`: unique to this process and this opening.
-    pub(crate) fn new(kind: SourceKind) -> Arc<Self> {
+    /// A new opening of what `opened` says: unique to this process and this opening.
+    pub(crate) fn new(opened: impl Opened + 'static) -> Arc<Self> {
         static OPENINGS: AtomicU64 = AtomicU64::new(0);
         static PROCESS: OnceLock<String> = OnceLock::new();
         let process = PROCESS.get_or_init(|| {
@@ -65,7 +58,7 @@ impl TableSource {
         });
         let opening = OPENINGS.fetch_add(1, Ordering::Relaxed);
         Arc::new(TableSource {
-            kind,
+            opened: Box::new(opened),
             opening: format!("{process}-{opening}"),
         })
     }

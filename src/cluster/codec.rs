@@ -33,7 +33,7 @@ use super::plan_guard::check_plan;
 use crate::lance_nd::{LanceNdOptions, LanceNdTable};
 use crate::scan::OriginSlot;
 use crate::scan::ScanExec;
-use crate::table_source::{ScanOrigin, SourceKind, TableSource};
+use crate::table_source::{ScanOrigin, TableSource};
 use crate::zarr::{ZarrOptions, ZarrTable};
 
 /// Marks ndfusion's messages; Ballista's are protobuf, which never starts with this byte
@@ -281,29 +281,16 @@ fn origin_slot(plan: &dyn ExecutionPlan) -> Option<&OriginSlot> {
 }
 
 fn encode_table(source: &TableSource) -> Result<EncodedTable> {
-    let (format, locations, version, options) = match &source.kind {
-        SourceKind::Zarr { location, options } => {
-            ("zarr", vec![location.clone()], None, options.to_sql())
-        }
-        SourceKind::ZarrMany { locations, options } => {
-            ("zarr_many", locations.clone(), None, options.to_sql())
-        }
-        SourceKind::LanceNd {
-            location,
-            version,
-            options,
-        } => (
-            "lance_nd",
-            vec![location.clone()],
-            Some(*version),
-            options.to_sql(),
-        ),
-    };
+    let opened = &source.opened;
     Ok(EncodedTable {
-        format: format.to_string(),
-        locations,
-        version,
-        options: options.map_err(external)?.into_iter().collect(),
+        format: opened.format().to_string(),
+        locations: opened.locations(),
+        version: opened.version(),
+        options: opened
+            .options_sql()
+            .map_err(external)?
+            .into_iter()
+            .collect(),
         opening: source.opening.clone(),
     })
 }
@@ -512,6 +499,7 @@ mod tests {
     };
 
     use super::*;
+    use crate::zarr::table::ZarrOpened;
 
     /// The rows of `plan`, sorted (partitions may interleave).
     async fn rows(plan: Arc<dyn ExecutionPlan>, ctx: &SessionContext) -> Vec<String> {
@@ -645,7 +633,7 @@ mod tests {
                 .with("aws.secret_access_key", "s3cr3t")
                 .unwrap(),
         );
-        let encoded = encode_table(&TableSource::new(SourceKind::Zarr {
+        let encoded = encode_table(&TableSource::new(ZarrOpened::One {
             location: "s3://b/a.zarr".into(),
             options,
         }))
@@ -655,7 +643,7 @@ mod tests {
             Arc::new(object_store::memory::InMemory::new());
         let options =
             ZarrOptions::new().with_storage(crate::StorageOptions::new().with_object_store(store));
-        let err = encode_table(&TableSource::new(SourceKind::Zarr {
+        let err = encode_table(&TableSource::new(ZarrOpened::One {
             location: "a.zarr".into(),
             options,
         }))

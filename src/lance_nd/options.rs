@@ -90,7 +90,6 @@ impl LanceNdOptions {
         Ok(LanceNdOptions { set, storage })
     }
 
-    #[cfg(feature = "cluster")]
     /// The options as `OPTIONS (...)` keys, which [`from_sql`](Self::from_sql) reads back.
     pub(crate) fn to_sql(&self) -> Result<HashMap<String, String>> {
         let mut map = self.storage.to_sql()?;

@@ -1,7 +1,7 @@
 //! `LanceNdTable`: a lance-nd table as a DataFusion table, every nd record batch materialized
 //! onto its grid.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -27,7 +27,7 @@ use crate::nd::arrow_encoding::{
 };
 use crate::scan::project_columns;
 use crate::scan::ScanExec;
-use crate::table_source::{ScanOrigin, SourceKind, TableSource};
+use crate::table_source::{Opened, ScanOrigin, TableSource};
 
 /// A lance-nd table as a table: an Int64 index column for each dimension name that has no
 /// array of the same name, one column per array (its values broadcast onto the row's grid,
@@ -59,6 +59,33 @@ pub struct LanceNdTable {
     source: Arc<TableSource>,
 }
 
+/// What a [`LanceNdTable`] opened: a table at the Lance version it was opened at, so every
+/// process reads the same rows however many writes land meanwhile.
+#[derive(Debug, Clone)]
+struct LanceNdOpened {
+    location: String,
+    version: u64,
+    options: LanceNdOptions,
+}
+
+impl Opened for LanceNdOpened {
+    fn format(&self) -> &'static str {
+        "lance_nd"
+    }
+
+    fn locations(&self) -> Vec<String> {
+        vec![self.location.clone()]
+    }
+
+    fn version(&self) -> Option<u64> {
+        Some(self.version)
+    }
+
+    fn options_sql(&self) -> Result<HashMap<String, String>> {
+        self.options.to_sql()
+    }
+}
+
 impl LanceNdTable {
     /// Opens the lance-nd table at `location` (a local path, `file://`, `s3://`, `gs://`,
     /// `az://`, `abfs://` URL) with the default [`LanceNdOptions`]. The dimension names come
@@ -87,7 +114,7 @@ impl LanceNdTable {
                 .await
                 .map_err(|e| read_error(&location.shown, e))?;
         }
-        let source = TableSource::new(SourceKind::LanceNd {
+        let source = TableSource::new(LanceNdOpened {
             location: given,
             version: dataset.version_id(),
             options: options.clone(),

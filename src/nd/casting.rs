@@ -1,5 +1,5 @@
-//! Which type changes a write may make: the [`Casting`] a write allows, and the widenings
-//! that never lose information.
+//! Which type changes a write of nd arrays to a table may make: the [`Casting`] a write
+//! allows, and the widenings that never lose information (`lance_nd/writer/` applies them).
 
 use arrow::datatypes::DataType;
 

@@ -6,12 +6,14 @@
 mod array;
 pub(crate) mod arrow_encoding;
 pub(crate) mod batch;
+pub(crate) mod casting;
 #[cfg(test)]
 mod generated_inputs;
 
 pub(crate) use array::cell_count;
 pub use array::{Dim, NdArrowArray};
 pub use batch::NdRecordBatch;
+pub use casting::Casting;
 
 /// A violation of the nd-arrow rules (dimensions, value counts, broadcasting, attributes), with
 /// the array and table row where known.

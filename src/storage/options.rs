@@ -108,7 +108,6 @@ impl StorageOptions {
         self
     }
 
-    #[cfg(feature = "cluster")]
     /// The settings as `OPTIONS (...)` keys, secrets included (a cluster sends them with the
     /// plan, never shows them). An object store the application built cannot travel: an error.
     pub(crate) fn to_sql(&self) -> Result<std::collections::HashMap<String, String>> {

@@ -23,7 +23,7 @@ mod options;
 mod plan;
 mod read;
 mod store;
-mod table;
+pub(crate) mod table;
 
 pub use factory::ZarrTableFactory;
 pub use options::ZarrOptions;

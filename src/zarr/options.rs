@@ -162,7 +162,6 @@ impl ZarrOptions {
         Ok(ZarrOptions { set, storage })
     }
 
-    #[cfg(feature = "cluster")]
     /// The options as `OPTIONS (...)` keys, which [`from_sql`](Self::from_sql) reads back (a
     /// cluster sends them with the plan); an object store the application built has no keys.
     pub(crate) fn to_sql(&self) -> Result<HashMap<String, String>> {

@@ -1,5 +1,6 @@
 //! `ZarrTable`: a Zarr array, or a Zarr group read as a dataset, as a DataFusion table.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -11,7 +12,7 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::scan::ScanExec;
-use crate::table_source::{ScanOrigin, SourceKind, TableSource};
+use crate::table_source::{Opened, ScanOrigin, TableSource};
 use crate::zarr::collection::{expand, is_pattern, CollectionTable};
 use crate::zarr::node_table::NodeTable;
 use crate::zarr::options::ZarrOptions;
@@ -52,6 +53,43 @@ pub struct ZarrTable {
     source: Arc<TableSource>,
 }
 
+/// What a [`ZarrTable`] opened.
+#[derive(Debug, Clone)]
+pub(crate) enum ZarrOpened {
+    /// `ZarrTable::open_with(location)`: an array, a group, or a glob of members.
+    One {
+        location: String,
+        options: ZarrOptions,
+    },
+    /// `ZarrTable::open_many(locations)`: a collection of listed members.
+    Many {
+        locations: Vec<String>,
+        options: ZarrOptions,
+    },
+}
+
+impl Opened for ZarrOpened {
+    fn format(&self) -> &'static str {
+        match self {
+            ZarrOpened::One { .. } => "zarr",
+            ZarrOpened::Many { .. } => "zarr_many",
+        }
+    }
+
+    fn locations(&self) -> Vec<String> {
+        match self {
+            ZarrOpened::One { location, .. } => vec![location.clone()],
+            ZarrOpened::Many { locations, .. } => locations.clone(),
+        }
+    }
+
+    fn options_sql(&self) -> crate::Result<HashMap<String, String>> {
+        match self {
+            ZarrOpened::One { options, .. } | ZarrOpened::Many { options, .. } => options.to_sql(),
+        }
+    }
+}
+
 #[derive(Debug)]
 enum Inner {
     Node(NodeTable),
@@ -74,7 +112,7 @@ impl ZarrTable {
             let collection = CollectionTable::open(location, members, member_options).await?;
             return Ok(ZarrTable {
                 inner: Inner::Collection(collection),
-                source: TableSource::new(SourceKind::Zarr {
+                source: TableSource::new(ZarrOpened::One {
                     location: location.to_string(),
                     options: options.clone(),
                 }),
@@ -83,7 +121,7 @@ impl ZarrTable {
         }
         Ok(ZarrTable {
             inner: Inner::Node(NodeTable::open(location, options.clone()).await?),
-            source: TableSource::new(SourceKind::Zarr {
+            source: TableSource::new(ZarrOpened::One {
                 location: location.to_string(),
                 options: options.clone(),
             }),
@@ -110,7 +148,7 @@ impl ZarrTable {
         let collection = CollectionTable::open(&shown, members.clone(), options.clone()).await?;
         Ok(ZarrTable {
             inner: Inner::Collection(collection),
-            source: TableSource::new(SourceKind::ZarrMany {
+            source: TableSource::new(ZarrOpened::Many {
                 locations: members,
                 options: options.clone(),
             }),

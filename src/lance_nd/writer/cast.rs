@@ -8,9 +8,9 @@ use arrow::array::ArrayRef;
 use arrow::compute::kernels::cast::{can_cast_types, cast_with_options, CastOptions};
 use arrow::datatypes::{DataType, Fields};
 
-use super::casting::{is_safe_widening, Casting};
 use super::invalid;
 use crate::error::{Error, Result};
+use crate::nd::casting::{is_safe_widening, Casting};
 use crate::nd::NdArrowArray;
 
 /// Per array name: the type its values (and attributes) must be cast to, when they differ.

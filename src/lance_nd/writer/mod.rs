@@ -1,11 +1,10 @@
 //! Writing nd record batches to a lance-nd table: one table row per batch, the schema extended
 //! first when a write brings new arrays, attribute keys or global attribute keys.
 //!
-//! `schema_plan.rs` works out the table schema a write needs, `casting.rs` the type changes it
-//! may make, `statistics.rs` the optional `__stats__` columns, `encode.rs` the rows.
+//! `schema_plan.rs` works out the table schema a write needs, `cast.rs` the type changes it
+//! makes (as `nd/casting.rs` allows), `statistics.rs` the optional `__stats__` columns, `encode.rs` the rows.
 
 mod cast;
-mod casting;
 mod encode;
 mod schema_plan;
 mod statistics;
@@ -22,11 +21,11 @@ use lance::Dataset;
 use lance_table::format::Fragment;
 
 use cast::Casts;
-pub use casting::Casting;
 
 use super::format::{check_marker, write_error, FORMAT_KEY, FORMAT_VERSION};
 use super::location::TableLocation;
 use crate::error::{Error, Result};
+pub use crate::nd::Casting;
 use crate::nd::NdRecordBatch;
 use crate::storage::StorageOptions;
 use encode::encode_rows;

@@ -7,7 +7,6 @@ use arrow::array::ArrayRef;
 use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema};
 
 use super::cast::{check_cast, Casts};
-use super::casting::Casting;
 use super::statistics::{check_stats_field, stats_field};
 use super::{invalid, WriteOptions};
 use crate::error::Result;
@@ -16,6 +15,7 @@ use crate::nd::arrow_encoding::{
     global_attrs_field, is_nd_array_field, merge_fields, nd_array_field, nd_array_parts,
     struct_fields, GLOBAL_ATTRS_COLUMN,
 };
+use crate::nd::Casting;
 use crate::nd::NdRecordBatch;
 
 /// The table fields the write needs (existing order first, new ones appended) and the casts.

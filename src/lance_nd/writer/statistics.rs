@@ -10,9 +10,9 @@ use arrow::compute::kernels::cast::cast;
 use arrow::datatypes::{DataType, Field, Fields};
 
 use super::cast::Casts;
-use super::casting::is_safe_widening;
 use super::invalid;
 use crate::error::{Error, Result};
+use crate::nd::casting::is_safe_widening;
 use crate::nd::NdRecordBatch;
 
 pub(crate) fn stats_field(name: &str, t: &DataType) -> Field {
