@@ -605,32 +605,7 @@ async fn s3_section(
         generate_zarr(&path, args.records, true);
     }
     let server = servers::seaweedfs("bench");
-    let store: Arc<dyn object_store::ObjectStore> = Arc::new(
-        object_store::aws::AmazonS3Builder::new()
-            .with_endpoint(server.endpoint())
-            .with_allow_http(true)
-            .with_bucket_name("bench")
-            .with_access_key_id(servers::S3_KEY_ID)
-            .with_secret_access_key(servers::S3_SECRET)
-            .with_region("us-east-1")
-            .build()
-            .unwrap(),
-    );
-    let start = Instant::now();
-    servers::upload(&store, &path, "records.zarr").await;
-    println!(
-        "uploaded {} to SeaweedFS in {:.1} s",
-        path.display(),
-        start.elapsed().as_secs_f64()
-    );
-    let storage = ndfusion::StorageOptions::from_map([
-        ("aws.endpoint", server.endpoint()),
-        ("aws.allow_http", "true".into()),
-        ("aws.access_key_id", servers::S3_KEY_ID.into()),
-        ("aws.secret_access_key", servers::S3_SECRET.into()),
-        ("aws.region", "us-east-1".into()),
-    ])
-    .unwrap();
+    let storage = upload_to_s3(&server, &path, "records.zarr").await;
     let ctx = ndfusion::new_session_context();
     let remote = ndfusion::ZarrTable::open_with(
         "s3://bench/records.zarr",
@@ -693,6 +668,41 @@ async fn s3_section(
         requests.push((group.clone(), label.to_string(), made, fetched));
     }
     requests
+}
+
+/// Uploads the folder at `path` to `key` in the server's `bench` bucket; returns the
+/// storage options that reach it.
+async fn upload_to_s3(
+    server: &servers::Server,
+    path: &Path,
+    key: &str,
+) -> ndfusion::StorageOptions {
+    let store: Arc<dyn object_store::ObjectStore> = Arc::new(
+        object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(server.endpoint())
+            .with_allow_http(true)
+            .with_bucket_name("bench")
+            .with_access_key_id(servers::S3_KEY_ID)
+            .with_secret_access_key(servers::S3_SECRET)
+            .with_region("us-east-1")
+            .build()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    servers::upload(&store, path, key).await;
+    println!(
+        "uploaded {} to SeaweedFS in {:.1} s",
+        path.display(),
+        start.elapsed().as_secs_f64()
+    );
+    ndfusion::StorageOptions::from_map([
+        ("aws.endpoint", server.endpoint()),
+        ("aws.allow_http", "true".into()),
+        ("aws.access_key_id", servers::S3_KEY_ID.into()),
+        ("aws.secret_access_key", servers::S3_SECRET.into()),
+        ("aws.region", "us-east-1".into()),
+    ])
+    .unwrap()
 }
 
 /// The dataset of the benchmark: 1000 days x 100 latitudes x 1000 longitudes of float32
@@ -773,12 +783,53 @@ async fn dataset_section(args: &Args, rows: &mut Vec<Row>, py: bool) {
         });
     }
     rows.push(Row {
-        group,
+        group: group.clone(),
         query: "1% time range / full scan (ndfusion)".into(),
         ours: part,
         baseline: "ndfusion full scan".into(),
         theirs: Some(full),
     });
+
+    // The same chunks read as a plain array table: what the dataset adds over the reader.
+    let array = format!("{location}/temp");
+    ctx.register_table(
+        "a",
+        Arc::new(ndfusion::ZarrTable::open(&array).await.unwrap()),
+    )
+    .unwrap();
+    let (alone, _) = median(|| sql(&ctx, "SELECT avg(value) FROM a")).await;
+    rows.push(Row {
+        group: group.clone(),
+        query: "avg(temp), all 100M cells".into(),
+        ours: full,
+        baseline: "ndfusion, the array `temp` alone (same chunks)".into(),
+        theirs: Some(alone),
+    });
+
+    // The same dataset in an object store on loopback.
+    let server = servers::seaweedfs("bench");
+    let storage = upload_to_s3(&server, &path, "dataset.zarr").await;
+    let remote = ndfusion::ZarrTable::open_with(
+        "s3://bench/dataset.zarr",
+        ndfusion::ZarrOptions::new().with_storage(storage),
+    )
+    .await
+    .unwrap();
+    ctx.register_table("s3", Arc::new(remote)).unwrap();
+    for (q, query, local) in [
+        ("avg(temp), all 100M cells", full_q.to_string(), full),
+        ("avg(temp), 1% time range", range_q, part),
+    ] {
+        let on_s3 = query.replace("FROM d", "FROM s3");
+        let (ours, _) = median(|| sql(&ctx, &on_s3)).await;
+        rows.push(Row {
+            group: format!("{group}, S3 (SeaweedFS, loopback)"),
+            query: q.into(),
+            ours,
+            baseline: "ndfusion, local files".into(),
+            theirs: Some(local),
+        });
+    }
 }
 
 /// Members of the collection benchmark, and records per member.
