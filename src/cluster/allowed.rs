@@ -196,7 +196,7 @@ impl AllowedLocations {
             location: location.to_string(),
             reason: why,
         };
-        let normal = normalize(location).map_err(refused)?;
+        let normal = normalize(location).map_err(|e| refused(e.to_string()))?;
         if prefixes.iter().any(|(_, p)| normal.starts_with(p)) {
             return Ok(());
         }
@@ -220,7 +220,28 @@ fn is_wildcard(segment: &str) -> bool {
     segment.contains(['*', '?', '[', '{'])
 }
 
-fn normalize(location: &str) -> std::result::Result<Normal, String> {
+/// Why a location has no normal form to check against the allowed prefixes.
+#[derive(Debug, thiserror::Error)]
+enum NotNormal {
+    #[error("no bucket, container or host")]
+    NoAuthority,
+    #[error("no working folder to resolve a relative path: {0}")]
+    NoWorkingFolder(#[source] std::io::Error),
+    #[error("cannot resolve the path: {0}")]
+    Unresolvable(#[source] std::io::Error),
+    #[error("a pattern with a '..' segment is not allowed here")]
+    PatternClimbs,
+    #[error("the path climbs above its root with '..'")]
+    AboveRoot,
+    #[error("a bad percent-escape in '{0}'")]
+    BadEscape(String),
+    #[error("'{0}' is not UTF-8")]
+    NotUtf8(String),
+    #[error("an escaped separator in '{0}'")]
+    EscapedSeparator(String),
+}
+
+fn normalize(location: &str) -> std::result::Result<Normal, NotNormal> {
     match location.split_once("://") {
         Some((scheme, rest)) if scheme.eq_ignore_ascii_case("file") => {
             let path = rest.strip_prefix("localhost").unwrap_or(rest);
@@ -231,7 +252,7 @@ fn normalize(location: &str) -> std::result::Result<Normal, String> {
             let rest = rest.split(['?', '#']).next().unwrap_or_default();
             let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
             if authority.is_empty() {
-                return Err("no bucket, container or host".into());
+                return Err(NotNormal::NoAuthority);
             }
             let decoded: Vec<String> = path
                 .split('/')
@@ -252,13 +273,13 @@ fn normalize(location: &str) -> std::result::Result<Normal, String> {
 
 /// A local path: absolute, `.`/`..` resolved, canonical up to its first wildcard segment
 /// (symlinks resolved; a part that does not exist yet is kept as written).
-fn local(path: &str) -> std::result::Result<Normal, String> {
+fn local(path: &str) -> std::result::Result<Normal, NotNormal> {
     let path = Path::new(path);
     let absolute = if path.is_absolute() {
         path.to_path_buf()
     } else {
         std::env::current_dir()
-            .map_err(|e| format!("no working folder to resolve a relative path: {e}"))?
+            .map_err(NotNormal::NoWorkingFolder)?
             .join(path)
     };
     let mut parts: Vec<String> = Vec::new();
@@ -281,7 +302,7 @@ fn local(path: &str) -> std::result::Result<Normal, String> {
         match std::fs::canonicalize(&candidate) {
             Ok(c) => canonical = Some(c),
             Err(_) if existing > 0 => existing -= 1,
-            Err(e) => return Err(format!("cannot resolve the path: {e}")),
+            Err(e) => return Err(NotNormal::Unresolvable(e)),
         }
     }
     let mut segments: Vec<String> = canonical
@@ -296,7 +317,7 @@ fn local(path: &str) -> std::result::Result<Normal, String> {
     // After the literal part, a pattern's own segments may not climb.
     let rest = &parts[literal..];
     if rest.iter().any(|p| p == "..") {
-        return Err("a pattern with a '..' segment is not allowed here".into());
+        return Err(NotNormal::PatternClimbs);
     }
     segments.extend(rest.iter().cloned());
     Ok(Normal {
@@ -308,14 +329,14 @@ fn local(path: &str) -> std::result::Result<Normal, String> {
 /// Segments with `.` and empty ones dropped and `..` applied; climbing above the root fails.
 fn resolve<'a>(
     segments: impl Iterator<Item = &'a str>,
-) -> std::result::Result<Vec<String>, String> {
+) -> std::result::Result<Vec<String>, NotNormal> {
     let mut out: Vec<String> = Vec::new();
     for segment in segments {
         match segment {
             "" | "." => {}
             ".." => {
                 if out.pop().is_none() {
-                    return Err("the path climbs above its root with '..'".into());
+                    return Err(NotNormal::AboveRoot);
                 }
             }
             other => out.push(other.to_string()),
@@ -326,7 +347,7 @@ fn resolve<'a>(
 
 /// Percent-decodes one segment; an escape for `/` or `\` (a separator hidden in a segment) or
 /// bytes that are not UTF-8 are refused.
-fn decode(segment: &str) -> std::result::Result<String, String> {
+fn decode(segment: &str) -> std::result::Result<String, NotNormal> {
     let bytes = segment.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -335,7 +356,7 @@ fn decode(segment: &str) -> std::result::Result<String, String> {
             let hex = segment
                 .get(i + 1..i + 3)
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("a bad percent-escape in '{segment}'"))?;
+                .ok_or_else(|| NotNormal::BadEscape(segment.to_string()))?;
             out.push(hex);
             i += 3;
         } else {
@@ -343,9 +364,9 @@ fn decode(segment: &str) -> std::result::Result<String, String> {
             i += 1;
         }
     }
-    let text = String::from_utf8(out).map_err(|_| format!("'{segment}' is not UTF-8"))?;
+    let text = String::from_utf8(out).map_err(|_| NotNormal::NotUtf8(segment.to_string()))?;
     if segment.contains('%') && text.contains(['/', '\\']) && !segment.contains(['/', '\\']) {
-        return Err(format!("an escaped separator in '{segment}'"));
+        return Err(NotNormal::EscapedSeparator(segment.to_string()));
     }
     Ok(text)
 }

@@ -368,14 +368,14 @@ fn list_value<O: arrow::array::OffsetSizeTrait>(l: &GenericListArray<O>, row: us
 /// Relabels `array` with `to`, a type equal but for field nullability and metadata (what a
 /// table's schema says, e.g. a child that schema evolution added as nullable). Struct children
 /// are matched by name.
-pub(crate) fn conform(array: ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
+pub(crate) fn conform(array: ArrayRef, to: &DataType) -> Result<ArrayRef, NdError> {
     conform_data(array.to_data(), to).map(arrow::array::make_array)
 }
 
 fn conform_data(
     data: arrow::array::ArrayData,
     to: &DataType,
-) -> Result<arrow::array::ArrayData, String> {
+) -> Result<arrow::array::ArrayData, NdError> {
     let children = match (data.data_type(), to) {
         (DataType::Struct(have), DataType::Struct(want)) => want
             .iter()
@@ -383,7 +383,7 @@ fn conform_data(
                 let i = have
                     .iter()
                     .position(|h| h.name() == w.name())
-                    .ok_or_else(|| format!("no child '{}' to write", w.name()))?;
+                    .ok_or_else(|| NdError::new(format!("no child '{}' to write", w.name())))?;
                 conform_data(data.child_data()[i].clone(), w.data_type())
             })
             .collect::<Result<Vec<_>, _>>()?,
@@ -395,13 +395,13 @@ fn conform_data(
             )?]
         }
         (have, want) if have == want => return Ok(data),
-        (have, want) => return Err(format!("{have} cannot be written as {want}")),
+        (have, want) => return Err(NdError::new(format!("{have} cannot be written as {want}"))),
     };
     data.into_builder()
         .data_type(to.clone())
         .child_data(children)
         .build()
-        .map_err(|e| e.to_string())
+        .map_err(|e| NdError::new(e.to_string()))
 }
 
 /// The fields of a struct type, or none.

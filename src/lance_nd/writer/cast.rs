@@ -7,6 +7,7 @@ use std::sync::Arc;
 use arrow::array::ArrayRef;
 use arrow::compute::kernels::cast::{can_cast_types, cast_with_options, CastOptions};
 use arrow::datatypes::{DataType, Fields};
+use arrow::error::ArrowError;
 
 use super::invalid;
 use crate::error::{Error, Result};
@@ -85,12 +86,12 @@ pub(crate) fn cast_attrs(
 }
 
 /// Arrow's cast, failing where a value does not fit (its default turns those into NULL).
-fn strict_cast(values: &ArrayRef, to: &DataType) -> std::result::Result<ArrayRef, String> {
+fn strict_cast(values: &ArrayRef, to: &DataType) -> std::result::Result<ArrayRef, ArrowError> {
     let options = CastOptions {
         safe: false,
         ..CastOptions::default()
     };
-    cast_with_options(values, to, &options).map_err(|e| e.to_string())
+    cast_with_options(values, to, &options)
 }
 
 #[cfg(test)]
@@ -100,7 +101,9 @@ mod tests {
     #[test]
     fn unsafe_casts_refuse_values_that_do_not_fit() {
         let values: ArrayRef = Arc::new(arrow::array::Int64Array::from(vec![1, 300]));
-        let err = strict_cast(&values, &DataType::Int8).unwrap_err();
+        let err = strict_cast(&values, &DataType::Int8)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("300"), "{err}");
         let floats: ArrayRef = Arc::new(arrow::array::Float64Array::from(vec![1.75, -2.5]));
         let ints = strict_cast(&floats, &DataType::Int32).unwrap();

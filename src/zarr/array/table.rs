@@ -13,7 +13,6 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use datafusion::logical_expr::utils::conjunction;
 
-use crate::error::Error;
 use crate::scan::project_columns;
 use crate::zarr::array::chunk_batches::ChunkBatches;
 use crate::zarr::array::scan::ArrayScan;
@@ -52,12 +51,7 @@ impl ArrayTable {
         let array = ZarrArray::new(store, "", location, meta)?;
         let global_attrs = GlobalAttrs::from_json(&array.meta.attributes);
         let (schema, columns) =
-            table_columns(&array.meta, global_attrs.as_ref()).map_err(|reason| {
-                Error::InvalidMetadata {
-                    path: location.to_string(),
-                    reason,
-                }
-            })?;
+            table_columns(&array.meta, global_attrs.as_ref()).map_err(|p| p.at(location))?;
         Ok(ArrayTable {
             array: Arc::new(array),
             schema,

@@ -43,7 +43,7 @@ pub(crate) async fn expand(
             tokio::task::spawn_blocking(move || walk_local(&text))
                 .await
                 .map_err(|e| Error::Internal(format!("walking {pattern}: {e}")))?
-                .map_err(invalid)?
+                .map_err(|e| invalid(e.to_string()))?
         }
         Location::Local(path) => {
             let given = storage
@@ -88,11 +88,28 @@ pub(crate) async fn expand(
 pub(crate) const MAX_PATTERN_ENTRIES: usize = 1_000_000;
 pub(crate) const MAX_PATTERN_DEPTH: usize = 32;
 
+/// Why a local pattern could not be walked.
+#[derive(Debug, thiserror::Error)]
+enum WalkError {
+    #[error("bad pattern: {0}")]
+    Pattern(#[source] glob::PatternError),
+    #[error(
+        "the pattern visits more than {MAX_PATTERN_ENTRIES} folder entries below '{root}': \
+         name a narrower folder"
+    )]
+    TooManyEntries { root: String },
+    #[error(
+        "the pattern reaches more than {MAX_PATTERN_DEPTH} folders deep below '{root}': name \
+         a narrower folder"
+    )]
+    TooDeep { root: String },
+}
+
 /// The Zarr nodes below the literal folder of `pattern` whose path matches it, sorted: a
 /// node's own folders are not entered (its chunks are no members), and a folder reached twice
 /// (through symlinks) is walked once, so every member is listed once.
-fn walk_local(pattern: &str) -> std::result::Result<Vec<String>, String> {
-    let matcher = Pattern::new(pattern).map_err(|e| format!("bad pattern: {e}"))?;
+fn walk_local(pattern: &str) -> std::result::Result<Vec<String>, WalkError> {
+    let matcher = Pattern::new(pattern).map_err(WalkError::Pattern)?;
     let (prefix, rest) = literal_prefix(pattern);
     let depth = match rest.contains("**") {
         true => MAX_PATTERN_DEPTH,
@@ -127,10 +144,7 @@ fn walk_local(pattern: &str) -> std::result::Result<Vec<String>, String> {
         for entry in listing.flatten() {
             entries += 1;
             if entries > MAX_PATTERN_ENTRIES {
-                return Err(format!(
-                    "the pattern visits more than {MAX_PATTERN_ENTRIES} folder entries below \
-                     '{root}': name a narrower folder"
-                ));
+                return Err(WalkError::TooManyEntries { root });
             }
             let name = entry.file_name().to_string_lossy().to_string();
             let path = match folder.as_str() {
@@ -149,10 +163,7 @@ fn walk_local(pattern: &str) -> std::result::Result<Vec<String>, String> {
             } else if level + 1 < depth {
                 folders.push((path, level + 1));
             } else if rest.contains("**") && level + 1 >= MAX_PATTERN_DEPTH {
-                return Err(format!(
-                    "the pattern reaches more than {MAX_PATTERN_DEPTH} folders deep below \
-                     '{root}': name a narrower folder"
-                ));
+                return Err(WalkError::TooDeep { root });
             }
         }
     }
@@ -262,7 +273,8 @@ mod tests {
         assert_eq!(nested.len(), 3);
         let none = expand(&format!("{base}/nothing/*.zarr"), &StorageOptions::new())
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(none.to_string().contains("matches no Zarr array or group"));
     }
 
@@ -287,7 +299,9 @@ mod tests {
             deep = deep.join(format!("l{i}"));
         }
         std::fs::create_dir_all(&deep).unwrap();
-        let err = walk_local(&format!("{}/**/*.zarr", dir.path().display())).unwrap_err();
+        let err = walk_local(&format!("{}/**/*.zarr", dir.path().display()))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains(&format!("more than {MAX_PATTERN_DEPTH} folders deep")),
             "{err}"

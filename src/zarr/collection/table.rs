@@ -92,10 +92,7 @@ impl CollectionTable {
             .zip(&locations)
             .map(|(t, l)| (l.clone(), t.attributes()))
             .collect();
-        let global_attrs = GlobalAttrs::union(&attrs).map_err(|reason| Error::InvalidMetadata {
-            path: pattern.to_string(),
-            reason,
-        })?;
+        let global_attrs = GlobalAttrs::union(&attrs).map_err(|p| p.at(pattern))?;
         let members = tables
             .into_iter()
             .zip(locations)

@@ -146,7 +146,7 @@ impl Variable {
                     element => {
                         let stored = element.arrow_type();
                         cf_decoder = CfDecoder::new(&member.name, &stored, &meta.attributes, cf)
-                            .map_err(invalid)?;
+                            .map_err(|e| invalid(e.to_string()))?;
                         let mut data_type = cf_decoder
                             .as_ref()
                             .map_or(stored, |d| d.output_type().clone());
@@ -195,7 +195,7 @@ impl Variable {
                 };
                 let cf_decoder =
                     CfDecoder::new(&member.name, &DataType::Utf8, &meta.attributes, cf)
-                        .map_err(invalid)?;
+                        .map_err(|e| invalid(e.to_string()))?;
                 let columns = vec![VariableColumn {
                     name: member.name.clone(),
                     data_type: DataType::Utf8,

@@ -13,6 +13,7 @@ use crate::error::Error;
 use crate::zarr::metadata::data_type::{is_struct_data_type, parse_data_type};
 use crate::zarr::metadata::element::{ByteOrder, ElementType};
 use crate::zarr::metadata::fill_value::encode_fill_value;
+use crate::zarr::metadata::problem::MetadataProblem;
 
 /// The name of the single value column of an array whose elements are not structs.
 pub(crate) const VALUE_COLUMN: &str = "value";
@@ -46,7 +47,7 @@ pub(crate) fn check_sizes(
     shape: &[u64],
     chunk_shape: &[u64],
     element: &ElementType,
-) -> Result<(), String> {
+) -> Result<(), MetadataProblem> {
     let element_size = element.checked_size().ok_or_else(|| {
         format!(
             "the element is larger than {} bytes",
@@ -54,26 +55,28 @@ pub(crate) fn check_sizes(
         )
     })?;
     if let Some(n) = shape.iter().find(|&&n| n > i64::MAX as u64) {
-        return Err(format!(
+        return Err(MetadataProblem::Invalid(format!(
             "a dimension of {n} elements does not fit a 64-bit index"
-        ));
+        )));
     }
     if shape
         .iter()
         .try_fold(1u64, |n, &d| n.checked_mul(d))
         .is_none()
     {
-        return Err(format!("shape {shape:?} holds more than 2^64 elements"));
+        return Err(MetadataProblem::Invalid(format!(
+            "shape {shape:?} holds more than 2^64 elements"
+        )));
     }
     let chunk_bytes = chunk_shape
         .iter()
         .try_fold(element_size as u64, |n, &d| n.checked_mul(d))
         .filter(|&b| b <= MAX_CHUNK_BYTES);
     if chunk_bytes.is_none() {
-        return Err(format!(
+        return Err(MetadataProblem::Invalid(format!(
             "a chunk of shape {chunk_shape:?} decodes to more than {MAX_CHUNK_BYTES} bytes, \
              more than ndfusion decodes at once"
-        ));
+        )));
     }
     Ok(())
 }
@@ -107,45 +110,10 @@ pub(crate) fn parse_v3(path: &str, text: &[u8]) -> Result<ArrayMeta, Error> {
 
 /// Parses a `zarr.json` document already read as JSON (a file, or consolidated metadata).
 pub(crate) fn parse_v3_value(path: &str, doc: Value) -> Result<ArrayMeta, Error> {
-    let invalid = |reason: String| Error::InvalidMetadata {
-        path: path.to_string(),
-        reason,
-    };
-    let data_type_error = |reason: String| Error::UnsupportedDataType {
-        path: path.to_string(),
-        reason,
-    };
-    let codec_error = |reason: String| Error::UnsupportedCodec {
-        path: path.to_string(),
-        reason,
-    };
-    parse_v3_doc(doc).map_err(|e| match e {
-        MetaError::Invalid(r) => invalid(r),
-        MetaError::DataType(r) => data_type_error(r),
-        MetaError::Codec(r) => codec_error(r),
-    })
+    parse_v3_doc(doc).map_err(|p| p.at(path))
 }
 
-/// What is wrong with a metadata document, by kind.
-enum MetaError {
-    Invalid(String),
-    DataType(String),
-    Codec(String),
-}
-
-impl From<String> for MetaError {
-    fn from(s: String) -> Self {
-        MetaError::Invalid(s)
-    }
-}
-
-impl From<&str> for MetaError {
-    fn from(s: &str) -> Self {
-        MetaError::Invalid(s.to_string())
-    }
-}
-
-fn parse_v3_doc(doc: Value) -> Result<ArrayMeta, MetaError> {
+fn parse_v3_doc(doc: Value) -> Result<ArrayMeta, MetadataProblem> {
     let obj = doc.as_object().ok_or("the document is not a JSON object")?;
     match obj.get("zarr_format").and_then(Value::as_u64) {
         Some(3) => {}
@@ -170,9 +138,9 @@ fn parse_v3_doc(doc: Value) -> Result<ArrayMeta, MetaError> {
         .get("codecs")
         .and_then(Value::as_array)
         .ok_or("codecs is missing or not a list")?;
-    let endian = bytes_codec_endian(codecs).map_err(MetaError::Codec)?;
+    let endian = bytes_codec_endian(codecs)?;
     let order = endian.unwrap_or(ByteOrder::Little);
-    let element = parse_data_type(data_type, order).map_err(MetaError::DataType)?;
+    let element = parse_data_type(data_type, order)?;
     check_sizes(&shape, &chunk_shape, &element)?;
     if endian.is_none() && !legacy {
         // The spec requires an explicit endian for multi-byte values; only the legacy
@@ -237,21 +205,26 @@ fn base64_decode(s: &str) -> Result<Vec<u8>, base64::DecodeError> {
     base64::engine::general_purpose::STANDARD.decode(s)
 }
 
-pub(crate) fn u64_list(value: Option<&Value>, what: &str) -> Result<Vec<u64>, String> {
+pub(crate) fn u64_list(value: Option<&Value>, what: &str) -> Result<Vec<u64>, MetadataProblem> {
     value
         .and_then(Value::as_array)
         .and_then(|a| a.iter().map(Value::as_u64).collect::<Option<Vec<_>>>())
-        .ok_or_else(|| format!("{what} must be a list of non-negative integers"))
+        .ok_or_else(|| {
+            MetadataProblem::Invalid(format!("{what} must be a list of non-negative integers"))
+        })
 }
 
-pub(crate) fn regular_chunk_shape(grid: Option<&Value>, rank: usize) -> Result<Vec<u64>, String> {
-    let grid = grid.ok_or("chunk_grid is missing")?;
+pub(crate) fn regular_chunk_shape(
+    grid: Option<&Value>,
+    rank: usize,
+) -> Result<Vec<u64>, MetadataProblem> {
+    let grid = grid.ok_or(MetadataProblem::Invalid("chunk_grid is missing".into()))?;
     match grid.get("name").and_then(Value::as_str) {
         Some("regular") => {}
         other => {
-            return Err(format!(
+            return Err(MetadataProblem::Invalid(format!(
                 "chunk grid {other:?} is not supported (only \"regular\")"
-            ))
+            )))
         }
     }
     let chunks = u64_list(
@@ -259,21 +232,21 @@ pub(crate) fn regular_chunk_shape(grid: Option<&Value>, rank: usize) -> Result<V
         "chunk_grid.configuration.chunk_shape",
     )?;
     if chunks.len() != rank || chunks.contains(&0) {
-        return Err(format!(
+        return Err(MetadataProblem::Invalid(format!(
             "chunk_shape {chunks:?} must have {rank} positive entries, one per dimension"
-        ));
+        )));
     }
     Ok(chunks)
 }
 
 /// The `endian` of the array-to-bytes codec (inside `sharding_indexed`, that of its inner
 /// `codecs`). Array-to-array codecs before it (`transpose`) move whole elements and are fine.
-fn bytes_codec_endian(codecs: &[Value]) -> Result<Option<ByteOrder>, String> {
+fn bytes_codec_endian(codecs: &[Value]) -> Result<Option<ByteOrder>, MetadataProblem> {
     for codec in codecs {
         let name = codec
             .get("name")
             .and_then(Value::as_str)
-            .ok_or_else(|| format!("codec without a name: {codec}"))?;
+            .ok_or_else(|| MetadataProblem::Codec(format!("codec without a name: {codec}")))?;
         let config = codec.get("configuration");
         match name {
             "transpose" => continue,
@@ -282,30 +255,39 @@ fn bytes_codec_endian(codecs: &[Value]) -> Result<Option<ByteOrder>, String> {
                     None | Some(Value::Null) => Ok(None),
                     Some(Value::String(e)) if e == "little" => Ok(Some(ByteOrder::Little)),
                     Some(Value::String(e)) if e == "big" => Ok(Some(ByteOrder::Big)),
-                    Some(other) => Err(format!(
+                    Some(other) => Err(MetadataProblem::Codec(format!(
                         "bytes codec endian must be \"little\" or \"big\", found {other}"
-                    )),
+                    ))),
                 }
             }
             "sharding_indexed" => {
                 let inner = config
                     .and_then(|c| c.get("codecs"))
                     .and_then(Value::as_array)
-                    .ok_or("sharding_indexed codec needs configuration.codecs")?;
+                    .ok_or_else(|| {
+                        MetadataProblem::Codec(
+                            "sharding_indexed codec needs configuration.codecs".to_string(),
+                        )
+                    })?;
                 return bytes_codec_endian(inner);
             }
             other => {
-                return Err(format!(
+                return Err(MetadataProblem::Codec(format!(
                     "codec '{other}' cannot serialize fixed-size elements for ndfusion; \
                      the array-to-bytes codec must be 'bytes' or 'sharding_indexed'"
-                ))
+                )))
             }
         }
     }
-    Err("codecs has no array-to-bytes codec ('bytes' or 'sharding_indexed')".into())
+    Err(MetadataProblem::Codec(
+        "codecs has no array-to-bytes codec ('bytes' or 'sharding_indexed')".to_string(),
+    ))
 }
 
-pub(crate) fn dimension_names(value: Option<&Value>, rank: usize) -> Result<Vec<String>, String> {
+pub(crate) fn dimension_names(
+    value: Option<&Value>,
+    rank: usize,
+) -> Result<Vec<String>, MetadataProblem> {
     let given: Vec<Option<String>> = match value {
         None | Some(Value::Null) => vec![None; rank],
         Some(Value::Array(names)) if names.len() == rank => names
@@ -313,15 +295,15 @@ pub(crate) fn dimension_names(value: Option<&Value>, rank: usize) -> Result<Vec<
             .map(|n| match n {
                 Value::Null => Ok(None),
                 Value::String(s) if !s.is_empty() => Ok(Some(s.clone())),
-                other => Err(format!(
+                other => Err(MetadataProblem::Invalid(format!(
                     "dimension name {other} must be a non-empty string or null"
-                )),
+                ))),
             })
             .collect::<Result<_, _>>()?,
         Some(other) => {
-            return Err(format!(
+            return Err(MetadataProblem::Invalid(format!(
                 "dimension_names must be a list of {rank} names, found {other}"
-            ))
+            )))
         }
     };
     Ok(default_dimension_names(given))

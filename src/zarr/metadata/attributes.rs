@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
+use crate::zarr::metadata::problem::MetadataProblem;
 
 /// Attributes xarray reserves for itself.
 /// Attribute keys one node may have: a few bytes of JSON per key become a column each, so an
@@ -30,14 +31,19 @@ pub(crate) const MAX_ATTRIBUTES: usize = 10_000;
 /// An error when `attributes` has more keys than [`MAX_ATTRIBUTES`].
 pub(crate) fn check_attribute_count(
     attributes: &Map<String, Value>,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), MetadataProblem> {
     if attributes.len() > MAX_ATTRIBUTES {
-        return Err(format!(
+        return Err(MetadataProblem::Invalid(format!(
             "{} attributes, more than the {MAX_ATTRIBUTES} a node may have",
             attributes.len()
-        ));
+        )));
     }
     Ok(())
+}
+
+/// An Arrow error while building the attributes column.
+fn arrow_problem(e: arrow::error::ArrowError) -> MetadataProblem {
+    MetadataProblem::Invalid(e.to_string())
 }
 
 const RESERVED: &[&str] = &["_ARRAY_DIMENSIONS"];
@@ -72,7 +78,9 @@ impl GlobalAttrs {
     /// (NULL where a member lacks one), each key's type the same in every member, or Int64
     /// and Float64 widened to Float64; any other difference is an error naming the key and two
     /// members. `None` when no member has attributes.
-    pub(crate) fn union(members: &[(String, &Map<String, Value>)]) -> Result<Option<Self>, String> {
+    pub(crate) fn union(
+        members: &[(String, &Map<String, Value>)],
+    ) -> Result<Option<Self>, MetadataProblem> {
         // In first-seen order; the set keeps the union linear in the number of keys.
         let mut keys: Vec<&str> = Vec::new();
         let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
@@ -108,9 +116,9 @@ impl GlobalAttrs {
                     }
                     (a, _) => {
                         let (first_name, first_type) = first.clone().unwrap_or(("?", a.clone()));
-                        return Err(format!(
+                        return Err(MetadataProblem::Invalid(format!(
                             "attribute '{key}' is {first_type} in {first_name} and {t} in {name}"
-                        ));
+                        )));
                     }
                 };
                 if first.is_none() {
@@ -121,14 +129,14 @@ impl GlobalAttrs {
                 .into_iter()
                 .map(|v| match v {
                     Some(v) if v.data_type() != &data_type => {
-                        arrow::compute::cast(&v, &data_type).map_err(|e| e.to_string())
+                        arrow::compute::cast(&v, &data_type).map_err(arrow_problem)
                     }
                     Some(v) => Ok(v),
                     None => Ok(new_null_array(&data_type, 1)),
                 })
-                .collect::<Result<_, String>>()?;
+                .collect::<Result<_, MetadataProblem>>()?;
             let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
-            let column = arrow::compute::concat(&refs).map_err(|e| e.to_string())?;
+            let column = arrow::compute::concat(&refs).map_err(arrow_problem)?;
             fields.push(Field::new(key, data_type, true));
             columns.push(column);
         }
@@ -320,7 +328,7 @@ mod tests {
         ];
         assert_eq!(
             GlobalAttrs::union(&members).unwrap_err(),
-            "attribute 'id' is Utf8 in a.zarr and Int64 in c.zarr"
+            MetadataProblem::Invalid("attribute 'id' is Utf8 in a.zarr and Int64 in c.zarr".into())
         );
     }
 }

@@ -7,11 +7,15 @@ use arrow::datatypes::TimeUnit;
 use serde_json::Value;
 
 use crate::zarr::metadata::element::{ByteOrder, ElementType, ScalarKind, StructField, TimeScale};
+use crate::zarr::metadata::problem::MetadataProblem;
 
 /// Parses a v3 `data_type`. `order` is the byte order of the `bytes` codec; `None` when it has
 /// no `endian` (allowed only when no field is multi-byte, checked by the caller).
-/// Errors are plain messages; the caller adds the array path.
-pub(crate) fn parse_data_type(value: &Value, order: ByteOrder) -> Result<ElementType, String> {
+/// The caller names the document in the error ([`MetadataProblem::at`]).
+pub(crate) fn parse_data_type(
+    value: &Value,
+    order: ByteOrder,
+) -> Result<ElementType, MetadataProblem> {
     parse_at(value, order, "")
 }
 
@@ -33,22 +37,26 @@ fn type_name(value: &Value) -> Option<&str> {
 pub(crate) const MAX_STRUCT_DEPTH: usize = 16;
 
 /// An error when a struct at `field_path` (dot-separated, "" at the top) nests too deep.
-pub(crate) fn check_struct_depth(field_path: &str) -> Result<(), String> {
+pub(crate) fn check_struct_depth(field_path: &str) -> Result<(), MetadataProblem> {
     let depth = if field_path.is_empty() {
         0
     } else {
         field_path.split('.').count()
     };
     if depth >= MAX_STRUCT_DEPTH {
-        return Err(format!(
+        return Err(MetadataProblem::DataType(format!(
             "struct nesting deeper than {MAX_STRUCT_DEPTH} levels (at field '{field_path}')"
-        ));
+        )));
     }
     Ok(())
 }
 
 /// `field_path` names the struct field being parsed ("" at the top), for messages.
-fn parse_at(value: &Value, order: ByteOrder, field_path: &str) -> Result<ElementType, String> {
+fn parse_at(
+    value: &Value,
+    order: ByteOrder,
+    field_path: &str,
+) -> Result<ElementType, MetadataProblem> {
     let at = || {
         if field_path.is_empty() {
             String::new()
@@ -70,7 +78,7 @@ fn parse_at(value: &Value, order: ByteOrder, field_path: &str) -> Result<Element
             let fields = config
                 .and_then(|c| c.get("fields"))
                 .and_then(Value::as_array)
-                .ok_or_else(|| format!("{name} data type{} needs configuration.fields as a list", at()))?;
+                .ok_or_else(|| MetadataProblem::DataType(format!("{name} data type{} needs configuration.fields as a list", at())))?;
             parse_fields(fields, order, field_path).map(ElementType::Struct)
         }
         "bool" => scalar(ScalarKind::Bool),
@@ -96,28 +104,28 @@ fn parse_at(value: &Value, order: ByteOrder, field_path: &str) -> Result<Element
         "fixed_length_utf32" => {
             let bytes = length_bytes(config, name, &at())?;
             if !bytes.is_multiple_of(4) {
-                return Err(format!(
+                return Err(MetadataProblem::DataType(format!(
                     "fixed_length_utf32{}: length_bytes {bytes} is not a multiple of 4",
                     at()
-                ));
+                )));
             }
             scalar(ScalarKind::Utf32 { chars: bytes / 4 })
         }
         "numpy.datetime64" => scalar(ScalarKind::DateTime(time_scale(config, name, &at())?)),
         "numpy.timedelta64" => scalar(ScalarKind::TimeDelta(time_scale(config, name, &at())?)),
         "string" | "bytes" | "variable_length_bytes" | "variable_length_utf8" | "vlen-utf8"
-        | "vlen-bytes" => Err(format!(
+        | "vlen-bytes" => Err(MetadataProblem::DataType(format!(
             "variable-length data type '{name}'{} is not supported: struct fields and table columns need a fixed size",
             at()
-        )),
+        ))),
         raw if raw.starts_with('r') && raw[1..].parse::<usize>().is_ok() => {
             let bits: usize = raw[1..].parse().unwrap_or(0);
             if bits == 0 || !bits.is_multiple_of(8) {
-                return Err(format!("raw data type '{raw}'{}: bits must be a positive multiple of 8", at()));
+                return Err(MetadataProblem::DataType(format!("raw data type '{raw}'{}: bits must be a positive multiple of 8", at())));
             }
             scalar(ScalarKind::Raw(bits / 8))
         }
-        other => Err(format!("data type '{other}'{} is not supported", at())),
+        other => Err(MetadataProblem::DataType(format!("data type '{other}'{} is not supported", at()))),
     }
 }
 
@@ -125,16 +133,16 @@ fn parse_fields(
     fields: &[Value],
     order: ByteOrder,
     parent: &str,
-) -> Result<Vec<StructField>, String> {
+) -> Result<Vec<StructField>, MetadataProblem> {
     let at = if parent.is_empty() {
         String::new()
     } else {
         format!(" in field '{parent}'")
     };
     if fields.is_empty() {
-        return Err(format!(
+        return Err(MetadataProblem::DataType(format!(
             "struct data type{at} has zero fields; it needs at least one"
-        ));
+        )));
     }
     let mut seen = HashSet::new();
     let mut out = Vec::with_capacity(fields.len());
@@ -146,17 +154,19 @@ fn parse_fields(
             _ => (None, None),
         };
         let (Some(name), Some(data_type)) = (name, data_type) else {
-            return Err(format!(
+            return Err(MetadataProblem::DataType(format!(
                 "struct field{at} must be {{\"name\", \"data_type\"}} or [name, data_type], found {field}"
-            ));
+            )));
         };
         if name.is_empty() {
-            return Err(format!("struct field{at} has an empty name"));
+            return Err(MetadataProblem::DataType(format!(
+                "struct field{at} has an empty name"
+            )));
         }
         if !seen.insert(name) {
-            return Err(format!(
+            return Err(MetadataProblem::DataType(format!(
                 "struct field name '{name}'{at} appears more than once"
-            ));
+            )));
         }
         let path = if parent.is_empty() {
             name.to_string()
@@ -171,20 +181,24 @@ fn parse_fields(
     Ok(out)
 }
 
-fn length_bytes(config: Option<&Value>, name: &str, at: &str) -> Result<usize, String> {
+fn length_bytes(config: Option<&Value>, name: &str, at: &str) -> Result<usize, MetadataProblem> {
     config
         .and_then(|c| c.get("length_bytes"))
         .and_then(Value::as_u64)
         .filter(|n| *n > 0)
         .map(|n| n as usize)
-        .ok_or_else(|| format!("{name}{at} needs configuration.length_bytes as a positive integer"))
+        .ok_or_else(|| {
+            MetadataProblem::DataType(format!(
+                "{name}{at} needs configuration.length_bytes as a positive integer"
+            ))
+        })
 }
 
-fn time_scale(config: Option<&Value>, name: &str, at: &str) -> Result<TimeScale, String> {
+fn time_scale(config: Option<&Value>, name: &str, at: &str) -> Result<TimeScale, MetadataProblem> {
     let unit = config
         .and_then(|c| c.get("unit"))
         .and_then(Value::as_str)
-        .ok_or_else(|| format!("{name}{at} needs configuration.unit"))?;
+        .ok_or_else(|| MetadataProblem::DataType(format!("{name}{at} needs configuration.unit")))?;
     let scale_factor = match config.and_then(|c| c.get("scale_factor")) {
         None => 1,
         Some(v) => v.as_i64().filter(|n| *n > 0).ok_or_else(|| {
@@ -192,7 +206,9 @@ fn time_scale(config: Option<&Value>, name: &str, at: &str) -> Result<TimeScale,
         })?,
     };
     numpy_time_scale(unit, scale_factor).ok_or_else(|| {
-        format!("{name}{at}: unit '{unit}' is not supported (supported: W, D, h, m, s, ms, us, ns)")
+        MetadataProblem::DataType(format!(
+            "{name}{at}: unit '{unit}' is not supported (supported: W, D, h, m, s, ms, us, ns)"
+        ))
     })
 }
 
@@ -221,7 +237,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn parse(v: Value) -> Result<ElementType, String> {
+    fn parse(v: Value) -> Result<ElementType, MetadataProblem> {
         parse_data_type(&v, ByteOrder::Little)
     }
 
@@ -231,7 +247,7 @@ mod tests {
         for i in 0..MAX_STRUCT_DEPTH + 1 {
             t = json!({"name": "struct", "configuration": {"fields": [{"name": format!("f{i}"), "data_type": t}]}});
         }
-        let err = parse(t).unwrap_err();
+        let err = parse(t).unwrap_err().to_string();
         assert!(
             err.contains("struct nesting deeper than 16 levels"),
             "{err}"
@@ -264,13 +280,18 @@ mod tests {
             {"name": "a", "data_type": "int8"}, {"name": "a", "data_type": "int8"}]}});
         assert!(parse(dup)
             .unwrap_err()
+            .to_string()
             .contains("'a' appears more than once"));
         let empty = json!({"name": "struct", "configuration": {"fields": []}});
-        assert!(parse(empty).unwrap_err().contains("zero fields"));
+        assert!(parse(empty)
+            .unwrap_err()
+            .to_string()
+            .contains("zero fields"));
         let vlen = json!({"name": "struct", "configuration": {"fields": [
             {"name": "s", "data_type": "string"}]}});
         assert!(parse(vlen)
             .unwrap_err()
+            .to_string()
             .contains("variable-length data type 'string' (field 's')"));
     }
 

@@ -7,10 +7,25 @@ use base64::Engine;
 use serde_json::Value;
 
 use crate::zarr::metadata::element::{ByteOrder, ElementType, ScalarKind};
+use crate::zarr::metadata::problem::MetadataProblem;
+
+/// How one scalar's fill value is wrong ("must be an integer ..."), completed into a
+/// [`MetadataProblem`] by the field that holds it.
+#[derive(Debug)]
+struct Wrong(String);
+
+impl std::fmt::Display for Wrong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 /// Encodes the JSON `fill_value` of an array with element type `ty`.
-/// Errors are plain messages naming the field at fault; the caller adds the array path.
-pub(crate) fn encode_fill_value(ty: &ElementType, value: &Value) -> Result<Vec<u8>, String> {
+/// Errors name the field at fault; the caller names the document ([`MetadataProblem::at`]).
+pub(crate) fn encode_fill_value(
+    ty: &ElementType,
+    value: &Value,
+) -> Result<Vec<u8>, MetadataProblem> {
     let mut out = Vec::with_capacity(ty.size());
     encode_into(ty, value, "", &mut out)?;
     debug_assert_eq!(out.len(), ty.size());
@@ -22,27 +37,27 @@ fn encode_into(
     value: &Value,
     path: &str,
     out: &mut Vec<u8>,
-) -> Result<(), String> {
+) -> Result<(), MetadataProblem> {
     match ty {
         ElementType::Struct(fields) => {
             let Value::Object(map) = value else {
-                return Err(format!(
+                return Err(MetadataProblem::Invalid(format!(
                     "fill value{} must be an object with one entry per field, found {value}",
                     at(path)
-                ));
+                )));
             };
             for field in fields {
                 let child = join(path, &field.name);
-                let v = map
-                    .get(&field.name)
-                    .ok_or_else(|| format!("fill value is missing field '{child}'"))?;
+                let v = map.get(&field.name).ok_or_else(|| {
+                    MetadataProblem::Invalid(format!("fill value is missing field '{child}'"))
+                })?;
                 encode_into(&field.ty, v, &child, out)?;
             }
             if let Some(extra) = map.keys().find(|k| !fields.iter().any(|f| &f.name == *k)) {
-                return Err(format!(
+                return Err(MetadataProblem::Invalid(format!(
                     "fill value has an entry '{}' that is not a field",
                     join(path, extra)
-                ));
+                )));
             }
             Ok(())
         }
@@ -50,13 +65,18 @@ fn encode_into(
             let items = value
                 .as_array()
                 .filter(|a| a.len() == *len)
-                .ok_or_else(|| format!("fill value{} must be a list of {len} values", at(path)))?;
+                .ok_or_else(|| {
+                    MetadataProblem::Invalid(format!(
+                        "fill value{} must be a list of {len} values",
+                        at(path)
+                    ))
+                })?;
             items
                 .iter()
                 .try_for_each(|v| encode_into(item, v, path, out))
         }
         ElementType::Scalar { kind, order } => encode_scalar(kind, *order, value, out)
-            .map_err(|why| format!("fill value{} {why}", at(path))),
+            .map_err(|why| MetadataProblem::Invalid(format!("fill value{} {why}", at(path)))),
     }
 }
 
@@ -90,9 +110,9 @@ fn encode_scalar(
     order: ByteOrder,
     v: &Value,
     out: &mut Vec<u8>,
-) -> Result<(), String> {
+) -> Result<(), Wrong> {
     use ScalarKind::*;
-    let wrong = |expected: &str| format!("must be {expected}, found {v}");
+    let wrong = |expected: &str| Wrong(format!("must be {expected}, found {v}"));
     match kind {
         Bool => out.push(v.as_bool().ok_or_else(|| wrong("true or false"))? as u8),
         Int8 => put!(out, order, int::<i8>(v)?),
@@ -132,9 +152,9 @@ fn encode_scalar(
             let s = v.as_str().ok_or_else(|| wrong("a string"))?;
             let count = s.chars().count();
             if count > *chars {
-                return Err(format!(
+                return Err(Wrong(format!(
                     "has {count} characters, more than the {chars} the type holds"
-                ));
+                )));
             }
             for c in s
                 .chars()
@@ -149,49 +169,49 @@ fn encode_scalar(
     Ok(())
 }
 
-fn int<T: TryFrom<i64> + TryFrom<u64>>(v: &Value) -> Result<T, String> {
+fn int<T: TryFrom<i64> + TryFrom<u64>>(v: &Value) -> Result<T, Wrong> {
     let parsed = match (v.as_i64(), v.as_u64()) {
         (Some(i), _) => T::try_from(i).ok(),
         (None, Some(u)) => T::try_from(u).ok(),
         _ => None,
     };
-    parsed.ok_or_else(|| format!("must be an integer in the type's range, found {v}"))
+    parsed.ok_or_else(|| Wrong(format!("must be an integer in the type's range, found {v}")))
 }
 
 /// A float fill value: a number, "NaN", "Infinity", "-Infinity", or "0x…" raw bits.
-fn float_value(v: &Value, bits: usize) -> Result<Result<f64, u64>, String> {
+fn float_value(v: &Value, bits: usize) -> Result<Result<f64, u64>, Wrong> {
     match v {
-        Value::Number(n) => n.as_f64().map(Ok).ok_or_else(|| format!("must be a number, found {v}")),
+        Value::Number(n) => n.as_f64().map(Ok).ok_or_else(|| Wrong(format!("must be a number, found {v}"))),
         Value::String(s) => match s.as_str() {
             "NaN" => Ok(Ok(f64::NAN)),
             "Infinity" => Ok(Ok(f64::INFINITY)),
             "-Infinity" => Ok(Ok(f64::NEG_INFINITY)),
             hex if hex.starts_with("0x") && hex.len() == 2 + bits / 4 => u64::from_str_radix(&hex[2..], 16)
                 .map(Err)
-                .map_err(|_| format!("has invalid hex float bits {hex}")),
-            _ => Err(format!(
+                .map_err(|_| Wrong(format!("has invalid hex float bits {hex}"))),
+            _ => Err(Wrong(format!(
                 "must be a number, \"NaN\", \"Infinity\", \"-Infinity\" or 0x-prefixed bits, found {v}"
-            )),
+            ))),
         },
-        _ => Err(format!("must be a number, found {v}")),
+        _ => Err(Wrong(format!("must be a number, found {v}"))),
     }
 }
 
-fn float16(v: &Value) -> Result<half::f16, String> {
+fn float16(v: &Value) -> Result<half::f16, Wrong> {
     Ok(match float_value(v, 16)? {
         Ok(f) => half::f16::from_f64(f),
         Err(bits) => half::f16::from_bits(bits as u16),
     })
 }
 
-fn float32(v: &Value) -> Result<f32, String> {
+fn float32(v: &Value) -> Result<f32, Wrong> {
     Ok(match float_value(v, 32)? {
         Ok(f) => f as f32,
         Err(bits) => f32::from_bits(bits as u32),
     })
 }
 
-fn float64(v: &Value) -> Result<f64, String> {
+fn float64(v: &Value) -> Result<f64, Wrong> {
     Ok(match float_value(v, 64)? {
         Ok(f) => f,
         Err(bits) => f64::from_bits(bits),
@@ -200,20 +220,27 @@ fn float64(v: &Value) -> Result<f64, String> {
 
 /// Raw bytes as a list of byte values or base64; `exact` requires the full length, otherwise
 /// the value is padded with NULs (numpy `S<n>` semantics).
-fn raw_bytes(v: &Value, n: usize, exact: bool) -> Result<Vec<u8>, String> {
+fn raw_bytes(v: &Value, n: usize, exact: bool) -> Result<Vec<u8>, Wrong> {
     let mut bytes = match v {
         Value::String(s) => base64::engine::general_purpose::STANDARD
             .decode(s)
-            .map_err(|e| format!("is not valid base64 ({e}): {v}"))?,
+            .map_err(|e| Wrong(format!("is not valid base64 ({e}): {v}")))?,
         Value::Array(items) => items
             .iter()
             .map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
             .collect::<Option<Vec<u8>>>()
-            .ok_or_else(|| format!("must be a list of byte values 0..=255, found {v}"))?,
-        _ => return Err(format!("must be base64 or a list of bytes, found {v}")),
+            .ok_or_else(|| Wrong(format!("must be a list of byte values 0..=255, found {v}")))?,
+        _ => {
+            return Err(Wrong(format!(
+                "must be base64 or a list of bytes, found {v}"
+            )))
+        }
     };
     if bytes.len() > n || (exact && bytes.len() != n) {
-        return Err(format!("has {} bytes, the type holds {n}", bytes.len()));
+        return Err(Wrong(format!(
+            "has {} bytes, the type holds {n}",
+            bytes.len()
+        )));
     }
     bytes.resize(n, 0);
     Ok(bytes)
@@ -251,14 +278,18 @@ mod tests {
             ByteOrder::Little,
         )
         .unwrap();
-        let missing = encode_fill_value(&ty, &json!({"a": 1})).unwrap_err();
+        let missing = encode_fill_value(&ty, &json!({"a": 1}))
+            .unwrap_err()
+            .to_string();
         assert!(missing.contains("missing field 'b'"), "{missing}");
-        let wrong = encode_fill_value(&ty, &json!({"a": 300, "b": 0.0})).unwrap_err();
+        let wrong = encode_fill_value(&ty, &json!({"a": 300, "b": 0.0}))
+            .unwrap_err()
+            .to_string();
         assert!(
             wrong.contains("field 'a'") && wrong.contains("300"),
             "{wrong}"
         );
-        let not_object = encode_fill_value(&ty, &json!(0)).unwrap_err();
+        let not_object = encode_fill_value(&ty, &json!(0)).unwrap_err().to_string();
         assert!(not_object.contains("must be an object"), "{not_object}");
     }
 

@@ -10,5 +10,6 @@ pub(crate) mod data_type;
 pub(crate) mod element;
 pub(crate) mod fill_value;
 pub(crate) mod node;
+pub(crate) mod problem;
 pub(crate) mod schema;
 pub(crate) mod v2;

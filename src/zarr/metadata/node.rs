@@ -166,10 +166,7 @@ fn attributes_of(path: &str, value: Option<&Value>) -> Result<Map<String, Value>
     match value {
         None | Some(Value::Null) => Ok(Map::new()),
         Some(Value::Object(m)) => {
-            check_attribute_count(m).map_err(|reason| Error::InvalidMetadata {
-                path: path.to_string(),
-                reason,
-            })?;
+            check_attribute_count(m).map_err(|p| p.at(path))?;
             Ok(m.clone())
         }
         Some(other) => Err(Error::InvalidMetadata {
@@ -353,10 +350,11 @@ fn strings_v3(path: &str, doc: Value) -> Result<StringArrayMeta> {
         path: path.to_string(),
         reason,
     };
-    let shape = u64_list(doc.get("shape"), "shape").map_err(invalid)?;
-    let chunk_shape = regular_chunk_shape(doc.get("chunk_grid"), shape.len()).map_err(invalid)?;
+    let shape = u64_list(doc.get("shape"), "shape").map_err(|p| p.at(path))?;
+    let chunk_shape =
+        regular_chunk_shape(doc.get("chunk_grid"), shape.len()).map_err(|p| p.at(path))?;
     let dimension_names =
-        dimension_names(doc.get("dimension_names"), shape.len()).map_err(invalid)?;
+        dimension_names(doc.get("dimension_names"), shape.len()).map_err(|p| p.at(path))?;
     let attributes = attributes_of(path, doc.get("attributes"))?;
     let v3: ArrayMetadataV3 = serde_json::from_value(doc)
         .map_err(|e| invalid(format!("metadata not accepted by zarrs: {e}")))?;
@@ -374,8 +372,8 @@ fn strings_v2(path: &str, zarray: Value, zattrs: Option<Value>) -> Result<String
         path: path.to_string(),
         reason,
     };
-    let shape = u64_list(zarray.get("shape"), "shape").map_err(invalid)?;
-    let chunk_shape = u64_list(zarray.get("chunks"), "chunks").map_err(invalid)?;
+    let shape = u64_list(zarray.get("shape"), "shape").map_err(|p| p.at(path))?;
+    let chunk_shape = u64_list(zarray.get("chunks"), "chunks").map_err(|p| p.at(path))?;
     if chunk_shape.len() != shape.len() || chunk_shape.contains(&0) {
         return Err(invalid(format!(
             "chunks must be {} positive integers",

@@ -8,6 +8,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use crate::zarr::metadata::array_meta::{ArrayMeta, VALUE_COLUMN};
 use crate::zarr::metadata::attributes::GlobalAttrs;
 use crate::zarr::metadata::element::ElementType;
+use crate::zarr::metadata::problem::MetadataProblem;
 
 /// Where a table column's values come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +35,7 @@ impl ColumnSource {
 pub(crate) fn table_columns(
     meta: &ArrayMeta,
     global_attrs: Option<&GlobalAttrs>,
-) -> Result<(SchemaRef, Vec<ColumnSource>), String> {
+) -> Result<(SchemaRef, Vec<ColumnSource>), MetadataProblem> {
     let mut fields = Vec::new();
     let mut sources = Vec::new();
     for (d, name) in meta.dimension_names.iter().enumerate() {
@@ -63,10 +64,10 @@ pub(crate) fn table_columns(
     }
     let mut seen = HashSet::new();
     if let Some(dup) = fields.iter().find(|f| !seen.insert(f.name().as_str())) {
-        return Err(format!(
+        return Err(MetadataProblem::Invalid(format!(
             "column name '{}' is used by more than one dimension or field; rename the dimension",
             dup.name()
-        ));
+        )));
     }
     Ok((Arc::new(Schema::new(fields)), sources))
 }

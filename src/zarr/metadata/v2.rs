@@ -14,6 +14,7 @@ use crate::zarr::metadata::array_meta::{check_sizes, default_dimension_names, Ar
 use crate::zarr::metadata::data_type::numpy_time_scale;
 use crate::zarr::metadata::element::{ByteOrder, ElementType, ScalarKind, StructField};
 use crate::zarr::metadata::fill_value::encode_fill_value;
+use crate::zarr::metadata::problem::MetadataProblem;
 
 /// Parses a `.zarray` document and its `.zattrs` (from files or consolidated metadata).
 pub(crate) fn parse_v2_value(
@@ -44,14 +45,11 @@ pub(crate) fn parse_v2_value(
     let dtype = doc
         .get("dtype")
         .ok_or_else(|| invalid("dtype is missing".into()))?;
-    let element = parse_dtype(dtype).map_err(|reason| Error::UnsupportedDataType {
-        path: path.to_string(),
-        reason,
-    })?;
-    check_sizes(&shape, &chunk_shape, &element).map_err(invalid)?;
+    let element = parse_dtype(dtype).map_err(|p| p.at(path))?;
+    check_sizes(&shape, &chunk_shape, &element).map_err(|p| p.at(path))?;
     let is_struct = matches!(element, ElementType::Struct(_));
-    let fill_value =
-        fill_value(&element, doc.get("fill_value").unwrap_or(&Value::Null)).map_err(invalid)?;
+    let fill_value = fill_value(&element, doc.get("fill_value").unwrap_or(&Value::Null))
+        .map_err(|p| p.at(path))?;
 
     let names = match attrs.as_ref().and_then(|a| a.get("_ARRAY_DIMENSIONS")) {
         None => vec![None; shape.len()],
@@ -76,7 +74,8 @@ pub(crate) fn parse_v2_value(
     let attributes = match attrs {
         None | Some(Value::Null) => serde_json::Map::new(),
         Some(Value::Object(map)) => {
-            crate::zarr::metadata::attributes::check_attribute_count(&map).map_err(invalid)?;
+            crate::zarr::metadata::attributes::check_attribute_count(&map)
+                .map_err(|p| p.at(path))?;
             map
         }
         Some(other) => return Err(invalid(format!(".zattrs must be an object, found {other}"))),
@@ -98,17 +97,17 @@ fn u64_list(value: Option<&Value>) -> Option<Vec<u64>> {
 }
 
 /// A NumPy dtype: a typestring or a structured list.
-pub(crate) fn parse_dtype(dtype: &Value) -> Result<ElementType, String> {
+pub(crate) fn parse_dtype(dtype: &Value) -> Result<ElementType, MetadataProblem> {
     match dtype {
         Value::String(s) => parse_typestr(s),
         Value::Array(fields) => parse_fields(fields, ""),
-        other => Err(format!(
+        other => Err(MetadataProblem::DataType(format!(
             "dtype must be a typestring or a list of fields, found {other}"
-        )),
+        ))),
     }
 }
 
-fn parse_fields(fields: &[Value], parent: &str) -> Result<ElementType, String> {
+fn parse_fields(fields: &[Value], parent: &str) -> Result<ElementType, MetadataProblem> {
     crate::zarr::metadata::data_type::check_struct_depth(parent)?;
     let at = if parent.is_empty() {
         String::new()
@@ -116,19 +115,21 @@ fn parse_fields(fields: &[Value], parent: &str) -> Result<ElementType, String> {
         format!(" in field '{parent}'")
     };
     if fields.is_empty() {
-        return Err(format!("structured dtype{at} has zero fields"));
+        return Err(MetadataProblem::DataType(format!(
+            "structured dtype{at} has zero fields"
+        )));
     }
     let mut out: Vec<StructField> = Vec::with_capacity(fields.len());
     for field in fields {
         let parts = field.as_array().filter(|p| p.len() == 2 || p.len() == 3);
         let (Some(name), Some(ty)) = (parts.and_then(|p| p[0].as_str()), parts.map(|p| &p[1]))
         else {
-            return Err(format!("structured dtype field{at} must be [name, dtype] or [name, dtype, shape], found {field}"));
+            return Err(MetadataProblem::DataType(format!("structured dtype field{at} must be [name, dtype] or [name, dtype, shape], found {field}")));
         };
         if name.is_empty() || out.iter().any(|f| f.name == name) {
-            return Err(format!(
+            return Err(MetadataProblem::DataType(format!(
                 "structured dtype field name '{name}'{at} is empty or repeated"
-            ));
+            )));
         }
         let path = if parent.is_empty() {
             name.to_string()
@@ -137,11 +138,12 @@ fn parse_fields(fields: &[Value], parent: &str) -> Result<ElementType, String> {
         };
         let mut element = match ty {
             Value::Array(nested) => parse_fields(nested, &path)?,
-            Value::String(s) => parse_typestr(s).map_err(|e| format!("field '{path}': {e}"))?,
+            Value::String(s) => parse_typestr(s)
+                .map_err(|e| MetadataProblem::DataType(format!("field '{path}': {e}")))?,
             other => {
-                return Err(format!(
+                return Err(MetadataProblem::DataType(format!(
                     "field '{path}': dtype {other} is not a typestring or a field list"
-                ))
+                )))
             }
         };
         if let Some(shape) = parts.and_then(|p| p.get(2)) {
@@ -167,30 +169,32 @@ fn parse_fields(fields: &[Value], parent: &str) -> Result<ElementType, String> {
 }
 
 /// `<f8`, `|b1`, `>i2`, `<U4`, `|S5`, `|V3`, `<M8[ns]`, `<m8[10s]`.
-pub(crate) fn parse_typestr(s: &str) -> Result<ElementType, String> {
+pub(crate) fn parse_typestr(s: &str) -> Result<ElementType, MetadataProblem> {
     let mut chars = s.chars();
     let order = match chars.next() {
         Some('<' | '|' | '=') => ByteOrder::Little,
         Some('>') => ByteOrder::Big,
         _ => {
-            return Err(format!(
+            return Err(MetadataProblem::DataType(format!(
                 "dtype '{s}' must start with a byte order (<, >, | or =)"
-            ))
+            )))
         }
     };
     let rest = &s[1..];
     let kind_char = rest
         .chars()
         .next()
-        .ok_or_else(|| format!("dtype '{s}' has no kind"))?;
+        .ok_or_else(|| MetadataProblem::DataType(format!("dtype '{s}' has no kind")))?;
     let size_text = &rest[kind_char.len_utf8()..];
-    let unsupported = || format!("dtype '{s}' is not supported");
+    let unsupported = || MetadataProblem::DataType(format!("dtype '{s}' is not supported"));
     let kind = match kind_char {
         'M' | 'm' => {
             let unit = size_text
                 .strip_prefix("8[")
                 .and_then(|u| u.strip_suffix(']'))
-                .ok_or_else(|| format!("dtype '{s}' needs a unit, such as <M8[ns]"))?;
+                .ok_or_else(|| {
+                    MetadataProblem::DataType(format!("dtype '{s}' needs a unit, such as <M8[ns]"))
+                })?;
             let digits = unit.chars().take_while(char::is_ascii_digit).count();
             let scale = if digits == 0 {
                 1
@@ -209,9 +213,9 @@ pub(crate) fn parse_typestr(s: &str) -> Result<ElementType, String> {
             }
         }
         'O' => {
-            return Err(format!(
+            return Err(MetadataProblem::DataType(format!(
                 "object dtype '{s}' is not supported: values need a fixed size"
-            ))
+            )))
         }
         _ => {
             let n: usize = size_text.parse().map_err(|_| unsupported())?;
@@ -242,7 +246,7 @@ pub(crate) fn parse_typestr(s: &str) -> Result<ElementType, String> {
 
 /// The v2 fill value as element bytes: `null` (no fill value: zeros), base64 of the packed
 /// bytes (structured, `V`, `S`), `0` for a structured zero, or a JSON scalar.
-fn fill_value(element: &ElementType, value: &Value) -> Result<Vec<u8>, String> {
+fn fill_value(element: &ElementType, value: &Value) -> Result<Vec<u8>, MetadataProblem> {
     let size = element.size();
     let raw = matches!(
         element,
@@ -262,10 +266,10 @@ fn fill_value(element: &ElementType, value: &Value) -> Result<Vec<u8>, String> {
             if bytes.len() > size
                 || (matches!(element, ElementType::Struct(_)) && bytes.len() != size)
             {
-                return Err(format!(
+                return Err(MetadataProblem::Invalid(format!(
                     "fill_value holds {} bytes, the element has {size}",
                     bytes.len()
-                ));
+                )));
             }
             bytes.resize(size, 0);
             Ok(bytes)
@@ -296,9 +300,11 @@ mod tests {
         );
         assert!(parse_typestr("|O")
             .unwrap_err()
+            .to_string()
             .contains("object dtype '|O'"));
         assert!(parse_typestr("<M8[M]")
             .unwrap_err()
+            .to_string()
             .contains("not supported"));
         assert!(parse_typestr("<q8").is_err());
     }
@@ -342,6 +348,7 @@ mod tests {
         assert_eq!(fill_value(&st, &json!("AQID")).unwrap(), vec![1, 2, 3]);
         assert!(fill_value(&st, &json!("AQ=="))
             .unwrap_err()
+            .to_string()
             .contains("holds 1 bytes"));
         let f8 = parse_typestr("<f8").unwrap();
         assert_eq!(

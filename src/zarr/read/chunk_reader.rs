@@ -358,7 +358,7 @@ impl ChunkReader {
         }
         let end = read.end_element() as usize * self.array.meta.element.size();
         decode_prefix(encoded, end, self.decoded_len(&read.shape)? as usize)
-            .map_err(|e| self.chunk_error(read, e.into()))
+            .map_err(|e| self.chunk_error(read, Box::new(e)))
     }
 
     /// The whole chunk through zarrs' codec chain (reading the encoded bytes in place).

@@ -9,13 +9,15 @@ use base64::Engine;
 use datafusion::common::ScalarValue;
 use serde_json::Value;
 
+use super::CfError;
+
 /// The values an attribute holds, as written: numbers, `"NaN"` / `"Infinity"`, base64 of the
 /// value's bytes (xarray writes float fill values so; Zarr v2 writes byte fill values so), text,
 /// or a list of them. `stored` decides how base64 and text are read.
 pub(super) fn attribute_values(
     value: &Value,
     stored: &DataType,
-) -> Result<Vec<ScalarValue>, String> {
+) -> Result<Vec<ScalarValue>, CfError> {
     match value {
         Value::Null => Ok(vec![]),
         Value::Array(items) => items.iter().map(|v| one_value(v, stored)).collect(),
@@ -23,7 +25,7 @@ pub(super) fn attribute_values(
     }
 }
 
-fn one_value(value: &Value, stored: &DataType) -> Result<ScalarValue, String> {
+fn one_value(value: &Value, stored: &DataType) -> Result<ScalarValue, CfError> {
     match value {
         Value::Number(n) => Ok(if let Some(i) = n.as_i64() {
             ScalarValue::Int64(Some(i))
@@ -40,13 +42,18 @@ fn one_value(value: &Value, stored: &DataType) -> Result<ScalarValue, String> {
             b64 => {
                 let bytes = base64::engine::general_purpose::STANDARD
                     .decode(b64)
-                    .map_err(|e| format!("'{s}' is neither a number nor base64: {e}"))?;
+                    .map_err(|e| {
+                        CfError::Rule(format!("'{s}' is neither a number nor base64: {e}"))
+                    })?;
                 from_bytes(&bytes, stored).ok_or_else(|| {
-                    format!("{} bytes of base64 are not a {stored} value", bytes.len())
+                    CfError::Rule(format!(
+                        "{} bytes of base64 are not a {stored} value",
+                        bytes.len()
+                    ))
                 })
             }
         },
-        other => Err(format!("{other} is not a number")),
+        other => Err(CfError::Rule(format!("{other} is not a number"))),
     }
 }
 
@@ -113,7 +120,7 @@ pub(super) fn is_nan(v: &ScalarValue) -> bool {
 pub(super) fn missing_mask(
     values: &ArrayRef,
     missing: &[ScalarValue],
-) -> Result<Option<BooleanArray>, String> {
+) -> Result<Option<BooleanArray>, CfError> {
     let mut mask: Option<BooleanBuffer> = None;
     for m in missing {
         let hits = if is_nan(m) {
@@ -122,8 +129,8 @@ pub(super) fn missing_mask(
                 None => continue,
             }
         } else {
-            let scalar = m.to_scalar().map_err(|e| e.to_string())?;
-            cmp::eq(values, &scalar as &dyn Datum).map_err(|e| e.to_string())?
+            let scalar = m.to_scalar()?;
+            cmp::eq(values, &scalar as &dyn Datum)?
         };
         let hits = match hits.nulls() {
             Some(nulls) => hits.values() & nulls.inner(),

@@ -15,6 +15,7 @@
 //! are Timestamps; bytes and strings keep their type.
 
 mod calendar;
+mod error;
 mod missing;
 mod time;
 mod time_units;
@@ -32,6 +33,7 @@ use datafusion::common::ScalarValue;
 use serde_json::{Map, Value};
 
 use self::calendar::Calendar;
+pub(crate) use self::error::CfError;
 use self::missing::{attribute_values, exactly_as, missing_mask};
 use self::time::TimeDecoder;
 use self::time_units::{is_time_units, parse_time_units};
@@ -76,13 +78,13 @@ impl CfDecoder {
         stored: &DataType,
         attributes: &Map<String, Value>,
         options: CfOptions,
-    ) -> Result<Option<Self>, String> {
+    ) -> Result<Option<Self>, CfError> {
         let numeric = stored.is_integer() || stored.is_floating();
         let text = matches!(stored, DataType::Utf8 | DataType::Binary);
         if !numeric && !text {
             return Ok(None);
         }
-        let error = |what: &str, e: String| format!("variable '{name}': {what}: {e}");
+        let error = |what: &str, e: CfError| e.in_attribute(name, what);
         let mut view = None;
         let mut missing = Vec::new();
         let (mut scale, mut offset) = (None, None);
@@ -102,7 +104,10 @@ impl CfDecoder {
                             exactly_as(&v, stored).and_then(|raw| reinterpret(&raw, to))
                         }
                         (Some(to), "_FillValue") => Some(exactly_as(&v, to).ok_or_else(|| {
-                            error(key, format!("{v} is not a {to} value (_Unsigned false)"))
+                            error(
+                                key,
+                                format!("{v} is not a {to} value (_Unsigned false)").into(),
+                            )
                         })?),
                         _ => exactly_as(&v, compared),
                     };
@@ -123,19 +128,15 @@ impl CfDecoder {
                     .get("calendar")
                     .and_then(Value::as_str)
                     .unwrap_or("standard");
-                let calendar = Calendar::from_name(calendar_name).ok_or_else(|| {
-                    format!(
-                        "variable '{name}': calendar '{calendar_name}' is not a CF calendar \
-                         (standard, gregorian, proleptic_gregorian, noleap, 365_day, all_leap, \
-                         366_day, 360_day, julian); OPTIONS ('decode_times' 'false') reads the \
-                         stored numbers"
-                    )
-                })?;
-                let parsed = parse_time_units(units)
-                    .map_err(|e| format!("variable '{name}': units '{units}': {e}"))?;
+                let calendar =
+                    Calendar::from_name(calendar_name).ok_or_else(|| CfError::Calendar {
+                        variable: name.to_string(),
+                        calendar: calendar_name.to_string(),
+                    })?;
+                let parsed = parse_time_units(units).map_err(|e| e.in_units(name, units))?;
                 Some(
                     TimeDecoder::new(parsed, calendar, name)
-                        .map_err(|e| format!("variable '{name}': units '{units}': {e}"))?,
+                        .map_err(|e| e.in_units(name, units))?,
                 )
             }
             _ => None,
@@ -177,8 +178,8 @@ impl CfDecoder {
     }
 
     /// Decodes stored values.
-    pub(crate) fn decode(&self, stored: &ArrayRef) -> Result<ArrayRef, String> {
-        let error = |e: arrow::error::ArrowError| e.to_string();
+    pub(crate) fn decode(&self, stored: &ArrayRef) -> Result<ArrayRef, CfError> {
+        let error = CfError::from;
         let stored = match &self.view {
             Some(to) => reinterpret_array(stored, to)?,
             None => Arc::clone(stored),
@@ -228,14 +229,17 @@ fn unsigned_view(stored: &DataType, unsigned: &str) -> Option<DataType> {
 }
 
 /// The same bits as an integer of type `to` (of the same width).
-fn reinterpret_array(values: &ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
-    fn bits<T: ArrowPrimitiveType>(values: &ArrayRef) -> Result<ArrayRef, String> {
+fn reinterpret_array(values: &ArrayRef, to: &DataType) -> Result<ArrayRef, CfError> {
+    fn bits<T: ArrowPrimitiveType>(values: &ArrayRef) -> Result<ArrayRef, CfError> {
         let data = values.to_data().into_builder().data_type(T::DATA_TYPE);
-        let data = data.build().map_err(|e| e.to_string())?;
+        let data = data.build()?;
         Ok(Arc::new(PrimitiveArray::<T>::from(data)))
     }
     if values.data_type().primitive_width() != to.primitive_width() {
-        return Err(format!("cannot view {} as {to}", values.data_type()));
+        return Err(CfError::Rule(format!(
+            "cannot view {} as {to}",
+            values.data_type()
+        )));
     }
     match to {
         DataType::UInt8 => bits::<UInt8Type>(values),
@@ -246,7 +250,7 @@ fn reinterpret_array(values: &ArrayRef, to: &DataType) -> Result<ArrayRef, Strin
         DataType::Int16 => bits::<Int16Type>(values),
         DataType::Int32 => bits::<Int32Type>(values),
         DataType::Int64 => bits::<Int64Type>(values),
-        other => Err(format!("cannot view integers as {other}")),
+        other => Err(CfError::Rule(format!("cannot view integers as {other}"))),
     }
 }
 
@@ -256,11 +260,11 @@ fn reinterpret(value: &ScalarValue, to: &DataType) -> Option<ScalarValue> {
     ScalarValue::try_from_array(&viewed, 0).ok()
 }
 
-fn number(value: Option<&Value>) -> Result<Option<f64>, String> {
+fn number(value: Option<&Value>) -> Result<Option<f64>, CfError> {
     match value {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => Ok(n.as_f64()),
-        Some(other) => Err(format!("{other} is not a number")),
+        Some(other) => Err(CfError::Rule(format!("{other} is not a number"))),
     }
 }
 

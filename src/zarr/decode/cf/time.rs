@@ -12,6 +12,7 @@ use arrow::datatypes::{DataType, Float64Type, Int64Type};
 
 use super::calendar::{gregorian_days_since_1970, Calendar};
 use super::time_units::{TimeUnits, NS_PER_DAY};
+use super::CfError;
 
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct TimeDecoder {
@@ -29,18 +30,19 @@ const OUT_OF_RANGE: &str =
     "a time is out of the range of nanosecond timestamps (1677-09-21 to 2262-04-11)";
 
 impl TimeDecoder {
-    pub(super) fn new(units: TimeUnits, calendar: Calendar, name: &str) -> Result<Self, String> {
+    pub(super) fn new(units: TimeUnits, calendar: Calendar, name: &str) -> Result<Self, CfError> {
         if !calendar.is_valid(units.reference) {
-            return Err(format!(
+            return Err(CfError::Rule(format!(
                 "the reference date {} does not exist in the {calendar:?} calendar",
                 units.reference
-            ));
+            )));
         }
         let reference_days = calendar.days(units.reference);
         let epoch_ns = match calendar {
             Calendar::Gregorian => {
-                let days = gregorian_days_since_1970(units.reference)
-                    .ok_or_else(|| format!("variable '{name}': bad reference date"))?;
+                let days = gregorian_days_since_1970(units.reference).ok_or_else(|| {
+                    CfError::Rule(format!("variable '{name}': bad reference date"))
+                })?;
                 let ns = i128::from(days) * i128::from(NS_PER_DAY) + i128::from(units.reference_ns);
                 Some(i64::try_from(ns).map_err(|_| {
                     "the reference date is out of the range of nanosecond timestamps".to_string()
@@ -58,7 +60,7 @@ impl TimeDecoder {
     }
 
     /// Stored (or masked and scaled) numbers to Timestamps; `name` names the variable.
-    pub(super) fn decode(&self, values: &ArrayRef, name: &str) -> Result<ArrayRef, String> {
+    pub(super) fn decode(&self, values: &ArrayRef, name: &str) -> Result<ArrayRef, CfError> {
         let nulls = values.nulls().cloned();
         let nanos: Vec<i64> = if values.data_type().is_integer() {
             let v = cast(values, &DataType::Int64).map_err(|_| OUT_OF_RANGE.to_string())?;
@@ -73,7 +75,7 @@ impl TimeDecoder {
                 })
                 .collect::<Result<_, _>>()?
         } else {
-            let v = cast(values, &DataType::Float64).map_err(|e| e.to_string())?;
+            let v = cast(values, &DataType::Float64)?;
             let v = v.as_primitive::<Float64Type>();
             let unit = self.unit_ns as f64;
             let gregorian = self.epoch_ns.is_some();
@@ -104,7 +106,7 @@ impl TimeDecoder {
     }
 
     /// The Timestamp `offset_ns` after the reference date.
-    fn instant(&self, offset_ns: i128, name: &str) -> Result<i64, String> {
+    fn instant(&self, offset_ns: i128, name: &str) -> Result<i64, CfError> {
         if let Some(epoch) = self.epoch_ns {
             return i64::try_from(i128::from(epoch) + offset_ns).map_err(|_| OUT_OF_RANGE.into());
         }
@@ -136,7 +138,7 @@ fn calendar_name(calendar: Calendar) -> &'static str {
     }
 }
 
-fn timestamps(nanos: Int64Array) -> Result<ArrayRef, String> {
+fn timestamps(nanos: Int64Array) -> Result<ArrayRef, CfError> {
     let (_, values, nulls) = nanos.into_parts();
     Ok(Arc::new(TimestampNanosecondArray::new(values, nulls)))
 }

@@ -6,6 +6,7 @@
 //! (`Z`, `UTC`, `GMT`, `+hh:mm`, `+hhmm`, `+hh`) converted to UTC.
 
 use super::calendar::Label;
+use super::CfError;
 
 pub(crate) const NS_PER_DAY: i64 = 86_400_000_000_000;
 
@@ -26,7 +27,7 @@ pub(crate) fn is_time_units(units: &str) -> bool {
     units.contains("since")
 }
 
-pub(crate) fn parse_time_units(units: &str) -> Result<TimeUnits, String> {
+pub(crate) fn parse_time_units(units: &str) -> Result<TimeUnits, CfError> {
     // xarray's pattern `(.+) since (.+)`: the last " since " splits.
     let (unit, date) = units
         .rsplit_once(" since ")
@@ -40,7 +41,7 @@ pub(crate) fn parse_time_units(units: &str) -> Result<TimeUnits, String> {
     })
 }
 
-fn unit_ns(unit: &str) -> Result<i64, String> {
+fn unit_ns(unit: &str) -> Result<i64, CfError> {
     Ok(match unit.to_ascii_lowercase().as_str() {
         "days" | "day" | "d" => NS_PER_DAY,
         "hours" | "hour" | "hrs" | "hr" | "h" => 3_600_000_000_000,
@@ -49,19 +50,19 @@ fn unit_ns(unit: &str) -> Result<i64, String> {
         "milliseconds" | "millisecond" | "msecs" | "msec" | "ms" => 1_000_000,
         "microseconds" | "microsecond" | "usecs" | "usec" | "us" => 1_000,
         "nanoseconds" | "nanosecond" | "nsecs" | "nsec" | "ns" => 1,
-        other => return Err(format!("unknown time unit '{other}'")),
+        other => return Err(CfError::Rule(format!("unknown time unit '{other}'"))),
     })
 }
 
 /// The label and UTC time of day (ns) of a reference date.
-fn parse_reference(text: &str) -> Result<(Label, i64), String> {
-    let bad = |why: &str| format!("cannot read the reference date '{text}': {why}");
+fn parse_reference(text: &str) -> Result<(Label, i64), CfError> {
+    let bad = |why: &str| CfError::Rule(format!("cannot read the reference date '{text}': {why}"));
     let date_end = text
         .find(|c: char| !(c.is_ascii_digit() || c == '-'))
         .unwrap_or(text.len());
     let (date, rest) = text.split_at(date_end);
     let mut fields = date.split('-');
-    let mut field = |name: &str, default: Option<i64>| -> Result<i64, String> {
+    let mut field = |name: &str, default: Option<i64>| -> Result<i64, CfError> {
         match fields.next() {
             Some(f) if !f.is_empty() && f.len() <= 9 => {
                 f.parse().map_err(|_| bad(&format!("bad {name}")))
@@ -222,7 +223,9 @@ mod tests {
         ] {
             assert!(parse_time_units(text).is_err(), "{text}");
         }
-        let err = parse_time_units("days since 2000-01-01 U C").unwrap_err();
+        let err = parse_time_units("days since 2000-01-01 U C")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("'2000-01-01 U C'"), "{err}");
     }
 }
