@@ -17,6 +17,7 @@ mod decode;
 mod factory;
 #[cfg(test)]
 mod generated_inputs;
+mod local_store;
 mod metadata;
 mod node_table;
 mod options;

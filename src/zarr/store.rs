@@ -1,5 +1,6 @@
 //! Where a Zarr array's objects (metadata and chunks) are read from: a local folder, read with
-//! zarrs' filesystem store on blocking threads, or an object store, read asynchronously.
+//! zarrs' filesystem store on blocking threads (`local_store.rs`: byte ranges checked against
+//! the file), or an object store, read asynchronously.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -7,7 +8,6 @@ use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
-use zarrs::filesystem::FilesystemStore;
 use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
 use zarrs::storage::storage_adapter::sync_to_async::{
     SyncToAsyncSpawnBlocking, SyncToAsyncStorageAdapter,
@@ -18,6 +18,7 @@ use zarrs::storage::{
 };
 
 use crate::error::{BoxError, Error, Result};
+use crate::zarr::local_store::LocalStore;
 
 /// The largest metadata document read (64 MiB; consolidated metadata of thousands of
 /// variables is a few MiB).
@@ -28,7 +29,7 @@ use crate::storage::{resolve, RemoteStore, Resolved, StorageOptions};
 #[derive(Clone)]
 pub(crate) enum ZarrStore {
     /// A local folder.
-    Local(Arc<FilesystemStore>),
+    Local(Arc<LocalStore>),
     /// A prefix of an object store.
     Remote(RemoteStore),
 }
@@ -48,7 +49,7 @@ impl ZarrStore {
         match resolve(location, options)? {
             Resolved::Local(path) => {
                 let dir = local_dir(location, &path)?;
-                let store = FilesystemStore::new(&dir).map_err(|e| Error::NotFound {
+                let store = LocalStore::new(&dir).map_err(|e| Error::NotFound {
                     location: location.to_string(),
                     reason: e.to_string(),
                 })?;
@@ -62,15 +63,20 @@ impl ZarrStore {
         matches!(self, ZarrStore::Remote(_))
     }
 
-    /// The whole object at `key`; `None` when there is none.
-    pub(crate) async fn get(&self, key: &str) -> Result<Option<Bytes>, BoxError> {
+    /// The whole chunk at `key`, of at most `limit` bytes (its size is checked before its
+    /// body is read); `None` when there is none.
+    pub(crate) async fn get_chunk(&self, key: &str, limit: u64) -> Result<Option<Bytes>, BoxError> {
         match self {
             ZarrStore::Local(fs) => {
                 let fs = Arc::clone(fs);
                 let key = StoreKey::new(key)?;
-                Ok(tokio::task::spawn_blocking(move || fs.get(&key)).await??)
+                Ok(tokio::task::spawn_blocking(move || fs.get_chunk(&key, limit)).await??)
             }
             ZarrStore::Remote(remote) => match remote.store.get(&remote.path(key)).await {
+                Ok(result) if result.meta.size > limit => Err(Box::new(ChunkTooLarge {
+                    size: result.meta.size,
+                    limit,
+                })),
                 Ok(result) => Ok(Some(result.bytes().await?)),
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
                 Err(e) => Err(Box::new(e)),
@@ -205,12 +211,21 @@ impl ZarrStore {
     }
 
     /// The local store, for reads made on the thread that decodes them.
-    pub(crate) fn blocking(&self) -> Option<Arc<FilesystemStore>> {
+    pub(crate) fn blocking(&self) -> Option<Arc<LocalStore>> {
         match self {
             ZarrStore::Local(fs) => Some(Arc::clone(fs)),
             ZarrStore::Remote(_) => None,
         }
     }
+}
+
+/// A stored chunk larger than its decoded size allows (what any codec adds is a few bytes per
+/// block): refused before it is read.
+#[derive(Debug, thiserror::Error)]
+#[error("the stored chunk holds {size} bytes, more than the {limit} its decoded size allows")]
+pub(crate) struct ChunkTooLarge {
+    pub size: u64,
+    pub limit: u64,
 }
 
 /// A local LOCATION must be a folder (the array's, holding `zarr.json` or `.zarray`).

@@ -336,3 +336,169 @@ async fn an_uncompressed_chunk_of_the_wrong_size_is_an_error_wherever_it_is_read
         .to_string();
     assert!(text.contains("| 0.0 ") && text.contains("| 1 "), "{text}");
 }
+
+/// CRC-32C (Castagnoli, reflected), as the `crc32c` index codec writes it after a shard index.
+fn crc32c(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// A shard whose index (checksum intact) puts an inner chunk at offset 2^64 - 2, one whose
+/// index says a length of 2^62, and one cut short: errors naming the shard and its size,
+/// never a panic, an overflow or an allocation of what the index claims. zarr-python wrote
+/// the shards (4 inner chunks each, index at the end: 4 x (offset, length) + CRC-32C).
+#[tokio::test]
+async fn shard_indexes_pointing_outside_their_shard_are_errors() {
+    let source = std::path::Path::new(V3).join("codec_sharded.zarr");
+    let shard = std::fs::read(source.join("c/0/0")).unwrap();
+    let index_at = shard.len() - 4 * 16 - 4;
+    assert_eq!(
+        crc32c(&shard[index_at..shard.len() - 4]).to_le_bytes(),
+        shard[shard.len() - 4..],
+        "the fixture's index is where the spec puts it"
+    );
+    let with_entry = |offset: u64, length: u64| {
+        let mut bytes = shard.clone();
+        bytes[index_at..index_at + 8].copy_from_slice(&offset.to_le_bytes());
+        bytes[index_at + 8..index_at + 16].copy_from_slice(&length.to_le_bytes());
+        let crc = crc32c(&bytes[index_at..shard.len() - 4]);
+        let end = bytes.len();
+        bytes[end - 4..].copy_from_slice(&crc.to_le_bytes());
+        bytes
+    };
+    // Cut short: the inner chunks' bytes lose their last 20, the index stays whole.
+    let mut cut = shard[..index_at - 20].to_vec();
+    cut.extend_from_slice(&shard[index_at..]);
+    let cut_size = cut.len();
+    for (name, bytes, says) in [
+        (
+            "offset 2^64 - 2",
+            with_entry(u64::MAX - 1, 16),
+            format!("offset {} of length 16", u64::MAX - 1),
+        ),
+        (
+            "length 2^62",
+            with_entry(0, 1 << 62),
+            format!("length {}", 1u64 << 62),
+        ),
+        (
+            "cut short",
+            cut,
+            format!("(the shard holds {cut_size} bytes)"),
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("grid.zarr");
+        std::fs::create_dir_all(copy.join("c/0")).unwrap();
+        std::fs::copy(source.join("zarr.json"), copy.join("zarr.json")).unwrap();
+        std::fs::write(copy.join("c/0/0"), &bytes).unwrap();
+        let location = copy.to_string_lossy().to_string();
+        let ctx = new_session_context();
+        ctx.register_table("t", Arc::new(ZarrTable::open(&location).await.unwrap()))
+            .unwrap();
+        // A box inside the shard's first inner chunk (read in part) and the whole array.
+        for query in [
+            "SELECT pressure FROM t WHERE time = 0 AND station = 0",
+            "SELECT sum(pressure) FROM t",
+        ] {
+            let result = ctx.sql(query).await.unwrap().collect().await;
+            let err = result.expect_err(query).to_string();
+            assert!(
+                err.contains("'c/0/0'")
+                    && err.contains("points past the end of the shard's")
+                    && err.contains(&says),
+                "{name}, {query}: {err}"
+            );
+        }
+    }
+}
+
+/// zarr-python's `struct_1d.zarr` (`bytes` + `zstd`, chunks of 4 records) with chunk `c/0`
+/// replaced: the table, and the bytes the chunk should decode to.
+async fn struct_1d_with_chunk(
+    chunk: &[u8],
+) -> (tempfile::TempDir, datafusion::prelude::SessionContext) {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("points.zarr");
+    let source = std::path::Path::new(V3).join("struct_1d.zarr");
+    std::fs::create_dir_all(copy.join("c")).unwrap();
+    std::fs::copy(source.join("zarr.json"), copy.join("zarr.json")).unwrap();
+    std::fs::copy(source.join("c/1"), copy.join("c/1")).unwrap();
+    std::fs::write(copy.join("c/0"), chunk).unwrap();
+    let ctx = new_session_context();
+    let table = ZarrTable::open(&copy.to_string_lossy()).await.unwrap();
+    ctx.register_table("t", Arc::new(table)).unwrap();
+    (dir, ctx)
+}
+
+/// Decompression bombs in a zstd chunk: a frame without a size in its header that inflates to
+/// 64 MiB, one whose header claims 2^40 bytes, and a stored chunk larger than any codec makes
+/// of the chunk's bytes. Each is an error naming the chunk and both sizes, whether the chunk
+/// is read whole or only its front; the readable chunk beside it still reads.
+#[tokio::test]
+async fn zstd_bombs_are_errors_naming_the_chunk_and_both_sizes() {
+    let source = std::path::Path::new(V3).join("struct_1d.zarr");
+    let good = std::fs::read(source.join("c/0")).unwrap();
+    let expected = zstd::zstd_safe::get_frame_content_size(&good)
+        .unwrap()
+        .expect("zarr-python writes the content size") as usize;
+    let mut encoder = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+    encoder.include_contentsize(false).unwrap();
+    std::io::Write::write_all(&mut encoder, &vec![0u8; 64 << 20]).unwrap();
+    let unsized_bomb = encoder.finish().unwrap();
+    let mut claim = vec![0x28, 0xb5, 0x2f, 0xfd, 0xe0];
+    claim.extend_from_slice(&(1u64 << 40).to_le_bytes());
+    claim.extend_from_slice(&[1, 0, 0]);
+    let oversized = vec![7u8; (2 << 20) + expected];
+    for (name, chunk, says) in [
+        (
+            "unsized bomb",
+            unsized_bomb,
+            format!("more than the {expected} bytes expected"),
+        ),
+        (
+            "claim",
+            claim,
+            format!("decompresses to 1099511627776 bytes, expected {expected}"),
+        ),
+        (
+            "oversized",
+            oversized,
+            format!("holds {} bytes, more than the", (2 << 20) + expected),
+        ),
+    ] {
+        let (_dir, ctx) = struct_1d_with_chunk(&chunk).await;
+        for query in ["SELECT sum(id) FROM t", "SELECT id FROM t WHERE dim_0 < 2"] {
+            let result = ctx.sql(query).await.unwrap().collect().await;
+            let err = result.expect_err(query).to_string();
+            assert!(
+                err.contains("'c/0'") && err.contains(&says),
+                "{name}, {query}: {err}"
+            );
+        }
+        let rows = ctx
+            .sql("SELECT count(*) FROM t WHERE dim_0 >= 4 AND dim_0 < 8")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(
+            rows[0]
+                .column(0)
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .value(0),
+            4
+        );
+    }
+}

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 #[cfg(test)]
 use crate::storage::StorageOptions;
 use crate::zarr::metadata::array_meta::ArrayMeta;
+use crate::zarr::read::shard_index::ShardIndex;
 use crate::zarr::store::ZarrStore;
 
 /// How the chunks of an array are read, chosen once from its codecs when it is opened.
@@ -42,6 +43,8 @@ pub(crate) struct ZarrArray {
     /// thread that decodes them: the bytes are then still in that core's cache when gathered.
     pub blocking_zarrs: Option<Array<dyn ReadableStorageTraits>>,
     pub strategy: ReadStrategy,
+    /// Where each shard's index lies, for sharded arrays: checked before zarrs reads a shard.
+    pub shard_index: Option<ShardIndex>,
 }
 
 impl std::fmt::Debug for ZarrArray {
@@ -114,6 +117,7 @@ impl ZarrArray {
             None => None,
         };
         let strategy = read_strategy(&zarrs);
+        let shard_index = ShardIndex::of(&meta);
         Ok(ZarrArray {
             location: location.to_string(),
             meta,
@@ -121,6 +125,7 @@ impl ZarrArray {
             zarrs,
             blocking_zarrs,
             strategy,
+            shard_index,
         })
     }
 

@@ -13,11 +13,13 @@ use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::{Bytes, ReadableStorageTraits, StoreKey};
 
 use crate::error::{BoxError, Error, Result};
+use crate::zarr::local_store::LocalStore;
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::gather::Gather;
 use crate::zarr::read::array::{ReadStrategy, ZarrArray};
 use crate::zarr::read::metrics::ChunkMetrics;
-use crate::zarr::read::zstd_front::decode_prefix;
+use crate::zarr::read::shard_index::ShardIndex;
+use crate::zarr::read::zstd_frame::{decode_exact, decode_prefix};
 
 /// What a read makes of the decoded bytes it reaches: called on a blocking thread, once per
 /// piece of the chunk, pieces in C order of the selection.
@@ -73,7 +75,7 @@ impl ChunkReader {
         let encoded = self
             .array
             .store
-            .get(&key)
+            .get_chunk(&key, self.stored_limit(&read)?)
             .await
             .map_err(|e| self.chunk_error(&read, e))?;
         self.count_fetch(&encoded, &metrics);
@@ -111,7 +113,9 @@ impl ChunkReader {
         };
         let error = |e: &dyn std::fmt::Display| self.chunk_error(read, e.to_string().into());
         let key = StoreKey::new(self.array.chunk_key(&read.indices)).map_err(|e| error(&e))?;
-        let encoded = store.get(&key).map_err(|e| error(&e))?;
+        let encoded = store
+            .get_chunk(&key, self.stored_limit(read)?)
+            .map_err(|e| self.chunk_error(read, e))?;
         self.count_fetch(&encoded, metrics);
         Ok(vec![self.decode(read, encoded, metrics, sink)?])
     }
@@ -294,6 +298,9 @@ impl ChunkReader {
         let decoder = if runs {
             None
         } else {
+            if let Some(index) = &self.array.shard_index {
+                self.check_local_shard_index(read, index, &store, &key)?;
+            }
             Some(
                 array
                     .partial_decoder(&read.indices)
@@ -339,6 +346,48 @@ impl ChunkReader {
             .collect()
     }
 
+    /// Checks the index of a local shard before zarrs' partial decoder reads it (a missing
+    /// shard has none: it reads as the fill value).
+    fn check_local_shard_index(
+        &self,
+        read: &ChunkSelection,
+        index: &ShardIndex,
+        store: &LocalStore,
+        key: &StoreKey,
+    ) -> Result<()> {
+        let error = |e: Box<dyn std::error::Error + Send + Sync>| self.chunk_error(read, e);
+        let Some(len) = store.size_key(key).map_err(|e| error(Box::new(e)))? else {
+            return Ok(());
+        };
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        if len < index.len() {
+            return index.check_index(&[], len).map_err(|e| error(Box::new(e)));
+        }
+        let range = match index.at_end() {
+            true => ByteRange::Suffix(index.len() as u64),
+            false => ByteRange::FromStart(0, Some(index.len() as u64)),
+        };
+        let bytes = store
+            .get_partial(key, range)
+            .map_err(|e| error(Box::new(e)))?
+            .unwrap_or_default();
+        index
+            .check_index(&bytes, len)
+            .map_err(|e| error(Box::new(e)))
+    }
+
+    /// The most bytes a stored chunk of `read` may hold: its decoded size, plus what any codec
+    /// adds (zstd, gzip and blosc add well under 1% on incompressible bytes; a shard, 16 bytes
+    /// an inner chunk), with room to spare.
+    fn stored_limit(&self, read: &ChunkSelection) -> Result<u64> {
+        let decoded = self.decoded_len(&read.shape)?;
+        let shard = self.array.shard_index.map_or(0, |index| index.overhead());
+        Ok(decoded
+            .saturating_add(decoded / 8)
+            .saturating_add(1 << 20)
+            .saturating_add(shard))
+    }
+
     /// Bytes of `shape`'s elements, decoded (and stored, for plain chunks).
     fn decoded_len(&self, shape: &[u64]) -> Result<u64> {
         let element_size = self.array.meta.element.size() as u64;
@@ -361,8 +410,22 @@ impl ChunkReader {
             .map_err(|e| self.chunk_error(read, Box::new(e)))
     }
 
-    /// The whole chunk through zarrs' codec chain (reading the encoded bytes in place).
+    /// The whole chunk through zarrs' codec chain (reading the encoded bytes in place); a
+    /// shard's index checked first.
     fn decode_whole<'a>(&self, read: &ChunkSelection, encoded: &'a [u8]) -> Result<Cow<'a, [u8]>> {
+        if let Some(index) = &self.array.shard_index {
+            index
+                .check_shard(encoded)
+                .map_err(|e| self.chunk_error(read, Box::new(e)))?;
+        }
+        if self.array.strategy == ReadStrategy::ZstdPrefix {
+            // `bytes` + `zstd`: the frame is the chunk, decompressed into exactly its size.
+            let total = usize::try_from(self.decoded_len(&read.shape)?)
+                .map_err(|_| Error::Internal("chunk larger than the address space".into()))?;
+            return decode_exact(encoded, total)
+                .map(Cow::Owned)
+                .map_err(|e| self.chunk_error(read, Box::new(e)));
+        }
         let shape = read
             .shape
             .iter()
