@@ -502,3 +502,88 @@ async fn zstd_bombs_are_errors_naming_the_chunk_and_both_sizes() {
         );
     }
 }
+
+/// Bombs in the other compressors ndfusion bounds itself: zarr-python's gzip (v3) and zlib (v2)
+/// fixtures with one chunk replaced by a stream of 64 MiB of zeros (chunks of 2 x 3 records
+/// of 13 bytes: 78 bytes expected), and its blosc fixture with a chunk whose header claims
+/// 2^31 bytes. Errors name the chunk and both sizes; the other chunks still read.
+#[tokio::test]
+async fn gzip_zlib_and_blosc_bombs_are_errors_naming_the_chunk() {
+    use std::io::Write;
+    let zeros = vec![0u8; 64 << 20];
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gzip.write_all(&zeros).unwrap();
+    let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    zlib.write_all(&zeros).unwrap();
+    let blosc_source = std::path::Path::new(V3).join("codec_blosc.zarr/c/0/0");
+    let mut blosc = std::fs::read(blosc_source).unwrap();
+    blosc[4..8].copy_from_slice(&(1u32 << 31).to_le_bytes());
+    for (fixture, key, chunk, says) in [
+        (
+            "tests/data/zarr_v3/codec_big_endian.zarr",
+            "c/0/0",
+            gzip.finish().unwrap(),
+            "gzip stream inflates to more than the 78 bytes expected",
+        ),
+        (
+            "tests/data/zarr_v2/codec_zlib.zarr",
+            "0.0",
+            zlib.finish().unwrap(),
+            "zlib stream inflates to more than the 78 bytes expected",
+        ),
+        (
+            "tests/data/zarr_v3/codec_blosc.zarr",
+            "c/0/0",
+            blosc,
+            "blosc header claims 2147483648 bytes, expected 78",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("grid.zarr");
+        copy_dir(std::path::Path::new(fixture), &copy);
+        std::fs::write(copy.join(key), &chunk).unwrap();
+        let ctx = new_session_context();
+        let table = ZarrTable::open(&copy.to_string_lossy()).await.unwrap();
+        ctx.register_table("t", Arc::new(table)).unwrap();
+        let query = "SELECT sum(pressure) FROM t";
+        let err = ctx
+            .sql(query)
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .expect_err(fixture)
+            .to_string();
+        assert!(
+            err.contains(&format!("'{key}'")) && err.contains(says),
+            "{fixture}: {err}"
+        );
+        let rows = ctx
+            .sql("SELECT count(*) FROM t WHERE time >= 2")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(
+            rows[0]
+                .column(0)
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .value(0),
+            21
+        );
+    }
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

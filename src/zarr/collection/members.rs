@@ -53,7 +53,7 @@ pub(crate) async fn expand(
             let text = path.to_string_lossy().trim_start_matches('/').to_string();
             let (prefix, _) = literal_prefix(&text);
             let remote = RemoteStore::given(given, Path::new(prefix))?;
-            list_matches(&remote, &text)
+            list_matches(&remote, &text, MAX_PATTERN_ENTRIES)
                 .await?
                 .into_iter()
                 .map(|key| format!("/{key}"))
@@ -67,7 +67,7 @@ pub(crate) async fn expand(
             base.set_path(&format!("/{prefix}"));
             let remote = RemoteStore::open(&base, service, storage)?;
             shared = storage.clone().with_object_store(remote.store.clone());
-            list_matches(&remote, &decoded)
+            list_matches(&remote, &decoded, MAX_PATTERN_ENTRIES)
                 .await?
                 .into_iter()
                 .map(|key| member_url(&url, &key))
@@ -83,8 +83,9 @@ pub(crate) async fn expand(
     Ok((members, shared))
 }
 
-/// Folder entries a local pattern may visit, and how deep below its literal folder a `**` may
-/// go: a pattern over a large or looping tree is an error, not an endless walk.
+/// Folder entries a local pattern may visit (objects an object-store pattern may list), and
+/// how deep below its literal folder a `**` may go: a pattern over a large or looping tree is
+/// an error, not an endless walk.
 pub(crate) const MAX_PATTERN_ENTRIES: usize = 1_000_000;
 pub(crate) const MAX_PATTERN_DEPTH: usize = 32;
 
@@ -194,31 +195,48 @@ fn literal_prefix(pattern: &str) -> (&str, &str) {
 
 /// The keys (relative to the store's bucket or container) of the nodes below `remote`'s root
 /// whose path matches `pattern`.
-async fn list_matches(remote: &RemoteStore, pattern: &str) -> Result<Vec<String>> {
+/// The nodes below the literal prefix of `pattern` in `remote` whose key matches it, sorted;
+/// the listing is read as it streams (only node documents are kept) and is an error past
+/// `max_objects` objects.
+async fn list_matches(
+    remote: &RemoteStore,
+    pattern: &str,
+    max_objects: usize,
+) -> Result<Vec<String>> {
     let glob = Pattern::new(pattern).map_err(|e| Error::InvalidLocation {
         location: pattern.to_string(),
         reason: format!("bad pattern: {e}"),
     })?;
-    let objects: Vec<object_store::ObjectMeta> = remote
-        .store
-        .list(Some(&remote.root))
-        .try_collect()
+    let mut listing = remote.store.list(Some(&remote.root));
+    let mut members = Vec::new();
+    let mut listed = 0usize;
+    while let Some(meta) = listing
+        .try_next()
         .await
         .map_err(|source| Error::ObjectStore {
             location: remote.display(""),
             source,
-        })?;
-    let mut members: Vec<String> = objects
-        .iter()
-        .filter_map(|meta| {
-            let key = meta.location.as_ref();
-            let (parent, file) = key.rsplit_once('/')?;
-            NODE_FILES
-                .contains(&file)
-                .then(|| parent.to_string())
-                .filter(|p| glob.matches_with(p, OPTIONS))
-        })
-        .collect();
+        })?
+    {
+        listed += 1;
+        if listed > max_objects {
+            return Err(Error::InvalidLocation {
+                location: pattern.to_string(),
+                reason: format!(
+                    "the pattern lists more than {max_objects} objects below {}: name a \
+                     narrower prefix",
+                    remote.display("")
+                ),
+            });
+        }
+        let key = meta.location.as_ref();
+        let Some((parent, file)) = key.rsplit_once('/') else {
+            continue;
+        };
+        if NODE_FILES.contains(&file) && glob.matches_with(parent, OPTIONS) {
+            members.push(parent.to_string());
+        }
+    }
     members.sort();
     members.dedup();
     Ok(members)
@@ -241,6 +259,38 @@ fn percent_decode(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn object_store_listings_stop_at_their_limit() {
+        use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+        let memory: std::sync::Arc<dyn ObjectStore> =
+            std::sync::Arc::new(object_store::memory::InMemory::new());
+        for m in 0..4 {
+            for key in ["zarr.json", "c/0", "c/1"] {
+                let path = object_store::path::Path::from(format!("data/m{m}.zarr/{key}"));
+                memory
+                    .put(&path, PutPayload::from_static(b"{}"))
+                    .await
+                    .unwrap();
+            }
+        }
+        let remote = RemoteStore::given(memory, Path::new("data")).unwrap();
+        let members = list_matches(&remote, "data/*.zarr", 12).await.unwrap();
+        assert_eq!(
+            members,
+            [
+                "data/m0.zarr",
+                "data/m1.zarr",
+                "data/m2.zarr",
+                "data/m3.zarr"
+            ]
+        );
+        let err = list_matches(&remote, "data/*.zarr", 11)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("lists more than 11 objects below"), "{err}");
+    }
 
     #[test]
     fn the_literal_prefix_ends_before_the_first_wildcard() {

@@ -1,6 +1,9 @@
 //! An opened Zarr array: its location, parsed metadata, store, zarrs' view of it, and how its
 //! chunks are read.
 
+use zarrs::array::codec::bytes_to_bytes::blosc::BloscCodec;
+use zarrs::array::codec::bytes_to_bytes::gzip::GzipCodec;
+use zarrs::array::codec::bytes_to_bytes::zlib::ZlibCodec;
 use zarrs::array::codec::bytes_to_bytes::zstd::ZstdCodec;
 use zarrs::array::codec::BytesCodec;
 use zarrs::array::{Array, CodecTraits};
@@ -10,6 +13,7 @@ use crate::error::{Error, Result};
 #[cfg(test)]
 use crate::storage::StorageOptions;
 use crate::zarr::metadata::array_meta::ArrayMeta;
+use crate::zarr::read::decompress::Compressor;
 use crate::zarr::read::shard_index::ShardIndex;
 use crate::zarr::store::ZarrStore;
 
@@ -45,6 +49,8 @@ pub(crate) struct ZarrArray {
     pub strategy: ReadStrategy,
     /// Where each shard's index lies, for sharded arrays: checked before zarrs reads a shard.
     pub shard_index: Option<ShardIndex>,
+    /// The compressor of a `bytes` + compressor chain, run bounded by the chunk's size.
+    pub compressor: Option<Compressor>,
 }
 
 impl std::fmt::Debug for ZarrArray {
@@ -118,6 +124,7 @@ impl ZarrArray {
         };
         let strategy = read_strategy(&zarrs);
         let shard_index = ShardIndex::of(&meta);
+        let compressor = compressor(&zarrs);
         Ok(ZarrArray {
             location: location.to_string(),
             meta,
@@ -126,6 +133,7 @@ impl ZarrArray {
             blocking_zarrs,
             strategy,
             shard_index,
+            compressor,
         })
     }
 
@@ -145,5 +153,28 @@ fn read_strategy(array: &Array<dyn AsyncReadableStorageTraits>) -> ReadStrategy 
         [c] if packed && c.as_any().is::<ZstdCodec>() => ReadStrategy::ZstdPrefix,
         _ if capability.partial_read && capability.partial_decode => ReadStrategy::PartialDecoder,
         _ => ReadStrategy::CodecChain,
+    }
+}
+
+/// The compressor of a chain that is `bytes` and one compressor ndfusion bounds itself.
+fn compressor(array: &Array<dyn AsyncReadableStorageTraits>) -> Option<Compressor> {
+    let codecs = array.codecs();
+    let packed = codecs.array_to_array_codecs().is_empty()
+        && codecs.array_to_bytes_codec().as_any().is::<BytesCodec>();
+    let [codec] = codecs.bytes_to_bytes_codecs() else {
+        return None;
+    };
+    let codec = codec.as_any();
+    packed.then_some(())?;
+    if codec.is::<ZstdCodec>() {
+        Some(Compressor::Zstd)
+    } else if codec.is::<GzipCodec>() {
+        Some(Compressor::Gzip)
+    } else if codec.is::<ZlibCodec>() {
+        Some(Compressor::Zlib)
+    } else if codec.is::<BloscCodec>() {
+        Some(Compressor::Blosc)
+    } else {
+        None
     }
 }
