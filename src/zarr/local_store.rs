@@ -12,6 +12,7 @@ use zarrs::storage::{
     Bytes, MaybeBytes, MaybeBytesIterator, ReadableStorageTraits, StorageError, StoreKey,
 };
 
+use crate::error::BoxError;
 use crate::zarr::store::ChunkTooLarge;
 
 pub(crate) struct LocalStore {
@@ -26,11 +27,7 @@ impl LocalStore {
     }
 
     /// The whole file at `key`, of at most `limit` bytes (checked before it is read).
-    pub(crate) fn get_chunk(
-        &self,
-        key: &StoreKey,
-        limit: u64,
-    ) -> Result<Option<Bytes>, Box<dyn std::error::Error + Send + Sync>> {
+    pub(crate) fn get_chunk(&self, key: &StoreKey, limit: u64) -> Result<Option<Bytes>, BoxError> {
         match self.files.size_key(key)? {
             None => Ok(None),
             Some(size) if size > limit => Err(Box::new(ChunkTooLarge { size, limit })),

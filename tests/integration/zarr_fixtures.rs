@@ -397,15 +397,8 @@ async fn shard_indexes_pointing_outside_their_shard_are_errors() {
             format!("(the shard holds {cut_size} bytes)"),
         ),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let copy = dir.path().join("grid.zarr");
-        std::fs::create_dir_all(copy.join("c/0")).unwrap();
-        std::fs::copy(source.join("zarr.json"), copy.join("zarr.json")).unwrap();
-        std::fs::write(copy.join("c/0/0"), &bytes).unwrap();
-        let location = copy.to_string_lossy().to_string();
-        let ctx = new_session_context();
-        ctx.register_table("t", Arc::new(ZarrTable::open(&location).await.unwrap()))
-            .unwrap();
+        let (_dir, ctx) =
+            fixture_with_object("tests/data/zarr_v3/codec_sharded.zarr", "c/0/0", &bytes).await;
         // A box inside the shard's first inner chunk (read in part) and the whole array.
         for query in [
             "SELECT pressure FROM t WHERE time = 0 AND station = 0",
@@ -423,22 +416,30 @@ async fn shard_indexes_pointing_outside_their_shard_are_errors() {
     }
 }
 
-/// zarr-python's `struct_1d.zarr` (`bytes` + `zstd`, chunks of 4 records) with chunk `c/0`
-/// replaced: the table, and the bytes the chunk should decode to.
-async fn struct_1d_with_chunk(
-    chunk: &[u8],
+/// A copy of the zarr-python fixture at `fixture` with the object `key` replaced by `bytes`,
+/// registered as `t`.
+async fn fixture_with_object(
+    fixture: &str,
+    key: &str,
+    bytes: &[u8],
 ) -> (tempfile::TempDir, datafusion::prelude::SessionContext) {
     let dir = tempfile::tempdir().unwrap();
-    let copy = dir.path().join("points.zarr");
-    let source = std::path::Path::new(V3).join("struct_1d.zarr");
-    std::fs::create_dir_all(copy.join("c")).unwrap();
-    std::fs::copy(source.join("zarr.json"), copy.join("zarr.json")).unwrap();
-    std::fs::copy(source.join("c/1"), copy.join("c/1")).unwrap();
-    std::fs::write(copy.join("c/0"), chunk).unwrap();
+    let copy = dir.path().join("copy.zarr");
+    copy_dir(std::path::Path::new(fixture), &copy);
+    std::fs::write(copy.join(key), bytes).unwrap();
     let ctx = new_session_context();
     let table = ZarrTable::open(&copy.to_string_lossy()).await.unwrap();
     ctx.register_table("t", Arc::new(table)).unwrap();
     (dir, ctx)
+}
+
+/// The single Int64 a query answers.
+async fn count(ctx: &datafusion::prelude::SessionContext, query: &str) -> i64 {
+    let rows = ctx.sql(query).await.unwrap().collect().await.unwrap();
+    rows[0]
+        .column(0)
+        .as_primitive::<arrow::datatypes::Int64Type>()
+        .value(0)
 }
 
 /// Decompression bombs in a zstd chunk: a frame without a size in its header that inflates to
@@ -477,7 +478,8 @@ async fn zstd_bombs_are_errors_naming_the_chunk_and_both_sizes() {
             format!("holds {} bytes, more than the", (2 << 20) + expected),
         ),
     ] {
-        let (_dir, ctx) = struct_1d_with_chunk(&chunk).await;
+        let (_dir, ctx) =
+            fixture_with_object("tests/data/zarr_v3/struct_1d.zarr", "c/0", &chunk).await;
         for query in ["SELECT sum(id) FROM t", "SELECT id FROM t WHERE dim_0 < 2"] {
             let result = ctx.sql(query).await.unwrap().collect().await;
             let err = result.expect_err(query).to_string();
@@ -486,18 +488,12 @@ async fn zstd_bombs_are_errors_naming_the_chunk_and_both_sizes() {
                 "{name}, {query}: {err}"
             );
         }
-        let rows = ctx
-            .sql("SELECT count(*) FROM t WHERE dim_0 >= 4 AND dim_0 < 8")
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
         assert_eq!(
-            rows[0]
-                .column(0)
-                .as_primitive::<arrow::datatypes::Int64Type>()
-                .value(0),
+            count(
+                &ctx,
+                "SELECT count(*) FROM t WHERE dim_0 >= 4 AND dim_0 < 8"
+            )
+            .await,
             4
         );
     }
@@ -538,13 +534,7 @@ async fn gzip_zlib_and_blosc_bombs_are_errors_naming_the_chunk() {
             "blosc header claims 2147483648 bytes, expected 78",
         ),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let copy = dir.path().join("grid.zarr");
-        copy_dir(std::path::Path::new(fixture), &copy);
-        std::fs::write(copy.join(key), &chunk).unwrap();
-        let ctx = new_session_context();
-        let table = ZarrTable::open(&copy.to_string_lossy()).await.unwrap();
-        ctx.register_table("t", Arc::new(table)).unwrap();
+        let (_dir, ctx) = fixture_with_object(fixture, key, &chunk).await;
         let query = "SELECT sum(pressure) FROM t";
         let err = ctx
             .sql(query)
@@ -558,18 +548,8 @@ async fn gzip_zlib_and_blosc_bombs_are_errors_naming_the_chunk() {
             err.contains(&format!("'{key}'")) && err.contains(says),
             "{fixture}: {err}"
         );
-        let rows = ctx
-            .sql("SELECT count(*) FROM t WHERE time >= 2")
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
         assert_eq!(
-            rows[0]
-                .column(0)
-                .as_primitive::<arrow::datatypes::Int64Type>()
-                .value(0),
+            count(&ctx, "SELECT count(*) FROM t WHERE time >= 2").await,
             21
         );
     }

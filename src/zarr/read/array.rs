@@ -122,9 +122,9 @@ impl ZarrArray {
             ),
             None => None,
         };
-        let strategy = read_strategy(&zarrs);
-        let shard_index = ShardIndex::of(&meta);
         let compressor = compressor(&zarrs);
+        let strategy = read_strategy(&zarrs, compressor);
+        let shard_index = ShardIndex::of(&meta);
         Ok(ZarrArray {
             location: location.to_string(),
             meta,
@@ -143,29 +143,39 @@ impl ZarrArray {
     }
 }
 
-fn read_strategy(array: &Array<dyn AsyncReadableStorageTraits>) -> ReadStrategy {
+/// The strategy of an array whose chain ends in `compressor` (see [`compressor`]).
+fn read_strategy(
+    array: &Array<dyn AsyncReadableStorageTraits>,
+    compressor: Option<Compressor>,
+) -> ReadStrategy {
     let codecs = array.codecs();
     let capability = codecs.partial_decoder_capability();
-    let packed = codecs.array_to_array_codecs().is_empty()
-        && codecs.array_to_bytes_codec().as_any().is::<BytesCodec>();
     match codecs.bytes_to_bytes_codecs() {
-        [] if packed => ReadStrategy::Plain,
-        [c] if packed && c.as_any().is::<ZstdCodec>() => ReadStrategy::ZstdPrefix,
+        [] if is_packed(array) => ReadStrategy::Plain,
+        _ if compressor == Some(Compressor::Zstd) => ReadStrategy::ZstdPrefix,
         _ if capability.partial_read && capability.partial_decode => ReadStrategy::PartialDecoder,
         _ => ReadStrategy::CodecChain,
     }
 }
 
+/// Whether the array-to-bytes codec is `bytes` with nothing before it: a decoded chunk is its
+/// packed elements in C order.
+fn is_packed(array: &Array<dyn AsyncReadableStorageTraits>) -> bool {
+    let codecs = array.codecs();
+    codecs.array_to_array_codecs().is_empty()
+        && codecs.array_to_bytes_codec().as_any().is::<BytesCodec>()
+}
+
 /// The compressor of a chain that is `bytes` and one compressor ndfusion bounds itself.
 fn compressor(array: &Array<dyn AsyncReadableStorageTraits>) -> Option<Compressor> {
     let codecs = array.codecs();
-    let packed = codecs.array_to_array_codecs().is_empty()
-        && codecs.array_to_bytes_codec().as_any().is::<BytesCodec>();
     let [codec] = codecs.bytes_to_bytes_codecs() else {
         return None;
     };
+    if !is_packed(array) {
+        return None;
+    }
     let codec = codec.as_any();
-    packed.then_some(())?;
     if codec.is::<ZstdCodec>() {
         Some(Compressor::Zstd)
     } else if codec.is::<GzipCodec>() {

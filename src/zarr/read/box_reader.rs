@@ -36,7 +36,7 @@ pub(crate) async fn read_box(
         .buffered(CHUNKS_IN_FLIGHT)
         .try_for_each(|_| futures::future::ready(Ok(())))
         .await?;
-    sink.finish(reader)
+    sink.finish()
 }
 
 /// [`read_box`] from a local store, on this thread (a blocking one), chunk after chunk: the
@@ -53,7 +53,7 @@ pub(crate) fn read_box_local(
     for read in reads {
         reader.read_local(&read, metrics, &sink)?;
     }
-    sink.finish(reader)
+    sink.finish()
 }
 
 /// The chunk reads of a box, and where they are assembled; `None` for an empty box.
@@ -85,6 +85,7 @@ fn plan_box(
     };
     let reads = list_chunk_reads(&meta.shape, &meta.chunk_shape, &selection);
     let sink = BoxAssembly {
+        location: reader.array.location.clone(),
         start: start.to_vec(),
         shape: shape.to_vec(),
         element_size,
@@ -97,6 +98,8 @@ fn plan_box(
 /// Puts each piece's elements where they lie in the box, on the thread that decoded them. A
 /// box that is one piece keeps that piece's bytes (a chunk decoded whole: no copy).
 struct BoxAssembly {
+    /// The array's location, for messages.
+    location: String,
     start: Vec<u64>,
     shape: Vec<u64>,
     element_size: usize,
@@ -107,17 +110,17 @@ struct BoxAssembly {
 
 impl BoxAssembly {
     /// The assembled box, once every chunk read has placed its part.
-    fn finish(&self, reader: &ChunkReader) -> Result<Vec<u8>> {
-        let location = &reader.array.location;
-        self.lock(location)?.take().ok_or_else(|| {
+    fn finish(&self) -> Result<Vec<u8>> {
+        self.lock()?.take().ok_or_else(|| {
             Error::Internal(format!(
-                "{location}: no chunk reached the box at {:?} of shape {:?}",
-                self.start, self.shape
+                "{}: no chunk reached the box at {:?} of shape {:?}",
+                self.location, self.start, self.shape
             ))
         })
     }
 
-    fn lock(&self, location: &str) -> Result<std::sync::MutexGuard<'_, Option<Vec<u8>>>> {
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Option<Vec<u8>>>> {
+        let location = &self.location;
         self.out
             .lock()
             .map_err(|_| Error::Internal(format!("{location}: a thread assembling a box panicked")))
@@ -140,7 +143,7 @@ impl ChunkSink for BoxAssembly {
             .map(|(set, o)| o + set.ranges().first().map_or(0, |r| r.start))
             .collect();
         let piece_shape: Vec<u64> = local.iter().map(IndexSet::len).collect();
-        let mut out = self.lock("box")?;
+        let mut out = self.lock()?;
         let whole = matches!(gather, Gather::Strided { start: 0, stride, count }
             if stride == self.element_size && count * stride == bytes.len());
         if out.is_none() && whole && origin == self.start && piece_shape == self.shape {

@@ -356,7 +356,7 @@ impl ChunkReader {
         store: &LocalStore,
         key: &StoreKey,
     ) -> Result<()> {
-        let error = |e: Box<dyn std::error::Error + Send + Sync>| self.chunk_error(read, e);
+        let error = |e: BoxError| self.chunk_error(read, e);
         let Some(len) = store.size_key(key).map_err(|e| error(Box::new(e)))? else {
             return Ok(());
         };
