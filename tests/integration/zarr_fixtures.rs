@@ -1,6 +1,7 @@
 //! Every fixture written by zarr-python reads back as numpy read it (tests/data/zarr_v3/expected.json).
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StructArray};
@@ -553,6 +554,114 @@ async fn gzip_zlib_and_blosc_bombs_are_errors_naming_the_chunk() {
             21
         );
     }
+}
+
+/// Bombs in every other chain the fixtures hold: bz2 (v2), zstd after `transpose` (v3) and
+/// after the `shuffle` filter (v2), and zstd inside a shard's inner chunks (v3, every entry of
+/// the shard's index pointing at one bomb), each 64 MiB of zeros where a chunk (or inner chunk)
+/// of 2 x 3 records of 13 bytes is expected. Read whole or in part (the shard's first inner
+/// chunk alone), each is an error naming the chunk and the size it should have had.
+#[tokio::test]
+async fn bombs_in_any_chain_and_inside_shards_are_errors() {
+    use std::io::Write;
+    use zarrs::array::codec::api::{BytesToBytesCodecTraits, CodecOptions};
+    let zeros = vec![0u8; 64 << 20];
+    let mut bz2 = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::fast());
+    bz2.write_all(&zeros).unwrap();
+    let mut zstd = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+    zstd.include_contentsize(false).unwrap();
+    zstd.write_all(&zeros).unwrap();
+    let zstd = zstd.finish().unwrap();
+    // A 4 x 6 shard of four 2 x 3 inner chunks, all at the one bomb; the index ends in its
+    // CRC-32C.
+    let mut index = Vec::new();
+    for _ in 0..4 {
+        index.extend_from_slice(&0u64.to_le_bytes());
+        index.extend_from_slice(&(zstd.len() as u64).to_le_bytes());
+    }
+    let index = zarrs::array::codec::Crc32cCodec::new()
+        .encode(std::borrow::Cow::Owned(index), &CodecOptions::default())
+        .unwrap();
+    let shard = [zstd.as_slice(), &index].concat();
+    for (fixture, key, chunk) in [
+        (
+            "tests/data/zarr_v2/codec_bz2.zarr",
+            "0.0",
+            bz2.finish().unwrap(),
+        ),
+        (
+            "tests/data/zarr_v3/codec_transpose.zarr",
+            "c/0/0",
+            zstd.clone(),
+        ),
+        (
+            "tests/data/zarr_v2/codec_shuffle_filter.zarr",
+            "0.0",
+            zstd.clone(),
+        ),
+        ("tests/data/zarr_v3/codec_sharded.zarr", "c/0/0", shard),
+    ] {
+        let (_dir, ctx) = fixture_with_object(fixture, key, &chunk).await;
+        for query in [
+            "SELECT sum(pressure) FROM t",
+            "SELECT pressure FROM t WHERE time = 0 AND station = 0",
+        ] {
+            let err = ctx
+                .sql(query)
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .expect_err(fixture)
+                .to_string();
+            assert!(
+                err.contains(&format!("'{key}'")) && err.contains("more than the 78 bytes"),
+                "{fixture}, {query}: {err}"
+            );
+        }
+        assert_eq!(
+            count(&ctx, "SELECT count(*) FROM t WHERE time >= 4").await,
+            7
+        );
+    }
+}
+
+/// A bomb in a string variable (vlen-utf8 + zstd, written by zarr-python 3.4.2), whose
+/// metadata promises no decoded size: 300 MiB of zeros stop at the 256 MiB cap, an error
+/// naming the variable's chunk; the other variables of the dataset still read.
+#[tokio::test]
+async fn a_bomb_in_a_string_variable_stops_at_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy.zarr");
+    copy_dir(
+        std::path::Path::new("tests/data/archives/stations_fill_v3.zarr"),
+        &copy,
+    );
+    let mut encoder = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+    encoder.include_contentsize(false).unwrap();
+    std::io::copy(&mut std::io::repeat(0).take(300 << 20), &mut encoder).unwrap();
+    std::fs::write(copy.join("status/c/0"), encoder.finish().unwrap()).unwrap();
+    let ctx = new_session_context();
+    ctx.sql(&format!(
+        "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '{}'",
+        copy.display()
+    ))
+    .await
+    .unwrap();
+    let err = ctx
+        .sql("SELECT count(status) FROM t")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("status") && err.contains("more than the 268435456 bytes expected"),
+        "{err}"
+    );
+    // xarray's count of `temp` (tests/data/archives/expected.json).
+    assert_eq!(count(&ctx, "SELECT count(temp) FROM t").await, 5);
 }
 
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {

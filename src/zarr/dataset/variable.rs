@@ -176,6 +176,7 @@ impl Variable {
             }
             MemberArray::Strings(meta) => {
                 let node = format!("/{}", member.name);
+                crate::zarr::read::bounded_codecs::install();
                 let zarrs = ZarrsArray::new_with_metadata(
                     store.zarrs_storage(),
                     &node,

@@ -1,11 +1,7 @@
 //! An opened Zarr array: its location, parsed metadata, store, zarrs' view of it, and how its
 //! chunks are read.
 
-use zarrs::array::codec::bytes_to_bytes::blosc::BloscCodec;
-use zarrs::array::codec::bytes_to_bytes::gzip::GzipCodec;
-use zarrs::array::codec::bytes_to_bytes::zlib::ZlibCodec;
-use zarrs::array::codec::bytes_to_bytes::zstd::ZstdCodec;
-use zarrs::array::codec::BytesCodec;
+use zarrs::array::codec::{BytesCodec, ZstdCodec};
 use zarrs::array::{Array, CodecTraits};
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 
@@ -13,7 +9,7 @@ use crate::error::{Error, Result};
 #[cfg(test)]
 use crate::storage::StorageOptions;
 use crate::zarr::metadata::array_meta::ArrayMeta;
-use crate::zarr::read::decompress::Compressor;
+use crate::zarr::read::bounded_codecs;
 use crate::zarr::read::shard_index::ShardIndex;
 use crate::zarr::store::ZarrStore;
 
@@ -49,8 +45,6 @@ pub(crate) struct ZarrArray {
     pub strategy: ReadStrategy,
     /// Where each shard's index lies, for sharded arrays: checked before zarrs reads a shard.
     pub shard_index: Option<ShardIndex>,
-    /// The compressor of a `bytes` + compressor chain, run bounded by the chunk's size.
-    pub compressor: Option<Compressor>,
 }
 
 impl std::fmt::Debug for ZarrArray {
@@ -87,6 +81,8 @@ impl ZarrArray {
         location: &str,
         meta: ArrayMeta,
     ) -> Result<Self> {
+        // zarrs builds the codecs below: its decompressors must be the bounded ones.
+        bounded_codecs::install();
         let meta_path = format!("{}/{}", location.trim_end_matches('/'), meta.file_name());
         let node_path = format!("/{node}");
         let zarrs = Array::new_with_metadata(
@@ -122,8 +118,7 @@ impl ZarrArray {
             ),
             None => None,
         };
-        let compressor = compressor(&zarrs);
-        let strategy = read_strategy(&zarrs, compressor);
+        let strategy = read_strategy(&zarrs);
         let shard_index = ShardIndex::of(&meta);
         Ok(ZarrArray {
             location: location.to_string(),
@@ -133,7 +128,6 @@ impl ZarrArray {
             blocking_zarrs,
             strategy,
             shard_index,
-            compressor,
         })
     }
 
@@ -143,16 +137,13 @@ impl ZarrArray {
     }
 }
 
-/// The strategy of an array whose chain ends in `compressor` (see [`compressor`]).
-fn read_strategy(
-    array: &Array<dyn AsyncReadableStorageTraits>,
-    compressor: Option<Compressor>,
-) -> ReadStrategy {
+/// The strategy of an array's chain.
+fn read_strategy(array: &Array<dyn AsyncReadableStorageTraits>) -> ReadStrategy {
     let codecs = array.codecs();
     let capability = codecs.partial_decoder_capability();
     match codecs.bytes_to_bytes_codecs() {
         [] if is_packed(array) => ReadStrategy::Plain,
-        _ if compressor == Some(Compressor::Zstd) => ReadStrategy::ZstdPrefix,
+        [zstd] if is_packed(array) && zstd.as_any().is::<ZstdCodec>() => ReadStrategy::ZstdPrefix,
         _ if capability.partial_read && capability.partial_decode => ReadStrategy::PartialDecoder,
         _ => ReadStrategy::CodecChain,
     }
@@ -164,27 +155,4 @@ fn is_packed(array: &Array<dyn AsyncReadableStorageTraits>) -> bool {
     let codecs = array.codecs();
     codecs.array_to_array_codecs().is_empty()
         && codecs.array_to_bytes_codec().as_any().is::<BytesCodec>()
-}
-
-/// The compressor of a chain that is `bytes` and one compressor ndfusion bounds itself.
-fn compressor(array: &Array<dyn AsyncReadableStorageTraits>) -> Option<Compressor> {
-    let codecs = array.codecs();
-    let [codec] = codecs.bytes_to_bytes_codecs() else {
-        return None;
-    };
-    if !is_packed(array) {
-        return None;
-    }
-    let codec = codec.as_any();
-    if codec.is::<ZstdCodec>() {
-        Some(Compressor::Zstd)
-    } else if codec.is::<GzipCodec>() {
-        Some(Compressor::Gzip)
-    } else if codec.is::<ZlibCodec>() {
-        Some(Compressor::Zlib)
-    } else if codec.is::<BloscCodec>() {
-        Some(Compressor::Blosc)
-    } else {
-        None
-    }
 }

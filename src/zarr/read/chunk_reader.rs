@@ -17,10 +17,16 @@ use crate::zarr::local_store::LocalStore;
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::gather::Gather;
 use crate::zarr::read::array::{ReadStrategy, ZarrArray};
-use crate::zarr::read::decompress::{check_blosc_claim, gunzip_exact, unzlib_exact, Compressor};
 use crate::zarr::read::metrics::ChunkMetrics;
 use crate::zarr::read::shard_index::ShardIndex;
-use crate::zarr::read::zstd_frame::{decode_exact, decode_prefix};
+use crate::zarr::read::zstd_frame::decode_prefix;
+
+/// A chunk's shape as zarrs' codecs take it.
+fn chunk_shape(shape: &[u64]) -> Result<Vec<NonZeroU64>> {
+    (shape.iter())
+        .map(|&n| NonZeroU64::new(n).ok_or_else(|| Error::Internal("empty chunk shape".into())))
+        .collect()
+}
 
 /// What a read makes of the decoded bytes it reaches: called on a blocking thread, once per
 /// piece of the chunk, pieces in C order of the selection.
@@ -411,52 +417,21 @@ impl ChunkReader {
             .map_err(|e| self.chunk_error(read, Box::new(e)))
     }
 
-    /// The whole chunk: a `bytes` + compressor chain decompressed into no more than the chunk
-    /// (`zstd_frame.rs`, `decompress.rs`), any other through zarrs' codec chain (reading the
-    /// encoded bytes in place), a shard's index checked first.
+    /// The whole chunk through zarrs' codec chain (whose decompressors make no more than the
+    /// chunk holds: `bounded_codecs.rs`), reading the encoded bytes in place; a shard's index
+    /// is checked first.
     fn decode_whole<'a>(&self, read: &ChunkSelection, encoded: &'a [u8]) -> Result<Cow<'a, [u8]>> {
         if let Some(index) = &self.array.shard_index {
             index
                 .check_shard(encoded)
                 .map_err(|e| self.chunk_error(read, Box::new(e)))?;
         }
-        if let Some(compressor) = self.array.compressor {
-            // `bytes` + one compressor: its output is the chunk, made no larger than it.
-            let total = usize::try_from(self.decoded_len(&read.shape)?)
-                .map_err(|_| Error::Internal("chunk larger than the address space".into()))?;
-            let error = |e: BoxError| self.chunk_error(read, e);
-            let exact = match compressor {
-                Compressor::Zstd => decode_exact(encoded, total).map_err(|e| error(Box::new(e))),
-                Compressor::Gzip => gunzip_exact(encoded, total).map_err(|e| error(Box::new(e))),
-                Compressor::Zlib => unzlib_exact(encoded, total).map_err(|e| error(Box::new(e))),
-                // blosc decompresses into what its header claims: checked, then zarrs runs.
-                Compressor::Blosc => {
-                    check_blosc_claim(encoded, total).map_err(|e| error(Box::new(e)))?;
-                    return self.decode_with_zarrs(read, encoded);
-                }
-            };
-            return exact.map(Cow::Owned);
-        }
-        self.decode_with_zarrs(read, encoded)
-    }
-
-    /// The whole chunk through zarrs' codec chain.
-    fn decode_with_zarrs<'a>(
-        &self,
-        read: &ChunkSelection,
-        encoded: &'a [u8],
-    ) -> Result<Cow<'a, [u8]>> {
-        let shape = read
-            .shape
-            .iter()
-            .map(|&n| NonZeroU64::new(n).ok_or_else(|| Error::Internal("empty chunk shape".into())))
-            .collect::<Result<Vec<_>>>()?;
         let array = &self.array.zarrs;
         array
             .codecs()
             .decode(
                 Cow::Borrowed(encoded),
-                &shape,
+                &chunk_shape(&read.shape)?,
                 array.data_type(),
                 array.fill_value(),
                 &CodecOptions::default(),

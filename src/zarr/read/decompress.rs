@@ -1,18 +1,40 @@
-//! A chunk's compressor, when it is the one codec after `bytes`, run with its output bounded by
-//! the chunk's decoded size. zarrs' codecs size their output by what the data says: gzip and
-//! zlib inflate into a growing buffer (a 2 MiB gzip bomb becomes gigabytes), blosc allocates
-//! what its header claims. Here gzip and zlib inflate into a buffer of exactly the chunk's size,
-//! and a blosc header's claim is checked before zarrs decodes it. zstd: `zstd_frame.rs`.
+//! Decompressors run with their output bounded by the size the metadata promises. zarrs'
+//! codecs size their output by what the data says: gzip, zlib, bz2 and zstd without a declared
+//! size decompress into a growing buffer (a 2 MiB gzip bomb becomes gigabytes), zstd with one
+//! and blosc allocate what their header claims. Here a stream decompresses into a buffer of
+//! its promised size and stops there, and a header's claim is checked before anything is
+//! allocated. zstd's exact path and its front: `zstd_frame.rs`; where these run inside zarrs'
+//! codec chains: `bounded_codecs.rs`.
 
 use std::io::{ErrorKind, Read};
 
-/// The one bytes-to-bytes codec of a `bytes` + compressor chain.
+use crate::zarr::read::zstd_frame::{self, ZstdFrameError};
+
+/// A decompressing codec whose output ndfusion bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Compressor {
     Zstd,
     Gzip,
     Zlib,
+    Bz2,
     Blosc,
+}
+
+/// How many bytes a decompressed stream must make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// Exactly this many (a chunk of fixed-size elements).
+    Exact(usize),
+    /// No more than this many (what a codec before it may make; variable-length data).
+    AtMost(usize),
+}
+
+impl Bound {
+    fn limit(self) -> usize {
+        match self {
+            Bound::Exact(n) | Bound::AtMost(n) => n,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -35,71 +57,112 @@ pub(crate) enum DecompressError {
         source: std::io::Error,
     },
     #[error("blosc header claims {claimed} bytes, expected {expected}")]
-    BloscClaim { claimed: u64, expected: usize },
+    BloscClaim { claimed: u64, expected: String },
     #[error("blosc frame of {len} bytes is shorter than its 16-byte header")]
     BloscHeader { len: usize },
+    #[error(transparent)]
+    Zstd(#[from] ZstdFrameError),
 }
 
-/// The gzip member `encoded`, which must inflate to exactly `total` bytes.
-pub(crate) fn gunzip_exact(encoded: &[u8], total: usize) -> Result<Vec<u8>, DecompressError> {
-    inflate_exact("gzip", flate2::read::GzDecoder::new(encoded), total)
+impl Compressor {
+    /// Decompresses `encoded` into a buffer no larger than `bound`. Blosc is only checked
+    /// (its header's claim against the bound): zarrs then decompresses it into exactly that.
+    pub(crate) fn decompress(
+        self,
+        encoded: &[u8],
+        bound: Bound,
+    ) -> Result<Option<Vec<u8>>, DecompressError> {
+        let out = match self {
+            Compressor::Zstd => match bound {
+                Bound::Exact(total) => zstd_frame::decode_exact(encoded, total)?,
+                Bound::AtMost(limit) => {
+                    zstd_frame::check_claim(encoded, limit)?;
+                    let decoder = zstd_frame::stream(encoded, limit)?;
+                    inflate("zstd", decoder, bound)?
+                }
+            },
+            Compressor::Gzip => inflate("gzip", flate2::read::GzDecoder::new(encoded), bound)?,
+            Compressor::Zlib => inflate("zlib", flate2::read::ZlibDecoder::new(encoded), bound)?,
+            Compressor::Bz2 => inflate("bz2", bzip2::read::BzDecoder::new(encoded), bound)?,
+            Compressor::Blosc => {
+                check_blosc_claim(encoded, bound)?;
+                return Ok(None);
+            }
+        };
+        Ok(Some(out))
+    }
 }
 
-/// The zlib stream `encoded`, which must inflate to exactly `total` bytes.
-pub(crate) fn unzlib_exact(encoded: &[u8], total: usize) -> Result<Vec<u8>, DecompressError> {
-    inflate_exact("zlib", flate2::read::ZlibDecoder::new(encoded), total)
-}
-
-/// Checks that the blosc frame `encoded` claims `total` bytes (its header's `nbytes`, what
-/// blosc allocates and decompresses into).
-pub(crate) fn check_blosc_claim(encoded: &[u8], total: usize) -> Result<(), DecompressError> {
+/// Checks that the blosc frame `encoded` claims what `bound` allows (its header's `nbytes`,
+/// what blosc allocates and decompresses into).
+pub(crate) fn check_blosc_claim(encoded: &[u8], bound: Bound) -> Result<(), DecompressError> {
     let Some(header) = encoded.get(..16) else {
         return Err(DecompressError::BloscHeader { len: encoded.len() });
     };
     let claimed = u64::from(u32::from_le_bytes([
         header[4], header[5], header[6], header[7],
     ]));
-    if claimed != total as u64 {
-        return Err(DecompressError::BloscClaim {
-            claimed,
-            expected: total,
-        });
+    let (fits, expected) = match bound {
+        Bound::Exact(n) => (claimed == n as u64, n.to_string()),
+        Bound::AtMost(n) => (claimed <= n as u64, format!("at most {n}")),
+    };
+    if !fits {
+        return Err(DecompressError::BloscClaim { claimed, expected });
     }
     Ok(())
 }
 
-/// Reads `reader` into a buffer of `total` bytes, then checks that nothing follows (which also
-/// makes the decoder check the stream's trailer: gzip's CRC and size, zlib's Adler-32).
-fn inflate_exact(
+/// Reads `reader` into a buffer of no more than `bound`'s bytes, then checks that nothing
+/// follows (which also makes the decoder check the stream's trailer: gzip's CRC and size,
+/// zlib's Adler-32, bz2's CRC).
+fn inflate(
     codec: &'static str,
     mut reader: impl Read,
-    total: usize,
+    bound: Bound,
 ) -> Result<Vec<u8>, DecompressError> {
     let corrupt = |source| DecompressError::Corrupt { codec, source };
-    let mut out = vec![0u8; total];
+    let limit = bound.limit();
+    // A buffer of the exact size, or one that grows as the stream does, up to the limit.
+    let mut out = match bound {
+        Bound::Exact(n) => vec![0u8; n],
+        Bound::AtMost(n) => vec![0u8; n.min(1 << 20)],
+    };
     let mut filled = 0;
-    while filled < total {
-        match reader.read(&mut out[filled..]) {
-            Ok(0) => {
-                return Err(DecompressError::TooShort {
-                    codec,
-                    got: filled,
-                    expected: total,
-                })
+    loop {
+        if filled == out.len() {
+            if out.len() == limit {
+                break;
             }
+            let grown = out.len().saturating_mul(2).min(limit);
+            out.resize(grown, 0);
+        }
+        match reader.read(&mut out[filled..]) {
+            Ok(0) => break,
             Ok(n) => filled += n,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => return Err(corrupt(e)),
         }
     }
+    if let Bound::Exact(expected) = bound {
+        if filled < expected {
+            return Err(DecompressError::TooShort {
+                codec,
+                got: filled,
+                expected,
+            });
+        }
+    }
     let mut probe = [0u8; 1];
     loop {
         match reader.read(&mut probe) {
-            Ok(0) => return Ok(out),
+            Ok(0) => {
+                out.truncate(filled);
+                return Ok(out);
+            }
             Ok(_) => {
                 return Err(DecompressError::TooLong {
                     codec,
-                    expected: total,
+                    expected: limit,
                 })
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -114,51 +177,98 @@ mod tests {
 
     use super::*;
 
-    fn gzip(data: &[u8]) -> Vec<u8> {
-        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        encoder.write_all(data).unwrap();
-        encoder.finish().unwrap()
+    fn compress(codec: Compressor, data: &[u8]) -> Vec<u8> {
+        match codec {
+            Compressor::Gzip => {
+                let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                e.write_all(data).unwrap();
+                e.finish().unwrap()
+            }
+            Compressor::Zlib => {
+                let mut e =
+                    flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+                e.write_all(data).unwrap();
+                e.finish().unwrap()
+            }
+            Compressor::Bz2 => {
+                let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::fast());
+                e.write_all(data).unwrap();
+                e.finish().unwrap()
+            }
+            // A frame that does not declare its size: only decompressing tells how large it is.
+            Compressor::Zstd => {
+                let mut e = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+                e.include_contentsize(false).unwrap();
+                e.write_all(data).unwrap();
+                e.finish().unwrap()
+            }
+            Compressor::Blosc => unreachable!("blosc frames are only checked"),
+        }
     }
 
-    fn zlib(data: &[u8]) -> Vec<u8> {
-        let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
-        encoder.write_all(data).unwrap();
-        encoder.finish().unwrap()
+    const STREAMS: [Compressor; 4] = [
+        Compressor::Gzip,
+        Compressor::Zlib,
+        Compressor::Bz2,
+        Compressor::Zstd,
+    ];
+
+    fn run(codec: Compressor, encoded: &[u8], bound: Bound) -> Result<Vec<u8>, String> {
+        codec
+            .decompress(encoded, bound)
+            .map(Option::unwrap)
+            .map_err(|e| e.to_string())
     }
 
     #[test]
-    fn streams_inflate_into_exactly_the_chunk() {
+    fn streams_inflate_into_exactly_the_chunk_or_less() {
         let data: Vec<u8> = (0..100_000u32)
             .flat_map(|i| (i % 251).to_le_bytes())
             .collect();
-        assert_eq!(gunzip_exact(&gzip(&data), data.len()).unwrap(), data);
-        assert_eq!(unzlib_exact(&zlib(&data), data.len()).unwrap(), data);
-        let err = gunzip_exact(&gzip(&data), data.len() + 1)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("inflates to 400000 bytes, expected 400001"),
-            "{err}"
-        );
+        for codec in STREAMS {
+            let encoded = compress(codec, &data);
+            assert_eq!(
+                run(codec, &encoded, Bound::Exact(data.len())).unwrap(),
+                data
+            );
+            assert_eq!(
+                run(codec, &encoded, Bound::AtMost(data.len())).unwrap(),
+                data
+            );
+            assert_eq!(run(codec, &encoded, Bound::AtMost(1 << 30)).unwrap(), data);
+            let err = run(codec, &encoded, Bound::Exact(data.len() + 1)).unwrap_err();
+            assert!(
+                err.contains("400000 bytes, expected 400001"),
+                "{codec:?}: {err}"
+            );
+            let err = run(codec, &encoded, Bound::AtMost(data.len() - 1)).unwrap_err();
+            assert!(
+                err.contains("more than the 399999 bytes expected"),
+                "{codec:?}: {err}"
+            );
+        }
         // A flipped byte in the trailer (gzip's CRC-32) is caught once the data is read.
-        let mut bad = gzip(&data);
+        let mut bad = compress(Compressor::Gzip, &data);
         let at = bad.len() - 6;
         bad[at] ^= 1;
-        let err = gunzip_exact(&bad, data.len()).unwrap_err().to_string();
+        let err = run(Compressor::Gzip, &bad, Bound::Exact(data.len())).unwrap_err();
         assert!(err.contains("gzip stream is corrupt"), "{err}");
     }
 
     #[test]
     fn bombs_stop_when_the_chunk_is_full() {
-        // 64 MiB of zeros in about 64 KiB, where 1,000 bytes are expected.
+        // 64 MiB of zeros in well under 1 MiB, where 1,000 bytes are expected.
         let zeros = vec![0u8; 64 << 20];
-        for (encoded, inflate) in [
-            (gzip(&zeros), gunzip_exact as fn(&[u8], usize) -> _),
-            (zlib(&zeros), unzlib_exact),
-        ] {
-            assert!(encoded.len() < 1 << 20, "{}", encoded.len());
-            let err = inflate(&encoded, 1000).unwrap_err().to_string();
-            assert!(err.contains("more than the 1000 bytes expected"), "{err}");
+        for codec in STREAMS {
+            let encoded = compress(codec, &zeros);
+            assert!(encoded.len() < 1 << 20, "{codec:?}: {}", encoded.len());
+            for bound in [Bound::Exact(1000), Bound::AtMost(1000)] {
+                let err = run(codec, &encoded, bound).unwrap_err();
+                assert!(
+                    err.contains("more than the 1000 bytes expected"),
+                    "{codec:?}: {err}"
+                );
+            }
         }
     }
 
@@ -169,13 +279,20 @@ mod tests {
         header.extend_from_slice(&(1u32 << 31).to_le_bytes());
         header.extend_from_slice(&4096u32.to_le_bytes());
         header.extend_from_slice(&32u32.to_le_bytes());
-        let err = check_blosc_claim(&header, 1000).unwrap_err().to_string();
+        let err = check_blosc_claim(&header, Bound::Exact(1000))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("claims 2147483648 bytes, expected 1000"),
             "{err}"
         );
+        let err = check_blosc_claim(&header, Bound::AtMost(1000))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("expected at most 1000"), "{err}");
         header[4..8].copy_from_slice(&1000u32.to_le_bytes());
-        assert!(check_blosc_claim(&header, 1000).is_ok());
-        assert!(check_blosc_claim(&header[..10], 1000).is_err());
+        assert!(check_blosc_claim(&header, Bound::Exact(1000)).is_ok());
+        assert!(check_blosc_claim(&header, Bound::AtMost(4000)).is_ok());
+        assert!(check_blosc_claim(&header[..10], Bound::Exact(1000)).is_err());
     }
 }

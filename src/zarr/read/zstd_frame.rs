@@ -14,6 +14,8 @@ use std::io::Read;
 pub(crate) enum ZstdFrameError {
     #[error("zstd frame decompresses to {declared} bytes, expected {expected}")]
     ContentSize { declared: u64, expected: usize },
+    #[error("zstd frame claims {declared} bytes, more than the {limit} bytes expected")]
+    ClaimTooLarge { declared: u64, limit: usize },
     #[error("zstd frame decompresses to more than the {expected} bytes expected")]
     TooLong { expected: usize },
     #[error("zstd frame decompresses to {got} bytes, expected {expected}")]
@@ -70,19 +72,40 @@ pub(crate) fn decode_prefix(
     if !check_frame(encoded, total)? {
         return Ok(None);
     }
-    let mut decoder =
-        zstd::stream::read::Decoder::with_buffer(encoded).map_err(ZstdFrameError::Decoder)?;
-    // The window a frame may ask for: as large as the chunk (a frame of `total` bytes needs no
-    // more), between 8 MiB (what writers that did not say the size use) and zstd's own 128 MiB.
-    let window_log = usize::BITS - total.max(1).next_power_of_two().leading_zeros() - 1;
-    decoder
-        .window_log_max(window_log.clamp(23, 27))
-        .map_err(ZstdFrameError::Decoder)?;
+    let mut decoder = stream(encoded, total)?;
     let mut out = vec![0; len];
     decoder
         .read_exact(&mut out)
         .map_err(|source| ZstdFrameError::Short { len, source })?;
     Ok(Some(out))
+}
+
+/// A streaming decoder of `encoded`, whose output is at most `limit` bytes: the window a frame
+/// may ask for is as large as that (a frame of `limit` bytes needs no more), between 8 MiB
+/// (what writers that did not say the size use) and zstd's own 128 MiB.
+pub(crate) fn stream(
+    encoded: &[u8],
+    limit: usize,
+) -> Result<zstd::stream::read::Decoder<'static, &[u8]>, ZstdFrameError> {
+    let mut decoder =
+        zstd::stream::read::Decoder::with_buffer(encoded).map_err(ZstdFrameError::Decoder)?;
+    let window_log = usize::BITS - limit.max(1).next_power_of_two().leading_zeros() - 1;
+    decoder
+        .window_log_max(window_log.clamp(23, 27))
+        .map_err(ZstdFrameError::Decoder)?;
+    Ok(decoder)
+}
+
+/// Checks that the first frame of `encoded`, if its header declares its size, declares no more
+/// than `limit` bytes (a frame may not say; it is then bounded as it streams).
+pub(crate) fn check_claim(encoded: &[u8], limit: usize) -> Result<(), ZstdFrameError> {
+    match zstd::zstd_safe::get_frame_content_size(encoded) {
+        Ok(Some(n)) if n > limit as u64 => {
+            Err(ZstdFrameError::ClaimTooLarge { declared: n, limit })
+        }
+        Ok(_) => Ok(()),
+        Err(_) => Err(ZstdFrameError::Header),
+    }
 }
 
 /// Checks what the frame's header says before anything is decompressed: its content size, if

@@ -1,0 +1,252 @@
+//! Every decompressing codec zarrs builds, bounded by the size of what it decodes
+//! (`decompress.rs`). ndfusion registers gzip, zlib, bz2, zstd and blosc with zarrs' runtime
+//! codec registry, which zarrs consults before its own codecs: each is zarrs' codec wrapped so
+//! that its decode makes no more than it must, wherever zarrs builds it (an array's chain, a
+//! shard's inner chunks, string arrays, partial decoders), for Zarr v2 and v3 alike. zarrs
+//! hands a bytes-to-bytes codec the size of what it decodes: fixed for fixed-size elements,
+//! bounded after another codec, unbounded for variable-length elements (capped here at
+//! [`MAX_VARIABLE_CHUNK_BYTES`]). Codecs whose output is no larger than their input (checksums,
+//! `shuffle`) are left as they are: the stored bytes they decode are bounded already
+//! (`ChunkReader::stored_limit`).
+//!
+//! The registry is zarrs' and process-wide, so an application that embeds ndfusion and reads
+//! Zarr with zarrs too gets the bounded codecs there as well (encoding is unchanged).
+
+use std::any::Any;
+use std::borrow::Cow;
+use std::sync::{Arc, Once};
+
+use zarrs::array::codec::api::{
+    register_codec_v2, register_codec_v3, ArrayBytesRaw, BytesRepresentation,
+    BytesToBytesCodecTraits, Codec, CodecError, CodecMetadataOptions, CodecOptions,
+    CodecRuntimePluginV2, CodecRuntimePluginV3, CodecTraits, CodecTraitsV2, CodecTraitsV3,
+    PartialDecoderCapability, PartialEncoderCapability, RecommendedConcurrency,
+};
+use zarrs::array::codec::{BloscCodec, Bz2Codec, GzipCodec, ZlibCodec, ZstdCodec};
+use zarrs::metadata::Configuration;
+use zarrs::plugin::{
+    ExtensionAliases, ExtensionName, PluginCreateError, ZarrVersion, ZarrVersion2, ZarrVersion3,
+};
+
+use crate::zarr::read::decompress::{Bound, Compressor};
+
+/// The most bytes a chunk of variable-length elements (strings) may decompress to: their
+/// metadata promises no size.
+pub(crate) const MAX_VARIABLE_CHUNK_BYTES: usize = 256 << 20;
+
+/// Registers the bounded codecs with zarrs, once per process; called before any array is
+/// built.
+pub(crate) fn install() {
+    static INSTALLED: Once = Once::new();
+    INSTALLED.call_once(|| {
+        register::<ZstdCodec>(Compressor::Zstd);
+        register::<GzipCodec>(Compressor::Gzip);
+        register::<ZlibCodec>(Compressor::Zlib);
+        register::<Bz2Codec>(Compressor::Bz2);
+        register::<BloscCodec>(Compressor::Blosc);
+    });
+}
+
+/// Registers `T` under its own names (v2 and v3), built by zarrs and wrapped.
+fn register<T>(compressor: Compressor)
+where
+    T: ExtensionAliases<ZarrVersion3> + ExtensionAliases<ZarrVersion2> + 'static,
+    T: CodecTraitsV3 + CodecTraitsV2,
+{
+    // The registration handles are dropped: the codecs stay registered for the process.
+    let _ = register_codec_v3(CodecRuntimePluginV3::new(
+        <T as ExtensionAliases<ZarrVersion3>>::matches_name,
+        move |metadata| bounded(<T as CodecTraitsV3>::create(metadata)?, compressor),
+    ));
+    let _ = register_codec_v2(CodecRuntimePluginV2::new(
+        <T as ExtensionAliases<ZarrVersion2>>::matches_name,
+        move |metadata| bounded(<T as CodecTraitsV2>::create(metadata)?, compressor),
+    ));
+}
+
+fn bounded(codec: Codec, compressor: Compressor) -> Result<Codec, PluginCreateError> {
+    Ok(match codec {
+        Codec::BytesToBytes(inner) => Codec::BytesToBytes(Arc::new(Bounded { inner, compressor })),
+        other => other,
+    })
+}
+
+/// A decompressing codec whose decode makes no more than the size zarrs says its output has;
+/// everything else is the codec's own.
+#[derive(Debug)]
+struct Bounded {
+    inner: Arc<dyn BytesToBytesCodecTraits>,
+    compressor: Compressor,
+}
+
+impl ExtensionName for Bounded {
+    fn name(&self, version: ZarrVersion) -> Option<Cow<'static, str>> {
+        self.inner.name(version)
+    }
+}
+
+impl CodecTraits for Bounded {
+    /// The wrapped codec's: zarrs (and `array.rs`) recognise codecs by their type.
+    fn as_any(&self) -> &dyn Any {
+        self.inner.as_any()
+    }
+
+    fn configuration(
+        &self,
+        version: ZarrVersion,
+        options: &CodecMetadataOptions,
+    ) -> Option<Configuration> {
+        self.inner.configuration(version, options)
+    }
+
+    fn partial_decoder_capability(&self) -> PartialDecoderCapability {
+        self.inner.partial_decoder_capability()
+    }
+
+    fn partial_encoder_capability(&self) -> PartialEncoderCapability {
+        self.inner.partial_encoder_capability()
+    }
+}
+
+// The partial decoders are the trait's defaults, which decode the whole input through
+// `decode` below (the wrapped codecs' own would decode unbounded).
+#[async_trait::async_trait]
+impl BytesToBytesCodecTraits for Bounded {
+    fn into_dyn(self: Arc<Self>) -> Arc<dyn BytesToBytesCodecTraits> {
+        self
+    }
+
+    fn recommended_concurrency(
+        &self,
+        decoded_representation: &BytesRepresentation,
+    ) -> Result<RecommendedConcurrency, CodecError> {
+        self.inner.recommended_concurrency(decoded_representation)
+    }
+
+    fn encoded_representation(
+        &self,
+        decoded_representation: &BytesRepresentation,
+    ) -> BytesRepresentation {
+        self.inner.encoded_representation(decoded_representation)
+    }
+
+    fn encode<'a>(
+        &self,
+        decoded_value: ArrayBytesRaw<'a>,
+        options: &CodecOptions,
+    ) -> Result<ArrayBytesRaw<'a>, CodecError> {
+        self.inner.encode(decoded_value, options)
+    }
+
+    fn decode<'a>(
+        &self,
+        encoded_value: ArrayBytesRaw<'a>,
+        decoded_representation: &BytesRepresentation,
+        options: &CodecOptions,
+    ) -> Result<ArrayBytesRaw<'a>, CodecError> {
+        let size = |n: u64| {
+            usize::try_from(n)
+                .map_err(|_| CodecError::Other(format!("a decoded size of {n} bytes")))
+        };
+        let bound = match *decoded_representation {
+            BytesRepresentation::FixedSize(n) => Bound::Exact(size(n)?),
+            BytesRepresentation::BoundedSize(n) => Bound::AtMost(size(n)?),
+            BytesRepresentation::UnboundedSize => Bound::AtMost(MAX_VARIABLE_CHUNK_BYTES),
+        };
+        match self.compressor.decompress(&encoded_value, bound) {
+            Ok(Some(decoded)) => Ok(Cow::Owned(decoded)),
+            // Checked only (blosc): zarrs decodes what the header claims, now within bounds.
+            Ok(None) => self
+                .inner
+                .decode(encoded_value, decoded_representation, options),
+            Err(e) => Err(CodecError::Other(e.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::num::NonZeroU64;
+
+    use zarrs::array::codec::CodecChain;
+    use zarrs::array::ArrayToBytesCodecTraits;
+    use zarrs::array::{data_type, FillValue};
+
+    use super::*;
+
+    fn chain(codecs: serde_json::Value) -> CodecChain {
+        install();
+        let metadata: Vec<zarrs::metadata::v3::MetadataV3> =
+            serde_json::from_value(codecs).unwrap();
+        CodecChain::from_metadata(&metadata).unwrap()
+    }
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    /// Decodes `encoded` as a chunk of `n` uint8 elements.
+    fn decode(chain: &CodecChain, encoded: Vec<u8>, n: u64) -> Result<Vec<u8>, String> {
+        chain
+            .decode(
+                Cow::Owned(encoded),
+                &[NonZeroU64::new(n).unwrap()],
+                &data_type::uint8(),
+                &FillValue::from(0u8),
+                &CodecOptions::default(),
+            )
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| (bytes.into_fixed().map(Cow::into_owned)).map_err(|e| e.to_string()))
+    }
+
+    const BYTES: &str = r#"{"name": "bytes", "configuration": {"endian": "little"}}"#;
+
+    fn bytes() -> serde_json::Value {
+        serde_json::from_str(BYTES).unwrap()
+    }
+
+    #[test]
+    fn a_compressor_after_transpose_is_bounded_and_the_rest_kept() {
+        let chain = chain(serde_json::json!([
+            {"name": "transpose", "configuration": {"order": [0]}},
+            bytes(),
+            {"name": "gzip", "configuration": {"level": 1}},
+        ]));
+        assert_eq!(chain.array_to_array_codecs().len(), 1);
+        // The wrapped codec still reads as gzip to anyone who asks its type.
+        assert!(chain.bytes_to_bytes_codecs()[0].as_any().is::<GzipCodec>());
+        let data: Vec<u8> = (0..200u8).collect();
+        assert_eq!(decode(&chain, gzip(&data), 200).unwrap(), data);
+        // 64 MiB of zeros in about 64 KiB, where 200 bytes are expected.
+        let err = decode(&chain, gzip(&vec![0; 64 << 20]), 200).unwrap_err();
+        assert!(err.contains("more than the 200 bytes expected"), "{err}");
+    }
+
+    #[test]
+    fn inner_chunks_of_a_shard_are_bounded() {
+        let chain = chain(serde_json::json!([{
+            "name": "sharding_indexed",
+            "configuration": {
+                "chunk_shape": [100],
+                "codecs": [bytes(), {"name": "gzip", "configuration": {"level": 1}}],
+                "index_codecs": [bytes()],
+                "index_location": "end"
+            }
+        }]));
+        // One inner chunk of 100 elements, then the index: its offset and length.
+        let shard = |inner: Vec<u8>| {
+            let len = inner.len() as u64;
+            let mut shard = inner;
+            shard.extend_from_slice(&0u64.to_le_bytes());
+            shard.extend_from_slice(&len.to_le_bytes());
+            shard
+        };
+        let data: Vec<u8> = (0..100u8).collect();
+        assert_eq!(decode(&chain, shard(gzip(&data)), 100).unwrap(), data);
+        let err = decode(&chain, shard(gzip(&vec![0; 64 << 20])), 100).unwrap_err();
+        assert!(err.contains("more than the 100 bytes expected"), "{err}");
+    }
+}
