@@ -176,6 +176,18 @@ pub enum Error {
         source: lance::Error,
     },
 
+    /// Lance failed to read a table whose data files are damaged (named).
+    #[error("lance-nd table {uri}: damaged data files: {files}: {source}")]
+    DamagedFiles {
+        /// The table.
+        uri: String,
+        /// The files at fault, each with what is wrong.
+        files: String,
+        /// Lance's error.
+        #[source]
+        source: lance::Error,
+    },
+
     /// A lance-nd table's schema breaks the format, or a write does not fit it.
     #[error("lance-nd table {uri}: {reason}")]
     InvalidTable {

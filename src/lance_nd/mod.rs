@@ -6,6 +6,7 @@
 //! (`scan.rs`) has Lance filter rows (`filter.rs`) and materializes each onto its grid
 //! (`materialize.rs`). `location.rs` resolves where a table is and how Lance reaches it.
 
+mod damage;
 mod factory;
 mod filter;
 mod format;

@@ -3,6 +3,7 @@
 use arrow::array::{AsArray, RecordBatch};
 use futures::TryStreamExt;
 
+use super::damage::read_error_naming_files;
 use super::format::read_error;
 use super::location::TableLocation;
 use crate::error::{Error, Result};
@@ -90,13 +91,16 @@ pub async fn read_nd_batches(location: &str, options: &ReadOptions) -> Result<Ve
     if let Some(filter) = &options.filter {
         scanner.filter(filter).map_err(|e| read_error(uri, e))?;
     }
-    let batches: Vec<RecordBatch> = scanner
+    let batches = scanner
         .try_into_stream()
         .await
         .map_err(|e| read_error(uri, e))?
-        .try_collect()
-        .await
-        .map_err(|e| read_error(uri, e))?;
+        .try_collect::<Vec<RecordBatch>>()
+        .await;
+    let batches = match batches {
+        Ok(batches) => batches,
+        Err(e) => return Err(read_error_naming_files(&dataset, uri, e).await),
+    };
     let mut out = Vec::new();
     for batch in &batches {
         out.extend(decode_rows(uri, batch, out.len())?);

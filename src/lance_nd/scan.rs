@@ -17,6 +17,7 @@ use futures::{StreamExt, TryStreamExt};
 use lance::Dataset;
 use lance_table::format::Fragment;
 
+use super::damage::read_error_naming_files;
 use super::format::read_error;
 use super::materialize::{ColumnSource, Materializer};
 use super::options::LanceNdOptions;
@@ -172,11 +173,22 @@ impl ScanSource for LanceNdScan {
             .div_ceil(self.partitions.len());
         let fragments_in_flight = request.options.fragments_in_flight(per_partition);
         let batch_bytes = request.options.batch_bytes() as u64;
-        let lance_error = {
+        let open_error = {
             let uri = uri.clone();
             move |e: lance::Error| DataFusionError::from(read_error(&uri, e))
         };
-        let open_error = lance_error.clone();
+        // A failed read names the damaged data files, if any (checked only then).
+        let read_failed = {
+            let (uri, dataset) = (uri.clone(), Arc::clone(&dataset));
+            move |e: lance::Error| {
+                let (uri, dataset) = (uri.clone(), Arc::clone(&dataset));
+                async move {
+                    Err(DataFusionError::from(
+                        read_error_naming_files(&dataset, &uri, e).await,
+                    ))
+                }
+            }
+        };
         let batches = futures::stream::once(async move {
             let mut scanner = dataset.scan();
             scanner.project(&projection).map_err(&open_error)?;
@@ -194,7 +206,7 @@ impl ScanSource for LanceNdScan {
                     .try_into_stream()
                     .await
                     .map_err(&open_error)?
-                    .map_err(lance_error),
+                    .or_else(read_failed),
             )
         })
         .try_flatten();

@@ -15,6 +15,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use futures::TryStreamExt;
 use lance::Dataset;
 
+use super::damage::read_error_naming_files;
 use super::filter::{classify, FilterUse};
 use super::format::{read_error, STATS_PREFIX};
 use super::location::TableLocation;
@@ -215,7 +216,12 @@ async fn dimension_names(
         .map_err(|e| read_error(uri, e))?;
     let mut names: Vec<String> = Vec::new();
     let mut row = 0;
-    while let Some(batch) = stream.try_next().await.map_err(|e| read_error(uri, e))? {
+    loop {
+        let batch = match stream.try_next().await {
+            Ok(Some(batch)) => batch,
+            Ok(None) => break,
+            Err(e) => return Err(read_error_naming_files(dataset, uri, e).await),
+        };
         for (a, _) in arrays {
             let (Some(n), Some(s)) = (
                 batch.column_by_name(&format!("{a}.dim_names")),

@@ -1050,3 +1050,43 @@ async fn statistics_never_skip_a_row_whose_nan_matches() {
     assert_eq!(answers[0], vec![3, 4, 1, 3, 1]);
     assert_eq!(answers[0], answers[1]);
 }
+
+/// A lance-nd table whose data file was cut short (pylance's doc example, its one data file
+/// truncated to half): reading it is an error that names the file, not Lance's "failed to
+/// fill whole buffer".
+#[tokio::test]
+async fn a_truncated_data_file_is_an_error_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("doc_example.lance");
+    super::zarr_fixtures::copy_dir(
+        std::path::Path::new("tests/data/lance_nd/doc_example.lance"),
+        &copy,
+    );
+    let data = std::fs::read_dir(copy.join("data"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .next()
+        .unwrap();
+    let uri = copy.to_string_lossy().to_string();
+    let bytes = std::fs::read(&data).unwrap();
+    std::fs::write(&data, &bytes[..bytes.len() / 2]).unwrap();
+    let file = data.file_name().unwrap().to_string_lossy().to_string();
+    let err = read_nd_batches(&uri, &ReadOptions::new())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&file), "{err}");
+    // SQL: a table's grids are read when it is created, so the error comes from there.
+    let ctx = ndfusion::new_session_context();
+    let err = ctx
+        .sql(&format!(
+            "CREATE EXTERNAL TABLE t STORED AS LANCE_ND LOCATION '{uri}'"
+        ))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&file) && err.contains("not ending in Lance's footer"),
+        "{err}"
+    );
+}

@@ -664,7 +664,7 @@ async fn a_bomb_in_a_string_variable_stops_at_the_cap() {
     assert_eq!(count(&ctx, "SELECT count(temp) FROM t").await, 5);
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
