@@ -18,5 +18,5 @@ pub(crate) use origin::ScanCall;
 pub(crate) use projection::project_columns;
 pub(crate) use source::{
     column_names, fmt_options, nth_partition, OpenPartition, PartitionUnits, ScanShape, ScanSource,
-    UnitRead,
+    UnitBatches, UnitRead,
 };

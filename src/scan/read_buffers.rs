@@ -1,7 +1,7 @@
 //! What a partition's reads in flight hold, reserved from the session's memory pool.
 //!
 //! A scan partition keeps up to `chunks_in_flight` chunk reads going; each holds the fetched
-//! bytes and the decoded chunk, so a partition's buffers are bounded by
+//! bytes, the decoded chunk and the batches made of it, so a partition's buffers are bounded by
 //! `in_flight x read_bytes`. The partition reserves that from DataFusion's memory pool before
 //! it reads: under a memory limit (`ndfusion --memory-limit`, or an application's
 //! `RuntimeEnv`) a partition keeps no more reads in flight than its share of the pool (the
@@ -71,8 +71,8 @@ impl ReadBuffers {
         }
         let reason = last_error.map_or_else(String::new, |e| e.to_string());
         Err(DataFusionError::ResourcesExhausted(format!(
-            "reading {table}: one chunk read needs {read_bytes} bytes (fetched and decoded), \
-             more than the memory pool can give ({reason})"
+            "reading {table}: one chunk read needs {read_bytes} bytes (fetched, decoded and \
+             made into batches), more than the memory pool can give ({reason})"
         )))
     }
 }

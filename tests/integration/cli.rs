@@ -188,10 +188,11 @@ fn demo_tables_answer_as_numpy_computed() {
 fn memory_limit_bounds_what_scans_hold() {
     let create = "CREATE EXTERNAL TABLE o STORED AS ZARR LOCATION 'tests/data/demo/ocean.zarr'";
     let query = "SELECT count(*) FROM o WHERE qc = 4";
-    // 64 KiB holds one chunk read (22,320 bytes) per partition: the answer numpy gave.
+    // 128 KiB holds one chunk read (53,320 bytes: sql/zarr_memory.slt) per partition: the
+    // answer numpy gave.
     let out = ndfusion(
         &[
-            "-q", "--format", "csv", "-m", "64K", "-c", create, "-c", query,
+            "-q", "--format", "csv", "-m", "128K", "-c", create, "-c", query,
         ],
         None,
     );
@@ -204,7 +205,7 @@ fn memory_limit_bounds_what_scans_hold() {
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("one chunk read needs 22320 bytes"),
+        stderr(&out).contains("one chunk read needs 53320 bytes"),
         "{}",
         stderr(&out)
     );
@@ -215,4 +216,109 @@ fn memory_limit_bounds_what_scans_hold() {
         assert_eq!(out.status.code(), Some(2), "{bad}");
         assert!(stderr(&out).contains("--memory-limit"), "{}", stderr(&out));
     }
+}
+
+/// Runs the binary with `args` and returns its exit code, standard output and error, and its
+/// peak resident memory in bytes (the kernel's count for this one process, from `wait4`).
+// The child is reaped by `wait4`, which std's `Child` does not know of.
+#[allow(clippy::zombie_processes)]
+fn ndfusion_peak(args: &[&str]) -> (Option<i32>, String, String, u64) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ndfusion"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let read = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            pipe.read_to_string(&mut text).unwrap();
+            text
+        })
+    };
+    let out = read(Box::new(child.stdout.take().unwrap()));
+    let err = read(Box::new(child.stderr.take().unwrap()));
+    let mut status = 0;
+    // SAFETY: plain out-parameters; the child is ours and not waited for elsewhere.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32);
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    // ru_maxrss is in KiB on Linux.
+    let peak = usage.ru_maxrss as u64 * 1024;
+    (code, out.join().unwrap(), err.join().unwrap(), peak)
+}
+
+const MIB: u64 = 1 << 20;
+
+/// A zstd frame of `blocks` RLE blocks of 128 KiB of zeros each, with no content size in its
+/// header: 4 bytes a block, so 16,384 of them (64 KiB) decompress to 2 GiB (RFC 8878: frame
+/// header descriptor 0, window descriptor 2^17; block header = last | RLE << 1 | size << 3).
+fn zstd_rle_bomb(blocks: usize) -> Vec<u8> {
+    let mut frame = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38];
+    for b in 0..blocks {
+        let last = u32::from(b + 1 == blocks);
+        let header = last | (1 << 1) | ((128 << 10) << 3);
+        frame.extend_from_slice(&header.to_le_bytes()[..3]);
+        frame.push(0);
+    }
+    frame
+}
+
+/// A 64 KiB zstd chunk that decompresses to 2 GiB where 1,000 bytes are expected (issue 23's
+/// bomb, which reached 2.2 GB): an error naming the chunk, in a process that stays small.
+#[test]
+fn a_zstd_bomb_is_an_error_in_a_small_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("bomb.zarr");
+    super::zarr_fixtures::copy_dir(
+        std::path::Path::new("tests/data/zarr_v3/struct_1d.zarr"),
+        &copy,
+    );
+    std::fs::write(copy.join("c/0"), zstd_rle_bomb(16_384)).unwrap();
+    let create = format!(
+        "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '{}'",
+        copy.display()
+    );
+    let (code, _, err, peak) = ndfusion_peak(&["-q", "-c", &create, "-c", "SELECT sum(id) FROM t"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("'c/0'") && err.contains("more than the") && err.contains("bytes expected"),
+        "{err}"
+    );
+    assert!(peak < 200 * MIB, "peak RSS {} MiB", peak / MIB);
+}
+
+/// A chunk of 5 x 10^7 one-byte elements that is not stored (metadata only: a fill value of
+/// 7): `max` of its dimension and `sum` of its values come from batches made one at a time,
+/// not from 5 x 10^7 rows of columns at once (issue 23: a missing 100 MB chunk peaked at
+/// 1.7 GB).
+#[test]
+fn a_missing_chunk_reads_in_a_small_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let array = dir.path().join("missing.zarr");
+    std::fs::create_dir(&array).unwrap();
+    std::fs::write(
+        array.join("zarr.json"),
+        r#"{"zarr_format": 3, "node_type": "array", "shape": [50000000], "data_type": "uint8",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [50000000]}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "fill_value": 7, "codecs": [{"name": "bytes"}], "dimension_names": ["i"]}"#,
+    )
+    .unwrap();
+    let create = format!(
+        "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '{}'",
+        array.display()
+    );
+    let query = "SELECT max(i), sum(value), count(*) FROM t";
+    let (code, out, err, peak) =
+        ndfusion_peak(&["-q", "--format", "csv", "-c", &create, "-c", query]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        out,
+        "max(t.i),sum(t.value),count(*)\n49999999,350000000,50000000\n"
+    );
+    assert!(peak < 200 * MIB, "peak RSS {} MiB", peak / MIB);
 }

@@ -1,13 +1,22 @@
-//! [`ChunkBatches`]: an array table's chunk reads as record batches of the projected columns,
-//! the row filter applied per chunk before the other columns are decoded.
+//! [`ChunkBatches`]: an array table's chunk reads as streams of record batches of the
+//! projected columns, the row filter applied per batch before the other columns are decoded.
+//!
+//! A chunk's batches are made one at a time, `batch_rows` rows each, on the thread that
+//! decoded the chunk, and handed to the scan through a channel a few batches deep: a chunk
+//! of 10^8 rows (or a missing one, read as its fill value) never holds more than those few
+//! batches and their dimension columns, and a scan that stops early (a LIMIT) stops the
+//! chunk's decoding with it.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
 use arrow::array::{RecordBatch, RecordBatchOptions};
 use arrow::datatypes::SchemaRef;
+use futures::StreamExt;
+use tokio::sync::mpsc;
 
 use crate::error::{BoxError, Error, Result};
+use crate::scan::UnitBatches;
 use crate::zarr::decode::columns::{ChunkColumns, ColumnsWanted};
 use crate::zarr::metadata::attributes::GlobalAttrs;
 use crate::zarr::metadata::schema::ColumnSource;
@@ -17,16 +26,21 @@ use crate::zarr::plan::row_filter::RowFilter;
 use crate::zarr::read::chunk_reader::{ChunkReader, ChunkSink};
 use crate::zarr::read::metrics::ChunkMetrics;
 
+/// Batches a chunk's reading may make before the scan takes them.
+pub(crate) const BATCHES_AHEAD: usize = 4;
+
 /// What to produce from each chunk: the projected columns and their schema.
 #[derive(Debug)]
 pub(crate) struct ChunkBatches {
     pub reader: Arc<ChunkReader>,
     pub columns: Vec<ColumnSource>,
     pub schema: SchemaRef,
-    /// Evaluated per chunk before the other columns are decoded.
+    /// Evaluated per batch before the other columns are decoded.
     pub filter: Option<Arc<RowFilter>>,
     /// The `__global_attrs__` value, when the table has the column.
     pub global_attrs: Option<GlobalAttrs>,
+    /// Rows per batch (before the row filter).
+    pub batch_rows: usize,
 }
 
 impl ChunkBatches {
@@ -40,55 +54,116 @@ impl ChunkBatches {
             .any(ColumnSource::reads_elements)
     }
 
-    /// The batches of one chunk's selected rows.
-    pub(crate) async fn read(
+    /// What one chunk's read may hold at once: the fetched and the decoded chunk, the
+    /// positions of its selected elements and their C-order numbers (when they are not one
+    /// run: 8 bytes each), and the batches made ahead of the scan, with the one being made.
+    pub(crate) fn unit_bytes(&self) -> u64 {
+        let meta = &self.reader.array.meta;
+        let elements = (meta.chunk_shape.iter()).fold(1u64, |n, &d| n.saturating_mul(d));
+        let batch_rows = (self.batch_rows.max(1) as u64).min(elements);
+        let batches = elements
+            .div_ceil(batch_rows.max(1))
+            .min(BATCHES_AHEAD as u64 + 1);
+        // A row's columns: 8 bytes each for the output, its element for the decoded fields.
+        let row_bytes = (self.columns.len() as u64)
+            .saturating_mul(8)
+            .saturating_add(meta.element.size() as u64);
+        meta.chunk_bytes()
+            .saturating_mul(2)
+            .saturating_add(elements.saturating_mul(16))
+            .saturating_add(batches.saturating_mul(batch_rows).saturating_mul(row_bytes))
+    }
+
+    /// The batches of one chunk's selected rows, made as the stream is read.
+    pub(crate) fn read(
         self: Arc<Self>,
         read: ChunkSelection,
         metrics: ChunkMetrics,
-    ) -> Result<Vec<RecordBatch>> {
-        if self.needs_values() {
-            return Arc::clone(&self.reader).read(read, metrics, self).await;
-        }
-        tokio::task::spawn_blocking(move || {
-            Ok(vec![self.batch(&read, &[], Gather::Positions(vec![]))?])
+    ) -> UnitBatches {
+        let (tx, rx) = mpsc::channel(BATCHES_AHEAD);
+        let sink = Arc::new(BatchSink {
+            batches: Arc::clone(&self),
+            tx: tx.clone(),
+        });
+        tokio::spawn(async move {
+            let done = if self.needs_values() {
+                Arc::clone(&self.reader)
+                    .read(read, metrics, sink)
+                    .await
+                    .map(drop)
+            } else {
+                tokio::task::spawn_blocking(move || {
+                    sink.take(&read, Cow::Borrowed(&[]), Gather::Positions(vec![]))
+                })
+                .await
+                .unwrap_or_else(|e| Err(Error::Internal(format!("chunk batch task failed: {e}"))))
+            };
+            if let Err(e) = done {
+                // Nothing to tell when the scan has gone (it stopped reading).
+                let _ = tx.send(Err(e.into())).await;
+            }
+        });
+        futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|batch| (batch, rx))
         })
-        .await
-        .map_err(|e| Error::Internal(format!("chunk decoding task failed: {e}")))?
+        .boxed()
     }
 
-    /// The projected columns of `read`'s rows, found in `bytes` at `gather`.
-    fn batch(&self, read: &ChunkSelection, bytes: &[u8], gather: Gather) -> Result<RecordBatch> {
+    /// The batches of `read`'s rows, found in `bytes` at `gather`, each handed to `emit`.
+    fn batches(
+        &self,
+        read: &ChunkSelection,
+        bytes: &[u8],
+        gather: &Gather,
+        mut emit: impl FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
         let chunk_error = |e: BoxError| self.reader.chunk_error(read, e);
-        let wanted = ColumnsWanted {
-            element: &self.reader.array.meta.element,
-            columns: &self.columns,
-            global_attrs: self.global_attrs.as_ref(),
-            chunk_error: &chunk_error,
-        };
-        let mut columns = ChunkColumns::new(wanted, read, bytes, gather);
-        if let Some(filter) = &self.filter {
-            columns.apply(filter)?;
+        let index = read.row_index();
+        let batch_rows = self.batch_rows.max(1);
+        for start in (0..read.rows).step_by(batch_rows) {
+            let rows = start..(start + batch_rows).min(read.rows);
+            let wanted = ColumnsWanted {
+                element: &self.reader.array.meta.element,
+                columns: &self.columns,
+                global_attrs: self.global_attrs.as_ref(),
+                chunk_error: &chunk_error,
+            };
+            let gather = gather.slice(rows.clone());
+            let mut columns = ChunkColumns::new(wanted, read, &index, rows, bytes, gather);
+            if let Some(filter) = &self.filter {
+                columns.apply(filter)?;
+                if columns.rows() == 0 {
+                    continue;
+                }
+            }
+            let arrays = (self.columns.iter())
+                .map(|source| columns.get(*source))
+                .collect::<Result<Vec<_>>>()?;
+            let options = RecordBatchOptions::new().with_row_count(Some(columns.rows()));
+            let batch =
+                RecordBatch::try_new_with_options(Arc::clone(&self.schema), arrays, &options)
+                    .map_err(|e| Error::arrow("assembling a chunk's batch", e))?;
+            emit(batch)?;
         }
-        let arrays = self
-            .columns
-            .iter()
-            .map(|source| columns.get(*source))
-            .collect::<Result<Vec<_>>>()?;
-        let options = RecordBatchOptions::new().with_row_count(Some(columns.rows()));
-        RecordBatch::try_new_with_options(Arc::clone(&self.schema), arrays, &options)
-            .map_err(|e| Error::arrow("assembling a chunk's batch", e))
+        Ok(())
     }
 }
 
-impl ChunkSink for ChunkBatches {
-    type Out = RecordBatch;
+/// One chunk read's sink: its batches go to the scan as they are made.
+struct BatchSink {
+    batches: Arc<ChunkBatches>,
+    tx: mpsc::Sender<datafusion::common::Result<RecordBatch>>,
+}
 
-    fn take(
-        &self,
-        part: &ChunkSelection,
-        bytes: Cow<'_, [u8]>,
-        gather: Gather,
-    ) -> Result<RecordBatch> {
-        self.batch(part, &bytes, gather)
+impl ChunkSink for BatchSink {
+    type Out = ();
+
+    fn take(&self, part: &ChunkSelection, bytes: Cow<'_, [u8]>, gather: Gather) -> Result<()> {
+        self.batches.batches(part, &bytes, &gather, |batch| {
+            // On this blocking thread: waits while the scan has enough batches ahead.
+            self.tx
+                .blocking_send(Ok(batch))
+                .map_err(|_| Error::Internal("the scan stopped reading".into()))
+        })
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 
 use crate::scan::UnitRead;
 
@@ -47,9 +47,8 @@ impl GridReader for ChunkBatches {
         self.filter.as_ref().map(|f| f.display.as_str())
     }
 
-    /// A read holds the fetched chunk and the decoded one.
     fn unit_bytes(&self) -> u64 {
-        2 * self.reader.array.meta.chunk_bytes()
+        ChunkBatches::unit_bytes(self)
     }
 
     fn describe_selection(&self, selection: &Selection) -> String {
@@ -62,9 +61,7 @@ impl GridReader for ChunkBatches {
     }
 
     fn read_unit(self: &Arc<Self>, unit: ChunkSelection, metrics: &ChunkMetrics) -> UnitRead {
-        Arc::clone(self)
-            .read(unit, metrics.clone())
-            .map(|batches| Ok(futures::stream::iter(batches?.into_iter().map(Ok)).boxed()))
-            .boxed()
+        let batches = Arc::clone(self).read(unit, metrics.clone());
+        futures::future::ready(Ok(batches)).boxed()
     }
 }

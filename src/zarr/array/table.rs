@@ -121,6 +121,7 @@ impl TableProvider for ArrayTable {
             schema,
             filter,
             global_attrs: self.global_attrs.clone(),
+            batch_rows: self.options.batch_size(state.config().batch_size()),
         };
         let settings = GridSettings::new(state, selection, limit, &self.options);
         Ok(ArrayScan::plan(reader, settings))

@@ -1,6 +1,7 @@
-//! The columns of one chunk's selected rows: decoded on demand from the chunk's element bytes,
-//! narrowed by the row filter before the other columns are decoded.
+//! The columns of a batch of one chunk's selected rows: decoded on demand from the chunk's
+//! element bytes, narrowed by the row filter before the other columns are decoded.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::ArrayRef;
@@ -11,7 +12,7 @@ use crate::zarr::decode::fields::decode_field;
 use crate::zarr::metadata::attributes::GlobalAttrs;
 use crate::zarr::metadata::element::{field_offsets, ElementType};
 use crate::zarr::metadata::schema::ColumnSource;
-use crate::zarr::plan::chunk_selection::ChunkSelection;
+use crate::zarr::plan::chunk_selection::{ChunkSelection, RowIndex};
 use crate::zarr::plan::gather::Gather;
 use crate::zarr::plan::row_filter::RowFilter;
 
@@ -27,11 +28,16 @@ pub(crate) struct ColumnsWanted<'a> {
     pub chunk_error: &'a dyn Fn(BoxError) -> Error,
 }
 
-/// The columns of one chunk's selected rows, decoded on demand and kept for reuse.
+/// The columns of a batch of one chunk's selected rows, decoded on demand and kept for reuse.
 pub(crate) struct ChunkColumns<'a> {
     wanted: ColumnsWanted<'a>,
     read: &'a ChunkSelection,
+    /// Where the chunk's selected rows lie, for the dimension columns.
+    index: &'a RowIndex,
+    /// The batch's rows, numbered among the chunk's selected rows.
+    batch: Range<usize>,
     bytes: &'a [u8],
+    /// Where the batch's elements lie in `bytes`.
     gather: Gather,
     rows: usize,
     /// Dimension index columns, computed once when first needed.
@@ -41,18 +47,24 @@ pub(crate) struct ChunkColumns<'a> {
 }
 
 impl<'a> ChunkColumns<'a> {
+    /// The batch `batch` of `read`'s selected rows, whose elements lie at `gather` (of the
+    /// batch's rows only) in `bytes`.
     pub(crate) fn new(
         wanted: ColumnsWanted<'a>,
         read: &'a ChunkSelection,
+        index: &'a RowIndex,
+        batch: Range<usize>,
         bytes: &'a [u8],
         gather: Gather,
     ) -> Self {
         ChunkColumns {
             wanted,
             read,
+            index,
+            rows: batch.len(),
+            batch,
             bytes,
             gather,
-            rows: read.rows,
             dims: None,
             decoded: Vec::new(),
         }
@@ -70,9 +82,10 @@ impl<'a> ChunkColumns<'a> {
         let error = |e: DecodeError| (self.wanted.chunk_error)(Box::new(e));
         match source {
             ColumnSource::Dimension(d) => {
+                let (read, index, batch) = (self.read, self.index, self.batch.clone());
                 let dims = self
                     .dims
-                    .get_or_insert_with(|| self.read.dimension_columns());
+                    .get_or_insert_with(|| read.dimension_columns_in(index, batch));
                 Ok(Arc::clone(&dims[d]))
             }
             ColumnSource::Field(i) => {
@@ -110,7 +123,10 @@ impl<'a> ChunkColumns<'a> {
             .iter()
             .any(|c| matches!(c, ColumnSource::Dimension(_)));
         if wants_dims && self.dims.is_none() {
-            self.dims = Some(self.read.dimension_columns());
+            self.dims = Some(
+                self.read
+                    .dimension_columns_in(self.index, self.batch.clone()),
+            );
         }
         let inputs = filter
             .columns

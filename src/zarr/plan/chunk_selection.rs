@@ -2,6 +2,7 @@
 //! that: the byte positions of the selected elements ([`Gather`]), the dimension index
 //! columns, the bounding box of the selection and its pieces, in C order within the chunk.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array};
@@ -212,48 +213,117 @@ impl ChunkSelection {
 
     /// The Int64 index column of each dimension for the selected rows.
     pub(crate) fn dimension_columns(&self) -> Vec<ArrayRef> {
-        let rank = self.shape.len();
-        if self.local.len() == 1 {
-            return self.single_box_dimension_columns();
-        }
-        let strides = c_strides(&self.shape);
-        let elements = self.elements();
-        (0..rank)
-            .map(|d| {
-                let values: Vec<i64> = elements
-                    .iter()
-                    .map(|e| (self.origin[d] + (e / strides[d]) % self.shape[d]) as i64)
-                    .collect();
-                Arc::new(Int64Array::from(values)) as ArrayRef
-            })
-            .collect()
+        self.dimension_columns_in(&self.row_index(), 0..self.rows)
     }
 
-    /// One box: each value repeats `inner` times and the pattern repeats, no division needed.
-    fn single_box_dimension_columns(&self) -> Vec<ArrayRef> {
-        let lists: Vec<Vec<u64>> = self.local[0]
-            .iter()
-            .map(|s| s.indices().collect())
-            .collect();
-        let total: usize = lists.iter().map(Vec::len).product();
-        let rows = self.rows.min(total);
-        (0..lists.len())
-            .map(|d| {
-                let inner: usize = lists[d + 1..].iter().map(Vec::len).product();
-                let mut values = Vec::with_capacity(rows);
-                'fill: while values.len() < rows {
-                    for &i in &lists[d] {
-                        let v = (self.origin[d] + i) as i64;
-                        values.extend(std::iter::repeat_n(v, inner));
-                        if values.len() >= rows {
-                            break 'fill;
-                        }
-                    }
-                }
-                values.truncate(rows);
-                Arc::new(Int64Array::from(values)) as ArrayRef
-            })
-            .collect()
+    /// What locates the selected rows, made once per chunk so that its dimension columns can
+    /// be built a batch of rows at a time.
+    pub(crate) fn row_index(&self) -> RowIndex {
+        match self.local.as_slice() {
+            [b] => RowIndex::Box(b.iter().map(AxisRuns::new).collect()),
+            _ => RowIndex::Elements(self.elements()),
+        }
+    }
+
+    /// The Int64 index column of each dimension for the selected rows `rows` (their numbers
+    /// in C order, inside `0..self.rows`), located by `index` (this read's `row_index`).
+    pub(crate) fn dimension_columns_in(
+        &self,
+        index: &RowIndex,
+        rows: Range<usize>,
+    ) -> Vec<ArrayRef> {
+        let rows = rows.start.min(self.rows)..rows.end.min(self.rows);
+        match index {
+            RowIndex::Box(axes) => (0..axes.len())
+                .map(|d| {
+                    let inner = axes[d + 1..].iter().map(|a| a.len).product::<u64>();
+                    let values = axes[d].values(self.origin[d], inner.max(1), &rows);
+                    Arc::new(Int64Array::from(values)) as ArrayRef
+                })
+                .collect(),
+            RowIndex::Elements(elements) => {
+                let strides = c_strides(&self.shape);
+                let elements =
+                    &elements[rows.start.min(elements.len())..rows.end.min(elements.len())];
+                (0..self.shape.len())
+                    .map(|d| {
+                        let values: Vec<i64> = elements
+                            .iter()
+                            .map(|e| (self.origin[d] + (e / strides[d]) % self.shape[d]) as i64)
+                            .collect();
+                        Arc::new(Int64Array::from(values)) as ArrayRef
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+/// Where the selected rows of a chunk lie: one box by the index ranges of its dimensions
+/// (nothing per row), or several by their chunk-local elements in C order.
+#[derive(Debug)]
+pub(crate) enum RowIndex {
+    Box(Vec<AxisRuns>),
+    Elements(Vec<u64>),
+}
+
+/// One dimension of a box: its index ranges, and the position of each range's first index
+/// among the dimension's selected indices.
+#[derive(Debug)]
+pub(crate) struct AxisRuns {
+    ranges: Vec<Range<u64>>,
+    starts: Vec<u64>,
+    len: u64,
+}
+
+impl AxisRuns {
+    fn new(set: &crate::zarr::plan::index_set::IndexSet) -> Self {
+        let ranges = set.ranges().to_vec();
+        let mut starts = Vec::with_capacity(ranges.len());
+        let mut len = 0;
+        for r in &ranges {
+            starts.push(len);
+            len += r.end - r.start;
+        }
+        AxisRuns {
+            ranges,
+            starts,
+            len,
+        }
+    }
+
+    /// The index at position `pos`, and how many positions from it on lie in its range.
+    fn locate(&self, pos: u64) -> (u64, u64) {
+        let i = self.starts.partition_point(|&s| s <= pos) - 1;
+        let offset = pos - self.starts[i];
+        let range = &self.ranges[i];
+        (range.start + offset, range.end - range.start - offset)
+    }
+
+    /// The values (`origin` + index) of this dimension for the rows `rows` of a box in which
+    /// each of its indices holds for `inner` consecutive rows, cycling: row r has the index
+    /// at position (r / inner) % len. Made a run at a time, a range at a time when `inner`
+    /// is 1.
+    fn values(&self, origin: u64, inner: u64, rows: &Range<usize>) -> Vec<i64> {
+        let mut values = Vec::with_capacity(rows.len());
+        if self.len == 0 {
+            return values;
+        }
+        let (mut r, end) = (rows.start as u64, rows.end as u64);
+        while r < end {
+            let pos = (r / inner) % self.len;
+            let (index, left) = self.locate(pos);
+            if inner == 1 {
+                let n = left.min(end - r);
+                values.extend((index..index + n).map(|i| (origin + i) as i64));
+                r += n;
+            } else {
+                let n = ((r / inner + 1) * inner).min(end) - r;
+                values.extend(std::iter::repeat_n((origin + index) as i64, n as usize));
+                r += n;
+            }
+        }
+        values
     }
 }
 
@@ -329,6 +399,47 @@ mod tests {
         let dims = second.dimension_columns();
         assert_eq!(ints(&dims[0]), vec![1, 1, 2, 2]);
         assert_eq!(ints(&dims[1]), vec![4, 5, 4, 5]);
+    }
+
+    /// Dimension columns made a batch at a time, for batches of every size, are the columns
+    /// of all rows cut into those batches: for one box of several ranges per dimension (and a
+    /// limit cutting its rows), and for two boxes.
+    #[test]
+    fn dimension_columns_by_batch_are_the_whole_cut_in_pieces() {
+        let sel = Selection::from_boxes(vec![vec![
+            set(8, vec![0..2, 5..7]),
+            set(9, vec![1..2, 3..6, 8..9]),
+            set(3, vec![0..3]),
+        ]])
+        .unwrap();
+        let mut one_box = list_chunk_reads(&[8, 9, 3], &[8, 9, 3], &sel)
+            .pop()
+            .unwrap();
+        one_box.rows -= 5;
+        for read in [one_box, two_boxes_in_one_chunk()] {
+            let whole: Vec<Vec<i64>> = read.dimension_columns().iter().map(ints).collect();
+            // What every row's indices are, from the elements in C order.
+            let strides = c_strides(&read.shape);
+            let by_element: Vec<Vec<i64>> = (0..read.shape.len())
+                .map(|d| {
+                    (read.elements().iter())
+                        .map(|e| (read.origin[d] + e / strides[d] % read.shape[d]) as i64)
+                        .collect()
+                })
+                .collect();
+            assert_eq!(whole, by_element);
+            let index = read.row_index();
+            for batch in 1..=read.rows + 1 {
+                let mut pieces = vec![Vec::new(); read.shape.len()];
+                for start in (0..read.rows).step_by(batch) {
+                    let cols = read.dimension_columns_in(&index, start..start + batch);
+                    for (d, c) in cols.iter().enumerate() {
+                        pieces[d].extend(ints(c));
+                    }
+                }
+                assert_eq!(pieces, whole, "batches of {batch}");
+            }
+        }
     }
 
     #[test]

@@ -25,6 +25,20 @@ impl Gather {
         }
     }
 
+    /// The elements of output rows `rows` (clamped to the ones there are).
+    pub(crate) fn slice(&self, rows: std::ops::Range<usize>) -> Gather {
+        let len = self.len();
+        let rows = rows.start.min(len)..rows.end.min(len);
+        match self {
+            Gather::Strided { start, stride, .. } => Gather::Strided {
+                start: start + rows.start * stride,
+                stride: *stride,
+                count: rows.len(),
+            },
+            Gather::Positions(p) => Gather::Positions(p[rows].to_vec()),
+        }
+    }
+
     /// The largest start position, if any element is selected.
     pub(crate) fn max_position(&self) -> Option<usize> {
         match self {

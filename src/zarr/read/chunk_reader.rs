@@ -518,6 +518,7 @@ mod tests {
     use arrow::array::RecordBatch;
     use arrow::compute::concat_batches;
     use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+    use futures::StreamExt;
 
     use super::*;
     use crate::storage::StorageOptions;
@@ -545,15 +546,17 @@ mod tests {
             schema: Arc::clone(&schema),
             filter: None,
             global_attrs: None,
+            batch_rows: 8192,
         });
         let metrics = ChunkMetrics::new(&ExecutionPlanMetricsSet::new(), 0);
         let mut batches = Vec::new();
         for read in reads {
+            let read = Arc::clone(&reader).read(read, metrics.clone());
             batches.extend(
-                Arc::clone(&reader)
-                    .read(read, metrics.clone())
+                read.collect::<Vec<_>>()
                     .await
-                    .unwrap(),
+                    .into_iter()
+                    .map(Result::unwrap),
             );
         }
         concat_batches(&schema, &batches).unwrap()
