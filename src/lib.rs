@@ -47,6 +47,7 @@
 mod cluster;
 mod error;
 mod lance_nd;
+mod limits;
 mod nd;
 mod scan;
 mod session;
@@ -66,6 +67,7 @@ pub use lance_nd::{
     read_nd_batches, write_nd_batches, Casting, LanceNdOptions, LanceNdTable, LanceNdTableFactory,
     ReadOptions, WriteOptions,
 };
+pub use limits::{parse_size, Limits, SizeError};
 pub use nd::{Dim, NdArrowArray, NdError, NdRecordBatch};
 pub use session::{
     new_session_context, new_session_context_with_config, new_session_context_with_runtime,

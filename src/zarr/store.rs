@@ -18,11 +18,9 @@ use zarrs::storage::{
 };
 
 use crate::error::{BoxError, Error, Result};
+use crate::limits::Limits;
 use crate::zarr::local_store::LocalStore;
 
-/// The largest metadata document read (64 MiB; consolidated metadata of thousands of
-/// variables is a few MiB).
-pub(crate) const MAX_METADATA_BYTES: u64 = 64 << 20;
 use crate::storage::{resolve, RemoteStore, Resolved, StorageOptions};
 
 /// The store of one Zarr array.
@@ -46,6 +44,8 @@ impl std::fmt::Debug for ZarrStore {
 impl ZarrStore {
     /// The store of the array at `location`. Nothing is read yet.
     pub(crate) fn open(location: &str, options: &StorageOptions) -> Result<Self> {
+        // Every Zarr location opens here: a bad NDFUSION_MAX_* variable is reported first.
+        Limits::current()?;
         match resolve(location, options)? {
             Resolved::Local(path) => {
                 let dir = local_dir(location, &path)?;
@@ -85,13 +85,15 @@ impl ZarrStore {
     }
 
     /// The metadata document at `key` (`zarr.json`, `.zarray`, ...), at most
-    /// [`MAX_METADATA_BYTES`]; `None` when there is none. The size is checked before the body
-    /// is read (one request remotely: the answer's length), so a huge document costs nothing.
+    /// `Limits::metadata_bytes` (64 MiB; consolidated metadata of thousands of variables is a
+    /// few MiB); `None` when there is none. The size is checked before the body is read (one
+    /// request remotely: the answer's length), so a huge document costs nothing.
     pub(crate) async fn get_document(&self, key: &str) -> Result<Option<Bytes>, BoxError> {
-        let too_large = |size: u64| -> BoxError {
+        let max = Limits::get().metadata_bytes;
+        let too_large = move |size: u64| -> BoxError {
             format!(
-                "the document is {size} bytes, more than the {MAX_METADATA_BYTES} a metadata \
-                 document may have"
+                "the document is {size} bytes, more than the {max} a metadata document may \
+                 have (NDFUSION_MAX_METADATA_BYTES)"
             )
             .into()
         };
@@ -102,16 +104,14 @@ impl ZarrStore {
                 tokio::task::spawn_blocking(move || -> Result<_, BoxError> {
                     match fs.size_key(&key)? {
                         None => Ok(None),
-                        Some(size) if size > MAX_METADATA_BYTES => Err(too_large(size)),
+                        Some(size) if size > max => Err(too_large(size)),
                         Some(_) => Ok(fs.get(&key)?),
                     }
                 })
                 .await?
             }
             ZarrStore::Remote(remote) => match remote.store.get(&remote.path(key)).await {
-                Ok(result) if result.meta.size > MAX_METADATA_BYTES => {
-                    Err(too_large(result.meta.size))
-                }
+                Ok(result) if result.meta.size > max => Err(too_large(result.meta.size)),
                 Ok(result) => Ok(Some(result.bytes().await?)),
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
                 Err(e) => Err(Box::new(e)),

@@ -322,3 +322,69 @@ fn a_missing_chunk_reads_in_a_small_process() {
     );
     assert!(peak < 200 * MIB, "peak RSS {} MiB", peak / MIB);
 }
+
+/// The limits on what a file may make ndfusion do are the process's, from `NDFUSION_MAX_*`
+/// (README, "Limits"): a limit lowered refuses a file it did not before, naming the variable;
+/// raised, it reads a file the default refuses (an array with 20,000 attributes); a variable
+/// that is not a size is an error naming it.
+#[test]
+fn limits_come_from_the_environment() {
+    let run = |vars: &[(&str, &str)], location: &str| {
+        let create = format!("CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '{location}'");
+        Command::new(env!("CARGO_BIN_EXE_ndfusion"))
+            .args([
+                "-q",
+                "--format",
+                "csv",
+                "-c",
+                &create,
+                "-c",
+                "SELECT count(*) FROM t",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .envs(vars.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let fixture = "tests/data/zarr_v3/struct_1d.zarr";
+    let out = run(&[("NDFUSION_MAX_METADATA_BYTES", "100")], fixture);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("more than the 100 a metadata document may have")
+            && stderr(&out).contains("NDFUSION_MAX_METADATA_BYTES"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&[("NDFUSION_MAX_METADATA_BYTES", "lots")], fixture);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("invalid option 'NDFUSION_MAX_METADATA_BYTES'"),
+        "{}",
+        stderr(&out)
+    );
+
+    // zarr-python's struct_1d with 20,000 attributes added.
+    let dir = tempfile::tempdir().unwrap();
+    let flood = dir.path().join("flood.zarr");
+    super::zarr_fixtures::copy_dir(std::path::Path::new(fixture), &flood);
+    let mut meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(flood.join("zarr.json")).unwrap()).unwrap();
+    let attributes = (0..20_000)
+        .map(|i| (format!("a{i}"), serde_json::Value::from(i)))
+        .collect();
+    meta["attributes"] = serde_json::Value::Object(attributes);
+    std::fs::write(flood.join("zarr.json"), meta.to_string()).unwrap();
+    let flood = flood.to_string_lossy();
+    let out = run(&[], &flood);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("20000 attributes, more than the 10000")
+            && stderr(&out).contains("NDFUSION_MAX_ATTRIBUTES"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&[("NDFUSION_MAX_ATTRIBUTES", "20000")], &flood);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // numpy: the fixture's 10 records (tests/data/zarr_v3/expected.json).
+    assert_eq!(stdout(&out), "count(*)\n10\n");
+}

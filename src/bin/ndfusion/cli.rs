@@ -245,36 +245,8 @@ pub async fn run_process(process: Process, security: &SecurityArgs) -> i32 {
 
 /// `512M`, `2G`, `1.5G`, `100000` (bytes); units K, M, G, T of 1024.
 pub fn parse_size(text: &str) -> std::result::Result<usize, String> {
-    let trimmed = text.trim();
-    let split = trimmed
-        .find(|c: char| c.is_ascii_alphabetic())
-        .unwrap_or(trimmed.len());
-    let (number, unit) = trimmed.split_at(split);
-    let scale: f64 = match unit
-        .to_ascii_uppercase()
-        .trim_end_matches("IB")
-        .trim_end_matches('B')
-    {
-        "" => 1.0,
-        "K" => 1024.0,
-        "M" => 1024f64.powi(2),
-        "G" => 1024f64.powi(3),
-        "T" => 1024f64.powi(4),
-        _ => {
-            return Err(format!(
-                "unknown unit {unit:?} in {text:?}: use K, M, G or T"
-            ))
-        }
-    };
-    let value: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size such as 512M or 2G"))?;
-    let bytes = value * scale;
-    if !(bytes.is_finite() && bytes >= 1.0 && bytes < usize::MAX as f64) {
-        return Err(format!("{text:?} is not a usable memory size"));
-    }
-    Ok(bytes as usize)
+    let bytes = ndfusion::parse_size(text).map_err(|e| e.to_string())?;
+    usize::try_from(bytes).map_err(|_| format!("{text:?} is not a usable memory size"))
 }
 
 /// The session: ndfusion's formats, the information schema, and the memory limit if given;

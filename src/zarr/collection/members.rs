@@ -9,6 +9,7 @@ use glob::{MatchOptions, Pattern};
 use url::Url;
 
 use crate::error::{Error, Result};
+use crate::limits::Limits;
 use crate::storage::{Location, RemoteStore, StorageOptions};
 
 /// The files that make a folder a Zarr node.
@@ -31,6 +32,7 @@ pub(crate) async fn expand(
     pattern: &str,
     storage: &StorageOptions,
 ) -> Result<(Vec<String>, StorageOptions)> {
+    Limits::current()?;
     let mut shared = storage.clone();
     let invalid = |reason: String| Error::InvalidLocation {
         location: pattern.to_string(),
@@ -53,7 +55,7 @@ pub(crate) async fn expand(
             let text = path.to_string_lossy().trim_start_matches('/').to_string();
             let (prefix, _) = literal_prefix(&text);
             let remote = RemoteStore::given(given, Path::new(prefix))?;
-            list_matches(&remote, &text, MAX_PATTERN_ENTRIES)
+            list_matches(&remote, &text, Limits::get().glob_entries)
                 .await?
                 .into_iter()
                 .map(|key| format!("/{key}"))
@@ -67,7 +69,7 @@ pub(crate) async fn expand(
             base.set_path(&format!("/{prefix}"));
             let remote = RemoteStore::open(&base, service, storage)?;
             shared = storage.clone().with_object_store(remote.store.clone());
-            list_matches(&remote, &decoded, MAX_PATTERN_ENTRIES)
+            list_matches(&remote, &decoded, Limits::get().glob_entries)
                 .await?
                 .into_iter()
                 .map(|key| member_url(&url, &key))
@@ -83,11 +85,10 @@ pub(crate) async fn expand(
     Ok((members, shared))
 }
 
-/// Folder entries a local pattern may visit (objects an object-store pattern may list), and
-/// how deep below its literal folder a `**` may go: a pattern over a large or looping tree is
-/// an error, not an endless walk.
-pub(crate) const MAX_PATTERN_ENTRIES: usize = 1_000_000;
-pub(crate) const MAX_PATTERN_DEPTH: usize = 32;
+// Folder entries a local pattern may visit (objects an object-store pattern may list), and
+// how deep below its literal folder a `**` may go, are `Limits::glob_entries` and
+// `Limits::glob_depth`: a pattern over a large or looping tree is an error, not an endless
+// walk.
 
 /// Why a local pattern could not be walked.
 #[derive(Debug, thiserror::Error)]
@@ -95,15 +96,15 @@ enum WalkError {
     #[error("bad pattern: {0}")]
     Pattern(#[source] glob::PatternError),
     #[error(
-        "the pattern visits more than {MAX_PATTERN_ENTRIES} folder entries below '{root}': \
-         name a narrower folder"
+        "the pattern visits more than {max} folder entries below '{root}': name a narrower \
+         folder (or raise NDFUSION_MAX_GLOB_ENTRIES)"
     )]
-    TooManyEntries { root: String },
+    TooManyEntries { root: String, max: usize },
     #[error(
-        "the pattern reaches more than {MAX_PATTERN_DEPTH} folders deep below '{root}': name \
-         a narrower folder"
+        "the pattern reaches more than {max} folders deep below '{root}': name a narrower \
+         folder (or raise NDFUSION_MAX_GLOB_DEPTH)"
     )]
-    TooDeep { root: String },
+    TooDeep { root: String, max: usize },
 }
 
 /// The Zarr nodes below the literal folder of `pattern` whose path matches it, sorted: a
@@ -111,9 +112,10 @@ enum WalkError {
 /// (through symlinks) is walked once, so every member is listed once.
 fn walk_local(pattern: &str) -> std::result::Result<Vec<String>, WalkError> {
     let matcher = Pattern::new(pattern).map_err(WalkError::Pattern)?;
+    let limits = Limits::get();
     let (prefix, rest) = literal_prefix(pattern);
     let depth = match rest.contains("**") {
-        true => MAX_PATTERN_DEPTH,
+        true => limits.glob_depth,
         false => rest.split('/').filter(|s| !s.is_empty()).count(),
     };
     let root = if prefix.is_empty() && !pattern.starts_with('/') {
@@ -144,8 +146,11 @@ fn walk_local(pattern: &str) -> std::result::Result<Vec<String>, WalkError> {
         };
         for entry in listing.flatten() {
             entries += 1;
-            if entries > MAX_PATTERN_ENTRIES {
-                return Err(WalkError::TooManyEntries { root });
+            if entries > limits.glob_entries {
+                return Err(WalkError::TooManyEntries {
+                    root,
+                    max: limits.glob_entries,
+                });
             }
             let name = entry.file_name().to_string_lossy().to_string();
             let path = match folder.as_str() {
@@ -163,8 +168,11 @@ fn walk_local(pattern: &str) -> std::result::Result<Vec<String>, WalkError> {
                 }
             } else if level + 1 < depth {
                 folders.push((path, level + 1));
-            } else if rest.contains("**") && level + 1 >= MAX_PATTERN_DEPTH {
-                return Err(WalkError::TooDeep { root });
+            } else if rest.contains("**") && level + 1 >= limits.glob_depth {
+                return Err(WalkError::TooDeep {
+                    root,
+                    max: limits.glob_depth,
+                });
             }
         }
     }
@@ -345,7 +353,8 @@ mod tests {
     fn a_pattern_over_too_deep_a_tree_is_an_error_naming_the_limit() {
         let dir = tempfile::tempdir().unwrap();
         let mut deep = dir.path().to_path_buf();
-        for i in 0..MAX_PATTERN_DEPTH + 2 {
+        let max = Limits::get().glob_depth;
+        for i in 0..max + 2 {
             deep = deep.join(format!("l{i}"));
         }
         std::fs::create_dir_all(&deep).unwrap();
@@ -353,7 +362,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains(&format!("more than {MAX_PATTERN_DEPTH} folders deep")),
+            err.contains(&format!("more than {max} folders deep"))
+                && err.contains("NDFUSION_MAX_GLOB_DEPTH"),
             "{err}"
         );
     }

@@ -19,15 +19,12 @@ use serde_json::Value;
 use super::coordinate::Coordinate;
 use super::variable::{is_char, Variable};
 use crate::error::{Error, Result};
+use crate::limits::Limits;
 use crate::zarr::decode::cf::CfOptions;
 use crate::zarr::metadata::attributes::GlobalAttrs;
 use crate::zarr::metadata::element::{ElementType, ScalarKind};
 use crate::zarr::metadata::node::{Group, Member, MemberArray};
 use crate::zarr::store::ZarrStore;
-
-/// The most bytes of dimension-coordinate values a dataset reads when it opens (1 GiB: 134
-/// million float64 values).
-pub(crate) const MAX_COORDINATE_BYTES: u64 = 1 << 30;
 
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 
@@ -225,10 +222,11 @@ impl Dataset {
                         .iter()
                         .product::<u64>()
                         .saturating_mul(var.cell_bytes());
-                    if bytes > MAX_COORDINATE_BYTES {
+                    let max = Limits::get().coordinate_bytes;
+                    if bytes > max {
                         return Err(invalid(format!(
                             "coordinate '{name}' holds {bytes} bytes of values, more than the \
-                             {MAX_COORDINATE_BYTES} a dataset reads when it opens"
+                             {max} a dataset reads when it opens (NDFUSION_MAX_COORDINATE_BYTES)"
                         )));
                     }
                     // Read before any scan: its counters go nowhere.

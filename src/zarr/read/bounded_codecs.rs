@@ -4,8 +4,8 @@
 //! that its decode makes no more than it must, wherever zarrs builds it (an array's chain, a
 //! shard's inner chunks, string arrays, partial decoders), for Zarr v2 and v3 alike. zarrs
 //! hands a bytes-to-bytes codec the size of what it decodes: fixed for fixed-size elements,
-//! bounded after another codec, unbounded for variable-length elements (capped here at
-//! [`MAX_VARIABLE_CHUNK_BYTES`]). Codecs whose output is no larger than their input (checksums,
+//! bounded after another codec, unbounded for variable-length elements (capped at
+//! `Limits::string_chunk_bytes`, 256 MiB). Codecs whose output is no larger than their input (checksums,
 //! `shuffle`) are left as they are: the stored bytes they decode are bounded already
 //! (`ChunkReader::stored_limit`).
 //!
@@ -28,11 +28,8 @@ use zarrs::plugin::{
     ExtensionAliases, ExtensionName, PluginCreateError, ZarrVersion, ZarrVersion2, ZarrVersion3,
 };
 
+use crate::limits::Limits;
 use crate::zarr::read::decompress::{Bound, Compressor};
-
-/// The most bytes a chunk of variable-length elements (strings) may decompress to: their
-/// metadata promises no size.
-pub(crate) const MAX_VARIABLE_CHUNK_BYTES: usize = 256 << 20;
 
 /// Registers the bounded codecs with zarrs, once per process; called before any array is
 /// built.
@@ -151,7 +148,7 @@ impl BytesToBytesCodecTraits for Bounded {
         let bound = match *decoded_representation {
             BytesRepresentation::FixedSize(n) => Bound::Exact(size(n)?),
             BytesRepresentation::BoundedSize(n) => Bound::AtMost(size(n)?),
-            BytesRepresentation::UnboundedSize => Bound::AtMost(MAX_VARIABLE_CHUNK_BYTES),
+            BytesRepresentation::UnboundedSize => Bound::AtMost(Limits::get().string_chunk_bytes),
         };
         match self.compressor.decompress(&encoded_value, bound) {
             Ok(Some(decoded)) => Ok(Cow::Owned(decoded)),
