@@ -3,6 +3,7 @@
 //! `zarr/array/scan.rs`, `zarr/dataset/scan.rs`, `zarr/collection/scan.rs`,
 //! `lance_nd/scan.rs`.
 
+mod batch_channel;
 mod batches;
 mod exec;
 mod origin;
@@ -10,6 +11,7 @@ mod projection;
 mod read_buffers;
 mod source;
 
+pub(crate) use batch_channel::{spawn_batches, BatchSender, BATCHES_AHEAD};
 pub(crate) use batches::row_count;
 pub(crate) use exec::ScanExec;
 #[cfg(feature = "cluster")]

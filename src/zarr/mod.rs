@@ -16,6 +16,8 @@ mod dataset;
 mod decode;
 mod factory;
 #[cfg(test)]
+mod generated_hostile_inputs;
+#[cfg(test)]
 mod generated_inputs;
 mod local_store;
 mod metadata;

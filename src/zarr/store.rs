@@ -159,6 +159,40 @@ impl ZarrStore {
         }
     }
 
+    /// The last `n` bytes of the remote object at `key` (all of it when shorter), with its
+    /// whole size, in one request (two where the store has no suffix requests); `None` when
+    /// there is no such object.
+    pub(crate) async fn get_suffix(
+        &self,
+        key: &str,
+        n: u64,
+    ) -> Result<Option<(Bytes, u64)>, BoxError> {
+        let ZarrStore::Remote(remote) = self else {
+            return Err("a suffix request to a local store".into());
+        };
+        let path = remote.path(key);
+        let options = GetOptions {
+            range: Some(GetRange::Suffix(n)),
+            ..GetOptions::default()
+        };
+        match remote.store.get_opts(&path, options).await {
+            Ok(result) => {
+                let size = result.meta.size;
+                Ok(Some((result.bytes().await?, size)))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(object_store::Error::NotSupported { .. }) => {
+                let size = remote.store.head(&path).await?.size;
+                let bytes = remote
+                    .store
+                    .get_range(&path, size.saturating_sub(n)..size)
+                    .await?;
+                Ok(Some((bytes, size)))
+            }
+            Err(e) => Err(Box::new(e)),
+        }
+    }
+
     /// The names of the store root's children that may be nodes (folders, or key prefixes),
     /// sorted.
     pub(crate) async fn list_children(&self) -> Result<Vec<String>, BoxError> {

@@ -388,3 +388,40 @@ fn limits_come_from_the_environment() {
     // numpy: the fixture's 10 records (tests/data/zarr_v3/expected.json).
     assert_eq!(stdout(&out), "count(*)\n10\n");
 }
+
+/// A dataset (a group with one variable `v` of 2 x 10^7 one-byte cells in one zstd chunk of
+/// ones, no coordinate): its one block's rows are made into batches one at a time, so the
+/// process holds the chunk and a few batches, not 2 x 10^7 rows of index and value columns
+/// (about 500 MB when the block was one batch).
+#[test]
+fn a_large_block_reads_in_a_small_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("big.zarr");
+    std::fs::create_dir_all(group.join("v/c")).unwrap();
+    std::fs::write(
+        group.join("zarr.json"),
+        r#"{"zarr_format": 3, "node_type": "group", "attributes": {}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        group.join("v/zarr.json"),
+        r#"{"zarr_format": 3, "node_type": "array", "shape": [20000000], "data_type": "uint8",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [20000000]}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "fill_value": 0, "dimension_names": ["x"], "attributes": {},
+            "codecs": [{"name": "bytes"}, {"name": "zstd", "configuration": {"level": 1, "checksum": false}}]}"#,
+    )
+    .unwrap();
+    let ones = zstd::bulk::compress(&vec![1u8; 20_000_000], 1).unwrap();
+    std::fs::write(group.join("v/c/0"), ones).unwrap();
+    let create = format!(
+        "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '{}'",
+        group.display()
+    );
+    let query = "SELECT max(x), sum(v) FROM t";
+    let (code, out, err, peak) =
+        ndfusion_peak(&["-q", "--format", "csv", "-c", &create, "-c", query]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "max(t.x),sum(t.v)\n19999999,20000000\n");
+    assert!(peak < 200 * MIB, "peak RSS {} MiB", peak / MIB);
+}

@@ -258,6 +258,37 @@ async fn s3_faults_are_clear_errors() {
         "{message}"
     );
 
+    // A shard whose index puts an inner chunk past its end (offset 2^64 - 2, checksum
+    // intact): checked before zarrs reads it, read whole or in part.
+    let sharded = "tests/data/zarr_v3/codec_sharded.zarr";
+    servers::upload(&store, &repo().join(sharded), "sharded.zarr").await;
+    let mut shard = std::fs::read(repo().join(sharded).join("c/0/0")).unwrap();
+    let (len, index_at) = (shard.len(), shard.len() - 4 * 16 - 4);
+    shard[index_at..index_at + 8].copy_from_slice(&(u64::MAX - 1).to_le_bytes());
+    let crc = super::zarr_fixtures::crc32c(&shard[index_at..len - 4]);
+    shard[len - 4..].copy_from_slice(&crc.to_le_bytes());
+    store
+        .put(
+            &ObjectPath::from("sharded.zarr/c/0/0"),
+            PutPayload::from(shard),
+        )
+        .await
+        .unwrap();
+    ctx.sql(&create("sharded", "s3://data/sharded.zarr", &options))
+        .await
+        .unwrap();
+    for query in [
+        "SELECT pressure FROM sharded WHERE time = 0 AND station = 0",
+        "SELECT sum(pressure) FROM sharded",
+    ] {
+        let message = query_error(&ctx, query).await;
+        assert!(
+            message.starts_with("cannot read chunk 'c/0/0' of s3://data/sharded.zarr")
+                && message.contains("points past the end of the shard's"),
+            "{query}: {message}"
+        );
+    }
+
     // Wrong credentials: an error naming the object, without the secret.
     let mut wrong = options.clone();
     wrong.retain(|(k, _)| *k != "aws.secret_access_key");

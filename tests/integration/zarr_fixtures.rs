@@ -339,7 +339,7 @@ async fn an_uncompressed_chunk_of_the_wrong_size_is_an_error_wherever_it_is_read
 }
 
 /// CRC-32C (Castagnoli, reflected), as the `crc32c` index codec writes it after a shard index.
-fn crc32c(bytes: &[u8]) -> u32 {
+pub(crate) fn crc32c(bytes: &[u8]) -> u32 {
     let mut crc = !0u32;
     for &b in bytes {
         crc ^= u32::from(b);

@@ -1,22 +1,15 @@
 //! [`ChunkBatches`]: an array table's chunk reads as streams of record batches of the
 //! projected columns, the row filter applied per batch before the other columns are decoded.
-//!
 //! A chunk's batches are made one at a time, `batch_rows` rows each, on the thread that
-//! decoded the chunk, and handed to the scan through a channel a few batches deep: a chunk
-//! of 10^8 rows (or a missing one, read as its fill value) never holds more than those few
-//! batches and their dimension columns, and a scan that stops early (a LIMIT) stops the
-//! chunk's decoding with it.
+//! decoded the chunk, and handed to the scan as it takes them (`scan/batch_channel.rs`): a
+//! chunk of 10^8 rows (or a missing one, read as its fill value) holds a few batches and
+//! their dimension columns, not 10^8 rows of them.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use arrow::array::{RecordBatch, RecordBatchOptions};
-use arrow::datatypes::SchemaRef;
-use futures::StreamExt;
-use tokio::sync::mpsc;
-
 use crate::error::{BoxError, Error, Result};
-use crate::scan::UnitBatches;
+use crate::scan::{spawn_batches, BatchSender, UnitBatches, BATCHES_AHEAD};
 use crate::zarr::decode::columns::{ChunkColumns, ColumnsWanted};
 use crate::zarr::metadata::attributes::GlobalAttrs;
 use crate::zarr::metadata::schema::ColumnSource;
@@ -25,9 +18,8 @@ use crate::zarr::plan::gather::Gather;
 use crate::zarr::plan::row_filter::RowFilter;
 use crate::zarr::read::chunk_reader::{ChunkReader, ChunkSink};
 use crate::zarr::read::metrics::ChunkMetrics;
-
-/// Batches a chunk's reading may make before the scan takes them.
-pub(crate) const BATCHES_AHEAD: usize = 4;
+use arrow::array::{RecordBatch, RecordBatchOptions};
+use arrow::datatypes::SchemaRef;
 
 /// What to produce from each chunk: the projected columns and their schema.
 #[derive(Debug)]
@@ -80,33 +72,23 @@ impl ChunkBatches {
         read: ChunkSelection,
         metrics: ChunkMetrics,
     ) -> UnitBatches {
-        let (tx, rx) = mpsc::channel(BATCHES_AHEAD);
-        let sink = Arc::new(BatchSink {
-            batches: Arc::clone(&self),
-            tx: tx.clone(),
-        });
-        tokio::spawn(async move {
-            let done = if self.needs_values() {
-                Arc::clone(&self.reader)
+        spawn_batches(|tx| async move {
+            let sink = Arc::new(BatchSink {
+                batches: Arc::clone(&self),
+                tx,
+            });
+            if self.needs_values() {
+                return Arc::clone(&self.reader)
                     .read(read, metrics, sink)
                     .await
-                    .map(drop)
-            } else {
-                tokio::task::spawn_blocking(move || {
-                    sink.take(&read, Cow::Borrowed(&[]), Gather::Positions(vec![]))
-                })
-                .await
-                .unwrap_or_else(|e| Err(Error::Internal(format!("chunk batch task failed: {e}"))))
-            };
-            if let Err(e) = done {
-                // Nothing to tell when the scan has gone (it stopped reading).
-                let _ = tx.send(Err(e.into())).await;
+                    .map(drop);
             }
-        });
-        futures::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|batch| (batch, rx))
+            tokio::task::spawn_blocking(move || {
+                sink.take(&read, Cow::Borrowed(&[]), Gather::Positions(vec![]))
+            })
+            .await
+            .unwrap_or_else(|e| Err(Error::Internal(format!("chunk batch task failed: {e}"))))
         })
-        .boxed()
     }
 
     /// The batches of `read`'s rows, found in `bytes` at `gather`, each handed to `emit`.
@@ -118,7 +100,11 @@ impl ChunkBatches {
         mut emit: impl FnMut(RecordBatch) -> Result<()>,
     ) -> Result<()> {
         let chunk_error = |e: BoxError| self.reader.chunk_error(read, e);
-        let index = read.row_index();
+        // Where the rows lie, when a dimension column is wanted (several boxes: 8 bytes a row).
+        let filter_columns = self.filter.iter().flat_map(|f| f.columns.iter());
+        let wants_dims = (self.columns.iter().chain(filter_columns))
+            .any(|c| matches!(c, ColumnSource::Dimension(_)));
+        let index = wants_dims.then(|| read.row_index());
         let batch_rows = self.batch_rows.max(1);
         for start in (0..read.rows).step_by(batch_rows) {
             let rows = start..(start + batch_rows).min(read.rows);
@@ -129,7 +115,7 @@ impl ChunkBatches {
                 chunk_error: &chunk_error,
             };
             let gather = gather.slice(rows.clone());
-            let mut columns = ChunkColumns::new(wanted, read, &index, rows, bytes, gather);
+            let mut columns = ChunkColumns::new(wanted, read, index.as_ref(), rows, bytes, gather);
             if let Some(filter) = &self.filter {
                 columns.apply(filter)?;
                 if columns.rows() == 0 {
@@ -152,18 +138,13 @@ impl ChunkBatches {
 /// One chunk read's sink: its batches go to the scan as they are made.
 struct BatchSink {
     batches: Arc<ChunkBatches>,
-    tx: mpsc::Sender<datafusion::common::Result<RecordBatch>>,
+    tx: BatchSender,
 }
 
 impl ChunkSink for BatchSink {
     type Out = ();
 
     fn take(&self, part: &ChunkSelection, bytes: Cow<'_, [u8]>, gather: Gather) -> Result<()> {
-        self.batches.batches(part, &bytes, &gather, |batch| {
-            // On this blocking thread: waits while the scan has enough batches ahead.
-            self.tx
-                .blocking_send(Ok(batch))
-                .map_err(|_| Error::Internal("the scan stopped reading".into()))
-        })
+        (self.batches).batches(part, &bytes, &gather, |batch| self.tx.send(batch))
     }
 }

@@ -92,7 +92,7 @@ pub(crate) async fn expand(
 
 /// Why a local pattern could not be walked.
 #[derive(Debug, thiserror::Error)]
-enum WalkError {
+pub(crate) enum WalkError {
     #[error("bad pattern: {0}")]
     Pattern(#[source] glob::PatternError),
     #[error(
@@ -110,7 +110,7 @@ enum WalkError {
 /// The Zarr nodes below the literal folder of `pattern` whose path matches it, sorted: a
 /// node's own folders are not entered (its chunks are no members), and a folder reached twice
 /// (through symlinks) is walked once, so every member is listed once.
-fn walk_local(pattern: &str) -> std::result::Result<Vec<String>, WalkError> {
+pub(crate) fn walk_local(pattern: &str) -> std::result::Result<Vec<String>, WalkError> {
     let matcher = Pattern::new(pattern).map_err(WalkError::Pattern)?;
     let limits = Limits::get();
     let (prefix, rest) = literal_prefix(pattern);

@@ -3,7 +3,7 @@
 //! members by `__global_attrs__` filters, `scan.rs` reads the chosen members one after another
 //! in each partition.
 
-mod members;
+pub(crate) mod members;
 mod scan;
 mod table;
 

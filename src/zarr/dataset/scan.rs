@@ -11,12 +11,12 @@ use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::compute::{filter_record_batch, take};
 use arrow::datatypes::SchemaRef;
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 
 use super::model::{Dataset, DatasetColumn};
 use super::variable::BoxValues;
 use crate::error::{Error, Result};
-use crate::scan::UnitRead;
+use crate::scan::{spawn_batches, UnitRead, BATCHES_AHEAD};
 use crate::zarr::plan::chunk_plan::{chunk_count, ChunkPlan};
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::row_filter::RowFilter;
@@ -132,7 +132,7 @@ impl GridReader for BlockReader {
     fn read_unit(self: &Arc<Self>, block: ChunkSelection, metrics: &BlockMetrics) -> UnitRead {
         let reader = Arc::clone(self);
         let metrics = metrics.clone();
-        async move {
+        let batches = spawn_batches(|tx| async move {
             metrics.blocks_read.add(1);
             // The box of the block holding its selected cells, in grid coordinates.
             let read = match block.bounding_box() {
@@ -150,7 +150,7 @@ impl GridReader for BlockReader {
             } else {
                 None
             };
-            let batch = tokio::task::spawn_blocking(move || {
+            tokio::task::spawn_blocking(move || {
                 let boxes = match boxes {
                     Some(boxes) => boxes,
                     None => (reader.variables.iter())
@@ -160,13 +160,12 @@ impl GridReader for BlockReader {
                         .collect::<Result<Vec<_>>>()?,
                 };
                 let _timer = metrics.assemble_time.timer();
-                reader.assemble(&read, &boxes)
+                reader.assemble(&read, &boxes, |batch| tx.send(batch))
             })
             .await
-            .map_err(|e| Error::Internal(format!("block reading task failed: {e}")))??;
-            Ok(futures::stream::once(async { Ok(batch) }).boxed())
-        }
-        .boxed()
+            .map_err(|e| Error::Internal(format!("block reading task failed: {e}")))?
+        });
+        futures::future::ready(Ok(batches)).boxed()
     }
 }
 
@@ -215,16 +214,19 @@ pub(crate) struct BlockReader {
     variables: Vec<usize>,
     schema: SchemaRef,
     filter: Option<Arc<RowFilter<usize>>>,
+    /// Rows per batch (before the row filter).
+    batch_rows: usize,
 }
 
 impl BlockReader {
     /// Reads the columns `projection` (indices into the dataset's columns, their schema
-    /// `schema`), after `filter`.
+    /// `schema`), after `filter`, in batches of `batch_rows` rows.
     pub(crate) fn new(
         dataset: Arc<Dataset>,
         projection: Vec<usize>,
         schema: SchemaRef,
         filter: Option<Arc<RowFilter<usize>>>,
+        batch_rows: usize,
     ) -> Self {
         let mut needed = projection.clone();
         for c in filter.iter().flat_map(|f| f.columns.iter()) {
@@ -239,95 +241,129 @@ impl BlockReader {
             needed,
             schema,
             filter,
+            batch_rows,
         }
     }
 
     /// What reading one block holds at most: each needed variable's box under the block,
-    /// fetched and decoded (strings counted at 16 bytes a cell).
+    /// fetched and decoded (strings counted at 16 bytes a cell), with the positions of its
+    /// cells in it (8 bytes a cell), the numbers of the block's selected cells (8 bytes each,
+    /// when they are not one box), and the batches made ahead of the scan, with the one being
+    /// made (8 bytes a cell of each needed column).
     fn block_bytes(&self) -> u64 {
         let dataset = &self.dataset;
-        (self.variables.iter())
+        let cells = (dataset.block_shape.iter()).fold(1u64, |n, &d| n.saturating_mul(d));
+        let boxes = (self.variables.iter())
             .map(|&v| {
                 let var = &dataset.variables[v];
-                let cells = var
-                    .axes
-                    .iter()
-                    .fold(1u64, |n, &a| n.saturating_mul(dataset.block_shape[a]));
-                cells.saturating_mul(var.cell_bytes()).saturating_mul(2)
+                let var_cells =
+                    (var.axes.iter()).fold(1u64, |n, &a| n.saturating_mul(dataset.block_shape[a]));
+                let stored = var_cells.saturating_mul(var.cell_bytes()).saturating_mul(2);
+                stored.saturating_add(cells.saturating_mul(8))
             })
-            .fold(0u64, u64::saturating_add)
+            .fold(0u64, u64::saturating_add);
+        let batch_rows = (self.batch_rows.max(1) as u64).min(cells);
+        let batches = (cells.div_ceil(batch_rows.max(1))).min(BATCHES_AHEAD as u64 + 1);
+        let row_bytes = (self.needed.len() as u64).saturating_mul(8);
+        boxes
+            .saturating_add(cells.saturating_mul(8))
+            .saturating_add(batches.saturating_mul(batch_rows).saturating_mul(row_bytes))
     }
 
-    /// The rows `read` selects, from the values of `self.variables` under it (blocking: it
+    /// The rows `read` selects, from the values of `self.variables` under it, as batches of
+    /// `batch_rows` rows (before the filter) handed to `emit` one at a time (blocking: it
     /// decodes).
-    fn assemble(&self, read: &ChunkSelection, boxes: &[BoxValues]) -> Result<RecordBatch> {
+    fn assemble(
+        &self,
+        read: &ChunkSelection,
+        boxes: &[BoxValues],
+        mut emit: impl FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
         let dataset = &self.dataset;
-        let rows = read.rows;
-        let mut values: HashMap<usize, ArrayRef> = HashMap::new();
-        let mut dims: Option<Vec<ArrayRef>> = None;
-        // Each variable is read once for all of its needed columns.
+        // Where the rows lie, when an axis column is wanted (several boxes: 8 bytes a row).
+        let wants_axes =
+            (self.needed.iter()).any(|&c| matches!(dataset.columns[c], DatasetColumn::Axis(_)));
+        let index = wants_axes.then(|| read.row_index());
+        // Each variable is read once for all of its needed columns, its cells located once.
         let mut by_var: Vec<(usize, Vec<(usize, usize)>)> = Vec::new();
         for &c in &self.needed {
-            match dataset.columns[c] {
-                DatasetColumn::Axis(a) => {
-                    let indices = dims.get_or_insert_with(|| read.dimension_columns())[a].clone();
-                    let column = match &dataset.axes[a].coordinate {
-                        Some(coordinate) => take(coordinate.values.as_ref(), &indices, None)
-                            .map_err(|e| Error::arrow("coordinate values", e))?,
-                        None => indices,
-                    };
-                    values.insert(c, column);
+            if let DatasetColumn::Variable { var, column } = dataset.columns[c] {
+                match by_var.iter_mut().find(|(v, _)| *v == var) {
+                    Some((_, cols)) => cols.push((c, column)),
+                    None => by_var.push((var, vec![(c, column)])),
                 }
-                DatasetColumn::Variable { var, column } => {
-                    match by_var.iter_mut().find(|(v, _)| *v == var) {
-                        Some((_, cols)) => cols.push((c, column)),
-                        None => by_var.push((var, vec![(c, column)])),
+            }
+        }
+        let located = (by_var.iter())
+            .map(|(var, _)| {
+                let at = self.variables.iter().position(|v| v == var);
+                let var_box = at
+                    .map(|i| &boxes[i])
+                    .ok_or_else(|| Error::Internal(format!("variable {var} was not read")))?;
+                Ok((var_box, dataset.variables[*var].gather_under(read)))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let batch_rows = self.batch_rows.max(1);
+        for start in (0..read.rows).step_by(batch_rows) {
+            let rows = start..(start + batch_rows).min(read.rows);
+            let mut values: HashMap<usize, ArrayRef> = HashMap::new();
+            let mut dims: Option<Vec<ArrayRef>> = None;
+            for &c in &self.needed {
+                match dataset.columns[c] {
+                    DatasetColumn::Axis(a) => {
+                        if dims.is_none() {
+                            let index = (index.as_ref())
+                                .ok_or_else(|| Error::Internal("no row index".into()))?;
+                            dims = Some(read.dimension_columns_in(index, rows.clone()));
+                        }
+                        let indices = (dims.as_ref().and_then(|d| d.get(a)))
+                            .ok_or_else(|| Error::Internal(format!("no axis column {a}")))?
+                            .clone();
+                        let column = match &dataset.axes[a].coordinate {
+                            Some(coordinate) => take(coordinate.values.as_ref(), &indices, None)
+                                .map_err(|e| Error::arrow("coordinate values", e))?,
+                            None => indices,
+                        };
+                        values.insert(c, column);
                     }
+                    DatasetColumn::GlobalAttrs => {
+                        let attrs = (dataset.global_attrs.as_ref())
+                            .ok_or_else(|| Error::Internal("no global attributes".into()))?;
+                        values.insert(c, attrs.repeated(rows.len())?);
+                    }
+                    DatasetColumn::Variable { .. } => {}
                 }
-                DatasetColumn::GlobalAttrs => {
-                    let attrs = dataset
-                        .global_attrs
-                        .as_ref()
-                        .ok_or_else(|| Error::Internal("no global attributes".into()))?;
-                    values.insert(c, attrs.repeated(rows)?);
+            }
+            for ((var, cols), (var_box, gather)) in by_var.iter().zip(&located) {
+                let wanted: Vec<usize> = cols.iter().map(|&(_, column)| column).collect();
+                let gather = gather.slice(rows.clone());
+                let arrays = dataset.variables[*var].columns_at(var_box, &gather, &wanted)?;
+                for ((c, _), array) in cols.iter().zip(arrays) {
+                    values.insert(*c, array);
                 }
             }
-        }
-        for (var, cols) in by_var {
-            let wanted: Vec<usize> = cols.iter().map(|&(_, column)| column).collect();
-            let at = self.variables.iter().position(|&v| v == var);
-            let var_box = at
-                .map(|i| &boxes[i])
-                .ok_or_else(|| Error::Internal(format!("variable {var} was not read")))?;
-            let arrays = dataset.variables[var].columns_under(read, var_box, &wanted)?;
-            for ((c, _), array) in cols.into_iter().zip(arrays) {
-                values.insert(c, array);
+            let columns = (self.projection.iter())
+                .map(|c| Arc::clone(&values[c]))
+                .collect();
+            let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
+            let batch =
+                RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)
+                    .map_err(|e| Error::arrow("assembling a block's batch", e))?;
+            let batch = match &self.filter {
+                Some(filter) => {
+                    let inputs = (filter.columns.iter())
+                        .map(|c| Arc::clone(&values[c]))
+                        .collect();
+                    let mask = filter.keep(inputs, rows.len())?;
+                    filter_record_batch(&batch, &mask)
+                        .map_err(|e| Error::arrow("filtering a block", e))?
+                }
+                None => batch,
+            };
+            if batch.num_rows() > 0 || self.filter.is_none() {
+                emit(batch)?;
             }
         }
-        let keep = match &self.filter {
-            Some(filter) => {
-                let inputs = filter
-                    .columns
-                    .iter()
-                    .map(|c| Arc::clone(&values[c]))
-                    .collect();
-                Some(filter.keep(inputs, rows)?)
-            }
-            None => None,
-        };
-        let columns = self
-            .projection
-            .iter()
-            .map(|c| Arc::clone(&values[c]))
-            .collect();
-        let options = RecordBatchOptions::new().with_row_count(Some(rows));
-        let batch = RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)
-            .map_err(|e| Error::arrow("assembling a block's batch", e))?;
-        match keep {
-            Some(mask) => {
-                filter_record_batch(&batch, &mask).map_err(|e| Error::arrow("filtering a block", e))
-            }
-            None => Ok(batch),
-        }
+        Ok(())
     }
 }

@@ -97,7 +97,8 @@ impl TableProvider for DatasetTable {
             .map(Arc::new);
         let projection = projection.cloned().unwrap_or(all);
         let schema = Arc::new(dataset.schema.project(&projection)?);
-        let reader = BlockReader::new(Arc::clone(dataset), projection, schema, filter);
+        let batch_rows = self.options.batch_size(state.config().batch_size());
+        let reader = BlockReader::new(Arc::clone(dataset), projection, schema, filter, batch_rows);
         let settings = GridSettings::new(state, selection, limit, &self.options);
         Ok(DatasetScan::plan(reader, settings))
     }

@@ -261,18 +261,23 @@ impl Variable {
         (start, shape)
     }
 
-    /// The columns `wanted` (indices into `columns`) of the cells `read` selects, from the
-    /// values [`Variable::read_under`] read. Blocking: it decodes.
-    pub(crate) fn columns_under(
+    /// Where the cells `read` selects lie in the values [`Variable::read_under`] read, in
+    /// their order.
+    pub(crate) fn gather_under(&self, read: &ChunkSelection) -> Gather {
+        read.project_gather(&self.axes, self.element_size())
+    }
+
+    /// The columns `wanted` (indices into `columns`) of the cells at `gather` in `values`.
+    /// Blocking: it decodes.
+    pub(crate) fn columns_at(
         &self,
-        read: &ChunkSelection,
         values: &BoxValues,
+        gather: &Gather,
         wanted: &[usize],
     ) -> Result<Vec<ArrayRef>> {
-        let gather = read.project_gather(&self.axes, self.element_size());
         wanted
             .iter()
-            .map(|&c| self.column(values, &gather, c))
+            .map(|&c| self.column(values, gather, c))
             .collect()
     }
 

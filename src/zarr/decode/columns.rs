@@ -32,8 +32,9 @@ pub(crate) struct ColumnsWanted<'a> {
 pub(crate) struct ChunkColumns<'a> {
     wanted: ColumnsWanted<'a>,
     read: &'a ChunkSelection,
-    /// Where the chunk's selected rows lie, for the dimension columns.
-    index: &'a RowIndex,
+    /// Where the chunk's selected rows lie, for the dimension columns (`None` when none is
+    /// wanted).
+    index: Option<&'a RowIndex>,
     /// The batch's rows, numbered among the chunk's selected rows.
     batch: Range<usize>,
     bytes: &'a [u8],
@@ -52,7 +53,7 @@ impl<'a> ChunkColumns<'a> {
     pub(crate) fn new(
         wanted: ColumnsWanted<'a>,
         read: &'a ChunkSelection,
-        index: &'a RowIndex,
+        index: Option<&'a RowIndex>,
         batch: Range<usize>,
         bytes: &'a [u8],
         gather: Gather,
@@ -70,6 +71,13 @@ impl<'a> ChunkColumns<'a> {
         }
     }
 
+    /// The batch's dimension index columns, all rows (before the filter).
+    fn dimension_columns(&self) -> Result<Vec<ArrayRef>> {
+        let index = (self.index)
+            .ok_or_else(|| Error::Internal("dimension columns without a row index".into()))?;
+        Ok(self.read.dimension_columns_in(index, self.batch.clone()))
+    }
+
     /// Rows left after the row filter.
     pub(crate) fn rows(&self) -> usize {
         self.rows
@@ -82,11 +90,13 @@ impl<'a> ChunkColumns<'a> {
         let error = |e: DecodeError| (self.wanted.chunk_error)(Box::new(e));
         match source {
             ColumnSource::Dimension(d) => {
-                let (read, index, batch) = (self.read, self.index, self.batch.clone());
-                let dims = self
-                    .dims
-                    .get_or_insert_with(|| read.dimension_columns_in(index, batch));
-                Ok(Arc::clone(&dims[d]))
+                if self.dims.is_none() {
+                    self.dims = Some(self.dimension_columns()?);
+                }
+                let dims = self.dims.as_ref().map_or(&[][..], Vec::as_slice);
+                dims.get(d)
+                    .cloned()
+                    .ok_or_else(|| Error::Internal(format!("no dimension column {d}")))
             }
             ColumnSource::Field(i) => {
                 let ElementType::Struct(fields) = self.wanted.element else {
@@ -123,10 +133,7 @@ impl<'a> ChunkColumns<'a> {
             .iter()
             .any(|c| matches!(c, ColumnSource::Dimension(_)));
         if wants_dims && self.dims.is_none() {
-            self.dims = Some(
-                self.read
-                    .dimension_columns_in(self.index, self.batch.clone()),
-            );
+            self.dims = Some(self.dimension_columns()?);
         }
         let inputs = filter
             .columns

@@ -212,6 +212,7 @@ impl ChunkSelection {
     }
 
     /// The Int64 index column of each dimension for the selected rows.
+    #[cfg(test)]
     pub(crate) fn dimension_columns(&self) -> Vec<ArrayRef> {
         self.dimension_columns_in(&self.row_index(), 0..self.rows)
     }

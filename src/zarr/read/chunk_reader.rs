@@ -212,6 +212,10 @@ impl ChunkReader {
         metrics: ChunkMetrics,
         sink: Arc<S>,
     ) -> Result<Vec<S::Out>> {
+        if let Some(index) = &self.array.shard_index {
+            self.check_remote_shard_index(&read, index, &metrics)
+                .await?;
+        }
         let runtime = tokio::runtime::Handle::current();
         on_blocking_thread(move || {
             let _timer = metrics.decode_time.timer();
@@ -351,6 +355,38 @@ impl ChunkReader {
                 self.take(sink, &piece, bytes, gather)
             })
             .collect()
+    }
+
+    /// Checks the index of a remote shard before zarrs' partial decoder reads it: one request
+    /// for the index, which also says the shard's size (zarrs then requests the index again;
+    /// a missing shard has none: it reads as the fill value).
+    async fn check_remote_shard_index(
+        &self,
+        read: &ChunkSelection,
+        index: &ShardIndex,
+        metrics: &ChunkMetrics,
+    ) -> Result<()> {
+        let error = |e: BoxError| self.chunk_error(read, e);
+        let key = self.array.chunk_key(&read.indices);
+        let store = &self.array.store;
+        let len = index.len() as u64;
+        metrics.requests.add(1);
+        let fetched = match index.at_end() {
+            true => store.get_suffix(&key, len).await,
+            false => store.get_range(&key, 0..len).await,
+        };
+        let Some((bytes, size)) = fetched.map_err(error)? else {
+            return Ok(());
+        };
+        let size = usize::try_from(size).unwrap_or(usize::MAX);
+        let bytes = if bytes.len() == index.len() {
+            &bytes[..]
+        } else {
+            &[][..]
+        };
+        index
+            .check_index(bytes, size)
+            .map_err(|e| error(Box::new(e)))
     }
 
     /// Checks the index of a local shard before zarrs' partial decoder reads it (a missing
