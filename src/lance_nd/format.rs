@@ -15,9 +15,12 @@ pub(crate) const STATS_PREFIX: &str = "__stats__:";
 pub(crate) fn write_error(uri: &str, e: lance::Error, left: &str) -> Error {
     let (uri, left) = (uri.to_string(), left.to_string());
     match e {
+        // Lance's "too many concurrent writers": every attempt met another writer's commit
+        // and none landed (its retry budget ends between attempts, never during a put).
         lance::Error::CommitConflict { .. }
         | lance::Error::RetryableCommitConflict { .. }
-        | lance::Error::IncompatibleTransaction { .. } => Error::Conflict {
+        | lance::Error::IncompatibleTransaction { .. }
+        | lance::Error::TooMuchWriteContention { .. } => Error::Conflict {
             uri,
             left,
             source: e,

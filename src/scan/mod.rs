@@ -11,7 +11,7 @@ mod projection;
 mod read_buffers;
 mod source;
 
-pub(crate) use batch_channel::{spawn_batches, BatchSender, BATCHES_AHEAD};
+pub(crate) use batch_channel::{held_bytes, rows_made, spawn_batches, BatchSender};
 pub(crate) use batches::row_count;
 pub(crate) use exec::ScanExec;
 #[cfg(feature = "cluster")]

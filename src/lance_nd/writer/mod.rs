@@ -163,7 +163,8 @@ async fn commit(uri: &str, dataset: Arc<Dataset>, transaction: Transaction) -> R
         .map_err(|e| match e {
             conflict @ (lance::Error::CommitConflict { .. }
             | lance::Error::RetryableCommitConflict { .. }
-            | lance::Error::IncompatibleTransaction { .. }) => {
+            | lance::Error::IncompatibleTransaction { .. }
+            | lance::Error::TooMuchWriteContention { .. }) => {
                 write_error(uri, conflict, NOTHING_WRITTEN)
             }
             e => write_error(uri, e, COMMIT_UNKNOWN),

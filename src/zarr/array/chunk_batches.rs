@@ -1,15 +1,15 @@
 //! [`ChunkBatches`]: an array table's chunk reads as streams of record batches of the
 //! projected columns, the row filter applied per batch before the other columns are decoded.
-//! A chunk's batches are made one at a time, `batch_rows` rows each, on the thread that
-//! decoded the chunk, and handed to the scan as it takes them (`scan/batch_channel.rs`): a
-//! chunk of 10^8 rows (or a missing one, read as its fill value) holds a few batches and
-//! their dimension columns, not 10^8 rows of them.
+//! A chunk's batches are made one at a time (`rows_made` rows each) on the thread that decoded
+//! the chunk, and handed to the scan as it takes them (`scan/batch_channel.rs`): a chunk of
+//! 10^8 rows (or a missing one, read as its fill value) holds a few batches and their
+//! dimension columns, not 10^8 rows of them.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::error::{BoxError, Error, Result};
-use crate::scan::{spawn_batches, BatchSender, UnitBatches, BATCHES_AHEAD};
+use crate::scan::{held_bytes, rows_made, spawn_batches, BatchSender, UnitBatches};
 use crate::zarr::decode::columns::{ChunkColumns, ColumnsWanted};
 use crate::zarr::metadata::attributes::GlobalAttrs;
 use crate::zarr::metadata::schema::ColumnSource;
@@ -48,14 +48,10 @@ impl ChunkBatches {
 
     /// What one chunk's read may hold at once: the fetched and the decoded chunk, the
     /// positions of its selected elements and their C-order numbers (when they are not one
-    /// run: 8 bytes each), and the batches made ahead of the scan, with the one being made.
+    /// run: 8 bytes each), and its batches not yet taken by the scan (`held_bytes`).
     pub(crate) fn unit_bytes(&self) -> u64 {
         let meta = &self.reader.array.meta;
         let elements = (meta.chunk_shape.iter()).fold(1u64, |n, &d| n.saturating_mul(d));
-        let batch_rows = (self.batch_rows.max(1) as u64).min(elements);
-        let batches = elements
-            .div_ceil(batch_rows.max(1))
-            .min(BATCHES_AHEAD as u64 + 1);
         // A row's columns: 8 bytes each for the output, its element for the decoded fields.
         let row_bytes = (self.columns.len() as u64)
             .saturating_mul(8)
@@ -63,7 +59,7 @@ impl ChunkBatches {
         meta.chunk_bytes()
             .saturating_mul(2)
             .saturating_add(elements.saturating_mul(16))
-            .saturating_add(batches.saturating_mul(batch_rows).saturating_mul(row_bytes))
+            .saturating_add(held_bytes(elements.saturating_mul(row_bytes)))
     }
 
     /// The batches of one chunk's selected rows, made as the stream is read.
@@ -105,7 +101,7 @@ impl ChunkBatches {
         let wants_dims = (self.columns.iter().chain(filter_columns))
             .any(|c| matches!(c, ColumnSource::Dimension(_)));
         let index = wants_dims.then(|| read.row_index());
-        let batch_rows = self.batch_rows.max(1);
+        let batch_rows = rows_made(self.batch_rows);
         for start in (0..read.rows).step_by(batch_rows) {
             let rows = start..(start + batch_rows).min(read.rows);
             let wanted = ColumnsWanted {
@@ -138,7 +134,7 @@ impl ChunkBatches {
 /// One chunk read's sink: its batches go to the scan as they are made.
 struct BatchSink {
     batches: Arc<ChunkBatches>,
-    tx: BatchSender,
+    tx: Arc<BatchSender>,
 }
 
 impl ChunkSink for BatchSink {

@@ -16,7 +16,7 @@ use futures::FutureExt;
 use super::model::{Dataset, DatasetColumn};
 use super::variable::BoxValues;
 use crate::error::{Error, Result};
-use crate::scan::{spawn_batches, UnitRead, BATCHES_AHEAD};
+use crate::scan::{held_bytes, rows_made, spawn_batches, UnitRead};
 use crate::zarr::plan::chunk_plan::{chunk_count, ChunkPlan};
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::row_filter::RowFilter;
@@ -248,8 +248,8 @@ impl BlockReader {
     /// What reading one block holds at most: each needed variable's box under the block,
     /// fetched and decoded (strings counted at 16 bytes a cell), with the positions of its
     /// cells in it (8 bytes a cell), the numbers of the block's selected cells (8 bytes each,
-    /// when they are not one box), and the batches made ahead of the scan, with the one being
-    /// made (8 bytes a cell of each needed column).
+    /// when they are not one box), and its batches not yet taken by the scan (`held_bytes`, of
+    /// 8 bytes a cell of each needed column).
     fn block_bytes(&self) -> u64 {
         let dataset = &self.dataset;
         let cells = (dataset.block_shape.iter()).fold(1u64, |n, &d| n.saturating_mul(d));
@@ -262,12 +262,10 @@ impl BlockReader {
                 stored.saturating_add(cells.saturating_mul(8))
             })
             .fold(0u64, u64::saturating_add);
-        let batch_rows = (self.batch_rows.max(1) as u64).min(cells);
-        let batches = (cells.div_ceil(batch_rows.max(1))).min(BATCHES_AHEAD as u64 + 1);
         let row_bytes = (self.needed.len() as u64).saturating_mul(8);
         boxes
             .saturating_add(cells.saturating_mul(8))
-            .saturating_add(batches.saturating_mul(batch_rows).saturating_mul(row_bytes))
+            .saturating_add(held_bytes(cells.saturating_mul(row_bytes)))
     }
 
     /// The rows `read` selects, from the values of `self.variables` under it, as batches of
@@ -303,7 +301,7 @@ impl BlockReader {
                 Ok((var_box, dataset.variables[*var].gather_under(read)))
             })
             .collect::<Result<Vec<_>>>()?;
-        let batch_rows = self.batch_rows.max(1);
+        let batch_rows = rows_made(self.batch_rows);
         for start in (0..read.rows).step_by(batch_rows) {
             let rows = start..(start + batch_rows).min(read.rows);
             let mut values: HashMap<usize, ArrayRef> = HashMap::new();

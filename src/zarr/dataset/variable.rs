@@ -27,7 +27,7 @@ use crate::zarr::metadata::node::{Member, MemberArray};
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::gather::Gather;
 use crate::zarr::read::array::ZarrArray;
-use crate::zarr::read::box_reader::{read_box, read_box_local};
+use crate::zarr::read::box_reader::{read_box, read_box_local, BoxElements};
 use crate::zarr::read::chunk_reader::ChunkReader;
 use crate::zarr::read::metrics::ChunkMetrics;
 use crate::zarr::store::ZarrStore;
@@ -409,8 +409,21 @@ impl Variable {
             reason: e.to_string(),
         };
         match (values, &self.source) {
-            (BoxValues::Fixed(bytes), Source::Fixed { element, cf, .. }) => {
+            (BoxValues::Fixed(elements), Source::Fixed { element, cf, .. }) => {
                 let size = element.size();
+                // A uniform box (a missing chunk) is its one element, at every cell.
+                let repeated;
+                let (bytes, gather) = match elements {
+                    BoxElements::Packed(bytes) => (bytes, gather),
+                    BoxElements::Uniform(one) => {
+                        repeated = Gather::Strided {
+                            start: 0,
+                            stride: 0,
+                            count: gather.len(),
+                        };
+                        (one, &repeated)
+                    }
+                };
                 gather
                     .check_bounds(bytes, size)
                     .map_err(|e| Error::Internal(format!("{}: {e}", self.location)))?;
@@ -509,7 +522,7 @@ fn encoded(attributes: &serde_json::Map<String, serde_json::Value>) -> bool {
 
 /// A box of a variable's values in C order.
 pub(crate) enum BoxValues {
-    Fixed(Vec<u8>),
+    Fixed(BoxElements),
     Strings(ArrayRef),
 }
 

@@ -19,16 +19,26 @@ use crate::zarr::read::metrics::ChunkMetrics;
 /// Chunks of one box read at a time.
 const CHUNKS_IN_FLIGHT: usize = 4;
 
-/// The elements of the box at `start` of `shape` (array coordinates), packed in C order; its
-/// chunks read [`CHUNKS_IN_FLIGHT`] at a time.
+/// The elements of a box.
+#[derive(Debug)]
+pub(crate) enum BoxElements {
+    /// Packed in C order.
+    Packed(Vec<u8>),
+    /// One element repeated over the box: a box that is one missing chunk, read as its fill
+    /// value without making a box of it.
+    Uniform(Vec<u8>),
+}
+
+/// The elements of the box at `start` of `shape` (array coordinates); its chunks read
+/// [`CHUNKS_IN_FLIGHT`] at a time.
 pub(crate) async fn read_box(
     reader: &Arc<ChunkReader>,
     start: &[u64],
     shape: &[u64],
     metrics: &ChunkMetrics,
-) -> Result<Vec<u8>> {
+) -> Result<BoxElements> {
     let Some((reads, sink)) = plan_box(reader, start, shape)? else {
-        return Ok(Vec::new());
+        return Ok(BoxElements::Packed(Vec::new()));
     };
     let sink = Arc::new(sink);
     futures::stream::iter(reads)
@@ -46,9 +56,9 @@ pub(crate) fn read_box_local(
     start: &[u64],
     shape: &[u64],
     metrics: &ChunkMetrics,
-) -> Result<Vec<u8>> {
+) -> Result<BoxElements> {
     let Some((reads, sink)) = plan_box(reader, start, shape)? else {
-        return Ok(Vec::new());
+        return Ok(BoxElements::Packed(Vec::new()));
     };
     for read in reads {
         reader.read_local(&read, metrics, &sink)?;
@@ -96,7 +106,8 @@ fn plan_box(
 }
 
 /// Puts each piece's elements where they lie in the box, on the thread that decoded them. A
-/// box that is one piece keeps that piece's bytes (a chunk decoded whole: no copy).
+/// box that is one piece keeps that piece's bytes (a chunk decoded whole: no copy; a missing
+/// chunk: its fill element).
 struct BoxAssembly {
     /// The array's location, for messages.
     location: String,
@@ -105,12 +116,12 @@ struct BoxAssembly {
     element_size: usize,
     /// The box's size in bytes.
     bytes: usize,
-    out: Mutex<Option<Vec<u8>>>,
+    out: Mutex<Option<BoxElements>>,
 }
 
 impl BoxAssembly {
     /// The assembled box, once every chunk read has placed its part.
-    fn finish(&self) -> Result<Vec<u8>> {
+    fn finish(&self) -> Result<BoxElements> {
         self.lock()?.take().ok_or_else(|| {
             Error::Internal(format!(
                 "{}: no chunk reached the box at {:?} of shape {:?}",
@@ -119,7 +130,7 @@ impl BoxAssembly {
         })
     }
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Option<Vec<u8>>>> {
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Option<BoxElements>>> {
         let location = &self.location;
         self.out
             .lock()
@@ -144,13 +155,36 @@ impl ChunkSink for BoxAssembly {
             .collect();
         let piece_shape: Vec<u64> = local.iter().map(IndexSet::len).collect();
         let mut out = self.lock()?;
-        let whole = matches!(gather, Gather::Strided { start: 0, stride, count }
-            if stride == self.element_size && count * stride == bytes.len());
-        if out.is_none() && whole && origin == self.start && piece_shape == self.shape {
-            *out = Some(bytes.into_owned());
-            return Ok(());
+        if out.is_none() && origin == self.start && piece_shape == self.shape {
+            let whole = matches!(gather, Gather::Strided { start: 0, stride, count }
+                if stride == self.element_size && count * stride == bytes.len());
+            let fill = matches!(
+                gather,
+                Gather::Strided {
+                    start: 0,
+                    stride: 0,
+                    ..
+                }
+            );
+            if whole {
+                *out = Some(BoxElements::Packed(bytes.into_owned()));
+                return Ok(());
+            }
+            if fill && bytes.len() >= self.element_size {
+                *out = Some(BoxElements::Uniform(bytes[..self.element_size].to_vec()));
+                return Ok(());
+            }
         }
-        let out = out.get_or_insert_with(|| vec![0; self.bytes]);
+        // A box met by more than one piece is packed.
+        if !matches!(*out, Some(BoxElements::Packed(_))) {
+            *out = Some(BoxElements::Packed(vec![0; self.bytes]));
+        }
+        let Some(BoxElements::Packed(out)) = &mut *out else {
+            return Err(Error::Internal(format!(
+                "{}: a box not packed",
+                self.location
+            )));
+        };
         let to = Placement {
             out_shape: &self.shape,
             out_origin: &self.start,
