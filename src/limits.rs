@@ -35,7 +35,7 @@ const VARIABLES: [(&str, &str); 6] = [
     ("NDFUSION_MAX_COORDINATE_BYTES", "1G"),
     ("NDFUSION_MAX_GLOB_DEPTH", "32"),
     ("NDFUSION_MAX_GLOB_ENTRIES", "1000000"),
-    ("NDFUSION_MAX_STRING_CHUNK_BYTES", "256M"),
+    ("NDFUSION_MAX_STRING_CHUNK_BYTES", "64M"),
 ];
 
 impl Default for Limits {
@@ -46,7 +46,7 @@ impl Default for Limits {
             coordinate_bytes: 1 << 30,
             glob_depth: 32,
             glob_entries: 1_000_000,
-            string_chunk_bytes: 256 << 20,
+            string_chunk_bytes: 64 << 20,
         }
     }
 }

@@ -5,9 +5,9 @@
 //! shard's inner chunks, string arrays, partial decoders), for Zarr v2 and v3 alike. zarrs
 //! hands a bytes-to-bytes codec the size of what it decodes: fixed for fixed-size elements,
 //! bounded after another codec, unbounded for variable-length elements (capped at
-//! `Limits::string_chunk_bytes`, 256 MiB). Codecs whose output is no larger than their input (checksums,
-//! `shuffle`) are left as they are: the stored bytes they decode are bounded already
-//! (`ChunkReader::stored_limit`).
+//! `Limits::string_chunk_bytes`, 64 MiB). Codecs whose output is no larger than their input
+//! (checksums, `shuffle`) are left as they are: the stored bytes they decode are bounded
+//! already (`ChunkReader::stored_limit`).
 //!
 //! The registry is zarrs' and process-wide, so an application that embeds ndfusion and reads
 //! Zarr with zarrs too gets the bounded codecs there as well (encoding is unchanged).
