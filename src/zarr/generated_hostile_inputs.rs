@@ -7,7 +7,6 @@
 //! dozen by default; the README's development section has the long run).
 
 use std::borrow::Cow;
-use std::io::Write;
 use std::num::NonZeroU64;
 use std::path::Path;
 
@@ -18,7 +17,7 @@ use crate::limits::Limits;
 use crate::zarr::collection::members::walk_local;
 use crate::zarr::metadata::array_meta::parse_v3_value;
 use crate::zarr::metadata::attributes::GlobalAttrs;
-use crate::zarr::read::decompress::{check_blosc_claim, Bound, Compressor};
+use crate::zarr::read::decompress::{check_blosc_claim, compress, Bound, Compressor};
 use crate::zarr::read::shard_index::ShardIndex;
 
 fn config() -> ProptestConfig {
@@ -53,35 +52,6 @@ fn payload() -> impl Strategy<Value = Vec<u8>> {
                 .collect()
         }
     })
-}
-
-fn compress(codec: Compressor, data: &[u8], declare_size: bool) -> Vec<u8> {
-    match codec {
-        Compressor::Gzip => {
-            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-            e.write_all(data).unwrap();
-            e.finish().unwrap()
-        }
-        Compressor::Zlib => {
-            let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
-            e.write_all(data).unwrap();
-            e.finish().unwrap()
-        }
-        Compressor::Bz2 => {
-            let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::fast());
-            e.write_all(data).unwrap();
-            e.finish().unwrap()
-        }
-        Compressor::Zstd | Compressor::Blosc => {
-            let mut e = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
-            e.include_contentsize(declare_size).unwrap();
-            if declare_size {
-                e.set_pledged_src_size(Some(data.len() as u64)).unwrap();
-            }
-            e.write_all(data).unwrap();
-            e.finish().unwrap()
-        }
-    }
 }
 
 /// A sharded uint8 array of one shard of 16 elements in 4 inner chunks, its index (at the

@@ -434,6 +434,12 @@ async fn fixture_with_object(
     (dir, ctx)
 }
 
+/// The error a query ends in, as text.
+async fn query_error(ctx: &datafusion::prelude::SessionContext, query: &str) -> String {
+    let result = ctx.sql(query).await.unwrap().collect().await;
+    result.expect_err(query).to_string()
+}
+
 /// The single Int64 a query answers.
 async fn count(ctx: &datafusion::prelude::SessionContext, query: &str) -> i64 {
     let rows = ctx.sql(query).await.unwrap().collect().await.unwrap();
@@ -537,14 +543,7 @@ async fn gzip_zlib_and_blosc_bombs_are_errors_naming_the_chunk() {
     ] {
         let (_dir, ctx) = fixture_with_object(fixture, key, &chunk).await;
         let query = "SELECT sum(pressure) FROM t";
-        let err = ctx
-            .sql(query)
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .expect_err(fixture)
-            .to_string();
+        let err = query_error(&ctx, query).await;
         assert!(
             err.contains(&format!("'{key}'")) && err.contains(says),
             "{fixture}: {err}"
@@ -606,14 +605,7 @@ async fn bombs_in_any_chain_and_inside_shards_are_errors() {
             "SELECT sum(pressure) FROM t",
             "SELECT pressure FROM t WHERE time = 0 AND station = 0",
         ] {
-            let err = ctx
-                .sql(query)
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .expect_err(fixture)
-                .to_string();
+            let err = query_error(&ctx, query).await;
             assert!(
                 err.contains(&format!("'{key}'")) && err.contains("more than the 78 bytes"),
                 "{fixture}, {query}: {err}"
@@ -648,14 +640,7 @@ async fn a_bomb_in_a_string_variable_stops_at_the_cap() {
     ))
     .await
     .unwrap();
-    let err = ctx
-        .sql("SELECT count(status) FROM t")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = query_error(&ctx, "SELECT count(status) FROM t").await;
     assert!(
         err.contains("status") && err.contains("more than the 67108864 bytes expected"),
         "{err}"

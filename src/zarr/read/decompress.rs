@@ -171,40 +171,43 @@ fn inflate(
     }
 }
 
+/// `data` compressed by `codec` (a zstd frame that declares its size, or not): what the
+/// tests and the generated inputs decompress.
+#[cfg(test)]
+pub(crate) fn compress(codec: Compressor, data: &[u8], declare_size: bool) -> Vec<u8> {
+    use std::io::Write;
+    match codec {
+        Compressor::Gzip => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(data).unwrap();
+            e.finish().unwrap()
+        }
+        Compressor::Zlib => {
+            let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(data).unwrap();
+            e.finish().unwrap()
+        }
+        Compressor::Bz2 => {
+            let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::fast());
+            e.write_all(data).unwrap();
+            e.finish().unwrap()
+        }
+        Compressor::Zstd => {
+            let mut e = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+            e.include_contentsize(declare_size).unwrap();
+            if declare_size {
+                e.set_pledged_src_size(Some(data.len() as u64)).unwrap();
+            }
+            e.write_all(data).unwrap();
+            e.finish().unwrap()
+        }
+        Compressor::Blosc => unreachable!("blosc frames are only checked"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-
     use super::*;
-
-    fn compress(codec: Compressor, data: &[u8]) -> Vec<u8> {
-        match codec {
-            Compressor::Gzip => {
-                let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-                e.write_all(data).unwrap();
-                e.finish().unwrap()
-            }
-            Compressor::Zlib => {
-                let mut e =
-                    flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
-                e.write_all(data).unwrap();
-                e.finish().unwrap()
-            }
-            Compressor::Bz2 => {
-                let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::fast());
-                e.write_all(data).unwrap();
-                e.finish().unwrap()
-            }
-            // A frame that does not declare its size: only decompressing tells how large it is.
-            Compressor::Zstd => {
-                let mut e = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
-                e.include_contentsize(false).unwrap();
-                e.write_all(data).unwrap();
-                e.finish().unwrap()
-            }
-            Compressor::Blosc => unreachable!("blosc frames are only checked"),
-        }
-    }
 
     const STREAMS: [Compressor; 4] = [
         Compressor::Gzip,
@@ -226,7 +229,7 @@ mod tests {
             .flat_map(|i| (i % 251).to_le_bytes())
             .collect();
         for codec in STREAMS {
-            let encoded = compress(codec, &data);
+            let encoded = compress(codec, &data, false);
             assert_eq!(
                 run(codec, &encoded, Bound::Exact(data.len())).unwrap(),
                 data
@@ -248,7 +251,7 @@ mod tests {
             );
         }
         // A flipped byte in the trailer (gzip's CRC-32) is caught once the data is read.
-        let mut bad = compress(Compressor::Gzip, &data);
+        let mut bad = compress(Compressor::Gzip, &data, false);
         let at = bad.len() - 6;
         bad[at] ^= 1;
         let err = run(Compressor::Gzip, &bad, Bound::Exact(data.len())).unwrap_err();
@@ -260,7 +263,7 @@ mod tests {
         // 64 MiB of zeros in well under 1 MiB, where 1,000 bytes are expected.
         let zeros = vec![0u8; 64 << 20];
         for codec in STREAMS {
-            let encoded = compress(codec, &zeros);
+            let encoded = compress(codec, &zeros, false);
             assert!(encoded.len() < 1 << 20, "{codec:?}: {}", encoded.len());
             for bound in [Bound::Exact(1000), Bound::AtMost(1000)] {
                 let err = run(codec, &encoded, bound).unwrap_err();
