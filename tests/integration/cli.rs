@@ -440,3 +440,95 @@ fn a_large_block_reads_in_a_small_process() {
     );
     assert!(peak < 256 * MIB, "peak RSS {} MiB", peak / MIB);
 }
+
+/// A gzip member of `segments` copies of one deflate segment of 1 MiB of zeros (each ends in
+/// a full flush, so it is byte-aligned and independent of the others): about 1 KiB a segment,
+/// so 960 of them (just under the 1 MiB a 78-byte chunk may be stored as) inflate to 960 MiB.
+/// The trailer's CRC is not the data's: a bounded reader stops long before it.
+fn gzip_bomb(segments: usize) -> Vec<u8> {
+    let mut deflate = flate2::Compress::new(flate2::Compression::best(), false);
+    let mut segment = Vec::with_capacity(1 << 16);
+    deflate
+        .compress_vec(&vec![0; 1 << 20], &mut segment, flate2::FlushCompress::Full)
+        .unwrap();
+    let mut member = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+    for _ in 0..segments {
+        member.extend_from_slice(&segment);
+    }
+    // A final, empty block of fixed codes, then CRC-32 and size.
+    member.extend_from_slice(&[0x03, 0x00, 0, 0, 0, 0, 0, 0, 0, 0]);
+    member
+}
+
+/// The other small inputs issue 23 found taking gigabytes, each in a process of its own: a
+/// 1 MiB gzip chunk that inflates to 960 MiB (a 2 MiB one took 4.3 GB before), a 20-byte zstd frame claiming
+/// 2^40 bytes (a 1 TiB allocation), a 14 MB `zarr.json` with 10^6 attributes (1.15 GB) and a
+/// 200 MB one (1.1 GB): each an error naming what is wrong, in a process that stays small.
+#[test]
+fn small_bombs_are_errors_in_small_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = |fixture: &str, name: &str| {
+        let to = dir.path().join(name);
+        super::zarr_fixtures::copy_dir(std::path::Path::new(fixture), &to);
+        to
+    };
+    let gzip = copy("tests/data/zarr_v3/codec_big_endian.zarr", "gzip.zarr");
+    std::fs::write(gzip.join("c/0/0"), gzip_bomb(960)).unwrap();
+    let claim = copy("tests/data/zarr_v3/struct_1d.zarr", "claim.zarr");
+    let mut frame = vec![0x28, 0xb5, 0x2f, 0xfd, 0xe0];
+    frame.extend_from_slice(&(1u64 << 40).to_le_bytes());
+    frame.extend_from_slice(&[1, 0, 0]);
+    std::fs::write(claim.join("c/0"), frame).unwrap();
+    let flood = copy("tests/data/zarr_v3/struct_1d.zarr", "flood.zarr");
+    let mut meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(flood.join("zarr.json")).unwrap()).unwrap();
+    meta["attributes"] = serde_json::Value::Object(
+        (0..1_000_000)
+            .map(|i| (format!("a{i}"), serde_json::Value::from(i)))
+            .collect(),
+    );
+    std::fs::write(flood.join("zarr.json"), meta.to_string()).unwrap();
+    let huge = copy("tests/data/zarr_v3/struct_1d.zarr", "huge.zarr");
+    // 200 MB of metadata (a sparse file: its size is what is checked).
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(huge.join("zarr.json"))
+        .unwrap();
+    file.set_len(200_000_000).unwrap();
+    for (array, query, says) in [
+        (
+            &gzip,
+            "SELECT sum(pressure) FROM t",
+            "gzip stream inflates to more than the 78 bytes expected",
+        ),
+        (
+            &claim,
+            "SELECT sum(id) FROM t",
+            "decompresses to 1099511627776 bytes, expected",
+        ),
+        (
+            &flood,
+            "SELECT count(*) FROM t",
+            "1000000 attributes, more than the 10000",
+        ),
+        (
+            &huge,
+            "SELECT count(*) FROM t",
+            "200000000 bytes, more than the 67108864",
+        ),
+    ] {
+        let create = format!(
+            "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '{}'",
+            array.display()
+        );
+        let (code, _, err, peak) = ndfusion_peak(&["-q", "-c", &create, "-c", query]);
+        assert_eq!(code, Some(1), "{}: {err}", array.display());
+        assert!(err.contains(says), "{}: {err}", array.display());
+        assert!(
+            peak < 400 * MIB,
+            "{}: peak RSS {} MiB",
+            array.display(),
+            peak / MIB
+        );
+    }
+}

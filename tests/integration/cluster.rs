@@ -211,8 +211,10 @@ impl Cluster {
             "scheduler".into(),
             "--bind".into(),
             format!("127.0.0.1:{port}"),
+            // The default (20 s): a busy executor on a loaded 2-core machine missed 10 s of
+            // heartbeats again and again after its peer was killed.
             "--executor-timeout".into(),
-            "10".into(),
+            "20".into(),
         ];
         args.extend(extra.iter().cloned());
         let scheduler = Process::start("scheduler", &args, dir.path());

@@ -113,7 +113,17 @@ pub(crate) fn parse_v3_value(path: &str, doc: Value) -> Result<ArrayMeta, Error>
     parse_v3_doc(doc).map_err(|p| p.at(path))
 }
 
-fn parse_v3_doc(doc: Value) -> Result<ArrayMeta, MetadataProblem> {
+fn parse_v3_doc(mut doc: Value) -> Result<ArrayMeta, MetadataProblem> {
+    // The attributes are taken out first and checked: counted before anything copies them,
+    // and not handed to zarrs (which has no use for them).
+    let attributes = match doc.as_object_mut().and_then(|o| o.remove("attributes")) {
+        None | Some(Value::Null) => serde_json::Map::new(),
+        Some(Value::Object(map)) => {
+            crate::zarr::metadata::attributes::check_attribute_count(&map)?;
+            map
+        }
+        Some(other) => return Err(format!("attributes must be an object, found {other}").into()),
+    };
     let obj = doc.as_object().ok_or("the document is not a JSON object")?;
     match obj.get("zarr_format").and_then(Value::as_u64) {
         Some(3) => {}
@@ -180,14 +190,6 @@ fn parse_v3_doc(doc: Value) -> Result<ArrayMeta, MetadataProblem> {
     zarrs_doc["fill_value"] = Value::Array(fill_value.iter().map(|b| Value::from(*b)).collect());
     let v3: ArrayMetadataV3 = serde_json::from_value(zarrs_doc)
         .map_err(|e| format!("metadata not accepted by zarrs: {e}"))?;
-    let attributes = match obj.get("attributes") {
-        None | Some(Value::Null) => serde_json::Map::new(),
-        Some(Value::Object(map)) => {
-            crate::zarr::metadata::attributes::check_attribute_count(map)?;
-            map.clone()
-        }
-        Some(other) => return Err(format!("attributes must be an object, found {other}").into()),
-    };
     Ok(ArrayMeta {
         attributes,
         shape,
