@@ -49,6 +49,8 @@ mod error;
 mod lance_nd;
 mod limits;
 mod nd;
+#[cfg(test)]
+mod proptest_config;
 mod scan;
 mod session;
 mod storage;

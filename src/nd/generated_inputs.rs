@@ -19,15 +19,7 @@ use super::arrow_encoding::{
 use super::batch::NdRecordBatch;
 
 fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(128);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    crate::proptest_config::config(128)
 }
 
 /// One stored row of an nd array column, as another writer may have left it.

@@ -21,15 +21,7 @@ use crate::zarr::read::decompress::{check_blosc_claim, compress, Bound, Compress
 use crate::zarr::read::shard_index::ShardIndex;
 
 fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(32);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    crate::proptest_config::config(32)
 }
 
 /// Data that compresses well (runs of one byte) or not at all (any bytes), of a length near

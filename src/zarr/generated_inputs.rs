@@ -13,15 +13,7 @@ use crate::zarr::metadata::array_meta::parse_v3_value;
 use crate::zarr::metadata::v2::parse_v2_value;
 
 fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    crate::proptest_config::config(64)
 }
 
 /// Any JSON value, a few levels deep.
