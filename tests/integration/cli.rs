@@ -253,6 +253,15 @@ fn ndfusion_peak(args: &[&str]) -> (Option<i32>, String, String, u64) {
 
 const MIB: u64 = 1 << 20;
 
+/// [`ndfusion_peak`] of `query` over the Zarr table at `location`, registered as `t`, in CSV.
+fn query_peak(location: &std::path::Path, query: &str) -> (Option<i32>, String, String, u64) {
+    let create = format!(
+        "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '{}'",
+        location.display()
+    );
+    ndfusion_peak(&["-q", "--format", "csv", "-c", &create, "-c", query])
+}
+
 /// A zstd frame of `blocks` RLE blocks of 128 KiB of zeros each, with no content size in its
 /// header: 4 bytes a block, so 16,384 of them (64 KiB) decompress to 2 GiB (RFC 8878: frame
 /// header descriptor 0, window descriptor 2^17; block header = last | RLE << 1 | size << 3).
@@ -278,11 +287,7 @@ fn a_zstd_bomb_is_an_error_in_a_small_process() {
         &copy,
     );
     std::fs::write(copy.join("c/0"), zstd_rle_bomb(16_384)).unwrap();
-    let create = format!(
-        "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '{}'",
-        copy.display()
-    );
-    let (code, _, err, peak) = ndfusion_peak(&["-q", "-c", &create, "-c", "SELECT sum(id) FROM t"]);
+    let (code, _, err, peak) = query_peak(&copy, "SELECT sum(id) FROM t");
     assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("'c/0'") && err.contains("more than the") && err.contains("bytes expected"),
@@ -308,13 +313,8 @@ fn a_missing_chunk_reads_in_a_small_process() {
             "fill_value": 7, "codecs": [{"name": "bytes"}], "dimension_names": ["i"]}"#,
     )
     .unwrap();
-    let create = format!(
-        "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '{}'",
-        array.display()
-    );
     let query = "SELECT max(i), sum(value), count(*) FROM t";
-    let (code, out, err, peak) =
-        ndfusion_peak(&["-q", "--format", "csv", "-c", &create, "-c", query]);
+    let (code, out, err, peak) = query_peak(&array, query);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(
         out,
@@ -426,13 +426,8 @@ fn a_large_block_reads_in_a_small_process() {
     .unwrap();
     let ones = zstd::bulk::compress(&vec![1u8; 20_000_000], 1).unwrap();
     std::fs::write(group.join("v/c/0"), ones).unwrap();
-    let create = format!(
-        "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '{}'",
-        group.display()
-    );
     let query = "SELECT max(x), sum(v), sum(w) FROM t";
-    let (code, out, err, peak) =
-        ndfusion_peak(&["-q", "--format", "csv", "-c", &create, "-c", query]);
+    let (code, out, err, peak) = query_peak(&group, query);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(
         out,
@@ -517,11 +512,7 @@ fn small_bombs_are_errors_in_small_processes() {
             "200000000 bytes, more than the 67108864",
         ),
     ] {
-        let create = format!(
-            "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '{}'",
-            array.display()
-        );
-        let (code, _, err, peak) = ndfusion_peak(&["-q", "-c", &create, "-c", query]);
+        let (code, _, err, peak) = query_peak(array, query);
         assert_eq!(code, Some(1), "{}: {err}", array.display());
         assert!(err.contains(says), "{}: {err}", array.display());
         assert!(
