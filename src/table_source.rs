@@ -71,6 +71,8 @@ pub(crate) struct ScanOrigin {
     pub projection: Option<Vec<usize>>,
     pub filters: Vec<Expr>,
     pub limit: Option<usize>,
+    /// Whether the scan reads backwards (a sort pushed into it).
+    pub reversed: bool,
     /// The session's target partitions and batch size when the scan was planned.
     pub target_partitions: usize,
     pub batch_size: usize,
@@ -89,6 +91,7 @@ impl ScanOrigin {
             projection: projection.cloned(),
             filters: filters.to_vec(),
             limit,
+            reversed: false,
             target_partitions: state.config().target_partitions(),
             batch_size: state.config().batch_size(),
         }
@@ -106,6 +109,13 @@ impl ScanOrigin {
 impl ScanCall for ScanOrigin {
     fn with_limit(&self, limit: Option<usize>) -> Arc<dyn ScanCall> {
         Arc::new(ScanOrigin::with_limit(self, limit))
+    }
+
+    fn reversed(&self) -> Arc<dyn ScanCall> {
+        Arc::new(ScanOrigin {
+            reversed: true,
+            ..self.clone()
+        })
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -62,6 +62,9 @@ struct EncodedScan {
     /// Each filter as DataFusion's protobuf bytes.
     filters: Vec<Vec<u8>>,
     limit: Option<usize>,
+    /// The scan reads backwards (a sort pushed into it).
+    #[serde(default)]
+    reversed: bool,
     target_partitions: usize,
     batch_size: usize,
     /// What the scheduler planned, checked when the scan is planned again.
@@ -306,6 +309,7 @@ fn encode_scan(origin: &ScanOrigin, plan: &dyn ExecutionPlan) -> Result<EncodedS
         projection: origin.projection.clone(),
         filters,
         limit: origin.limit,
+        reversed: origin.reversed,
         target_partitions: origin.target_partitions,
         batch_size: origin.batch_size,
         partitions: plan.properties().partitioning.partition_count(),
@@ -439,9 +443,19 @@ async fn replay_scan(
         .with_runtime_env(ctx.runtime_env())
         .with_default_features()
         .build();
-    provider
+    let plan = provider
         .scan(&state, scan.projection.as_ref(), &filters, scan.limit)
-        .await
+        .await?;
+    if !scan.reversed {
+        return Ok(plan);
+    }
+    match plan.downcast_ref::<ScanExec>().and_then(ScanExec::reversed) {
+        Some(backwards) => Ok(backwards),
+        None => Err(DataFusionError::Internal(format!(
+            "the scan of {} is read backwards on the scheduler but cannot be here",
+            scan.table.locations.join(", ")
+        ))),
+    }
 }
 
 /// Runs `future` (opening a table) from the codec's synchronous methods, on the tokio

@@ -1,9 +1,13 @@
-//! Batches through a scan: cut to the batch size, stopped at a limit, counted for statistics.
+//! Batches through a scan: cut to the batch size, stopped at a limit, reversed for a scan read
+//! backwards, counted for statistics.
 
-use arrow::array::RecordBatch;
+use arrow::array::{RecordBatch, RecordBatchOptions, UInt32Array};
+use arrow::compute::take;
 use datafusion::common::stats::Precision;
 use datafusion::common::{internal_err, Result};
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
+
+use super::source::UnitRead;
 
 /// Zero-copy slices of `batches` of at most `batch_size` rows each.
 pub(crate) fn slices(batches: &[RecordBatch], batch_size: usize) -> Vec<RecordBatch> {
@@ -19,8 +23,31 @@ pub(crate) fn slices(batches: &[RecordBatch], batch_size: usize) -> Vec<RecordBa
         .collect()
 }
 
+/// `unit`'s rows last to first: all its batches taken, then each given back reversed, the
+/// last first. A reversed unit so holds its whole output at once (the source counts it).
+pub(crate) fn reversed_unit(unit: UnitRead) -> UnitRead {
+    async move {
+        let batches: Vec<RecordBatch> = unit.await?.try_collect().await?;
+        let reversed = batches.into_iter().rev().map(|batch| {
+            let n = batch.num_rows() as u32;
+            let indices = UInt32Array::from_iter_values((0..n).rev());
+            let columns = (batch.columns().iter())
+                .map(|c| take(c.as_ref(), &indices, None))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let options = RecordBatchOptions::new().with_row_count(Some(n as usize));
+            Ok(RecordBatch::try_new_with_options(
+                batch.schema(),
+                columns,
+                &options,
+            )?)
+        });
+        Ok(futures::stream::iter(reversed.collect::<Vec<Result<RecordBatch>>>()).boxed())
+    }
+    .boxed()
+}
+
 /// The rows of a scan whose partitions produce `rows[i]` rows (all of them when `partition`
-/// is `None`), cut at `limit`; inexact when a row filter drops an unknown number.
+/// is `None`), cut at `limit`; inexact when a row filter drops an unknown number of them.
 pub(crate) fn row_count(
     rows: &[usize],
     partition: Option<usize>,
@@ -38,7 +65,8 @@ pub(crate) fn row_count(
         (None, Some(limit)) => n.min(limit),
         _ => n,
     };
-    Ok(if filtered {
+    // A filter cannot add rows: none before it is none after.
+    Ok(if filtered && n > 0 {
         Precision::Inexact(n)
     } else {
         Precision::Exact(n)

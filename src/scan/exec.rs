@@ -9,13 +9,17 @@
 use std::fmt;
 use std::sync::Arc;
 
+use arrow::compute::SortOptions;
+use arrow::datatypes::SchemaRef;
 use datafusion::common::{internal_err, Result, Statistics};
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::{EquivalenceProperties, LexOrdering, PhysicalSortExpr};
 use datafusion::physical_plan::coop::make_cooperative;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::SortOrderPushdownResult;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream,
@@ -23,9 +27,25 @@ use datafusion::physical_plan::{
 use futures::{StreamExt, TryStreamExt};
 
 use super::batches::{limit_rows, slices};
-use super::origin::OriginSlot;
+use super::origin::{OriginSlot, ScanCall};
 use super::read_buffers::ReadBuffers;
-use super::source::{OpenPartition, PartitionUnits, ScanSource};
+use super::source::{OpenPartition, PartitionUnits, ScanSource, SortKey};
+
+/// `keys` as sort expressions over `schema` (DataFusion's default null placement: an order
+/// of non-null keys satisfies either).
+fn sort_exprs(schema: &SchemaRef, keys: &[SortKey]) -> Vec<PhysicalSortExpr> {
+    keys.iter()
+        .filter_map(|key| {
+            let field = schema.fields().get(key.column)?;
+            let column = Arc::new(Column::new(field.name(), key.column));
+            let options = SortOptions {
+                descending: key.descending,
+                nulls_first: key.descending,
+            };
+            Some(PhysicalSortExpr::new(column, options))
+        })
+        .collect()
+}
 
 /// The scan of one table of any kind.
 #[derive(Debug)]
@@ -40,8 +60,12 @@ pub(crate) struct ScanExec {
 impl ScanExec {
     pub(crate) fn new(source: Arc<dyn ScanSource>) -> Self {
         let shape = source.shape();
+        let ordering = sort_exprs(shape.schema, &source.sort_keys());
         let properties = PlanProperties::new(
-            EquivalenceProperties::new(Arc::clone(shape.schema)),
+            EquivalenceProperties::new_with_orderings(
+                Arc::clone(shape.schema),
+                LexOrdering::new(ordering),
+            ),
             Partitioning::UnknownPartitioning(shape.partitions),
             EmissionType::Incremental,
             Boundedness::Bounded,
@@ -53,6 +77,27 @@ impl ScanExec {
             metrics: ExecutionPlanMetricsSet::new(),
             origin: OriginSlot::default(),
         }
+    }
+
+    /// The same scan, and its origin changed by `origin` (a limit, reading backwards).
+    fn derived(
+        source: Arc<dyn ScanSource>,
+        origin: &OriginSlot,
+        change: impl FnOnce(&dyn ScanCall) -> Arc<dyn ScanCall>,
+    ) -> Self {
+        let mut scan = ScanExec::new(source);
+        scan.origin = origin.derived(change);
+        scan
+    }
+
+    /// The scan read backwards, when its source can be (a cluster replaying a sort pushed
+    /// into the scan).
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn reversed(&self) -> Option<Arc<dyn ExecutionPlan>> {
+        let source = self.source.reversed()?;
+        Some(Arc::new(ScanExec::derived(source, &self.origin, |o| {
+            o.reversed()
+        })))
     }
 
     /// The scan call that planned this scan (set by the table).
@@ -166,9 +211,39 @@ impl ExecutionPlan for ScanExec {
     }
 
     fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
-        let mut scan = ScanExec::new(self.source.with_limit(limit)?);
-        scan.origin = self.origin.with_limit(limit);
-        Some(Arc::new(scan))
+        let source = self.source.with_limit(limit)?;
+        Some(Arc::new(ScanExec::derived(source, &self.origin, |o| {
+            o.with_limit(limit)
+        })))
+    }
+
+    /// An order the scan keeps is kept (the sort goes); the reverse of it is kept by the scan
+    /// read backwards, so `ORDER BY time DESC LIMIT 10` reads the last chunks only.
+    fn try_pushdown_sort(
+        &self,
+        order: &[PhysicalSortExpr],
+    ) -> Result<SortOrderPushdownResult<Arc<dyn ExecutionPlan>>> {
+        let satisfied = |scan: &ScanExec| {
+            (scan.properties.equivalence_properties()).ordering_satisfy(order.iter().cloned())
+        };
+        if self.source.sort_keys().is_empty() {
+            return Ok(SortOrderPushdownResult::Unsupported);
+        }
+        if satisfied(self)? {
+            let same = ScanExec::derived(Arc::clone(&self.source), &self.origin, |o| {
+                o.with_limit(self.source.limit())
+            });
+            return Ok(SortOrderPushdownResult::Exact {
+                inner: Arc::new(same),
+            });
+        }
+        if let Some(backwards) = self.reversed() {
+            let scan = backwards.downcast_ref::<ScanExec>();
+            if scan.map(satisfied).transpose()? == Some(true) {
+                return Ok(SortOrderPushdownResult::Exact { inner: backwards });
+            }
+        }
+        Ok(SortOrderPushdownResult::Unsupported)
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

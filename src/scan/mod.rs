@@ -12,7 +12,7 @@ mod read_buffers;
 mod source;
 
 pub(crate) use batch_channel::{held_bytes, rows_made, spawn_batches, BatchSender};
-pub(crate) use batches::row_count;
+pub(crate) use batches::{reversed_unit, row_count};
 pub(crate) use exec::ScanExec;
 #[cfg(feature = "cluster")]
 pub(crate) use origin::OriginSlot;
@@ -20,5 +20,5 @@ pub(crate) use origin::ScanCall;
 pub(crate) use projection::project_columns;
 pub(crate) use source::{
     column_names, fmt_options, nth_partition, OpenPartition, PartitionUnits, ScanShape, ScanSource,
-    UnitBatches, UnitRead,
+    SortKey, UnitBatches, UnitRead,
 };

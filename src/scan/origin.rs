@@ -11,6 +11,9 @@ pub(crate) trait ScanCall: Any + Debug + Send + Sync {
     /// The same call with another limit (a scan's `with_fetch`).
     fn with_limit(&self, limit: Option<usize>) -> Arc<dyn ScanCall>;
 
+    /// The same call, its scan read backwards (a sort pushed into the scan).
+    fn reversed(&self) -> Arc<dyn ScanCall>;
+
     /// The call as its type, for the codec to read.
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     fn as_any(&self) -> &dyn Any;
@@ -31,11 +34,14 @@ impl OriginSlot {
         self.0.get()
     }
 
-    /// The origin of a copy of the scan with `limit` (`with_fetch`).
-    pub(crate) fn with_limit(&self, limit: Option<usize>) -> OriginSlot {
+    /// The origin of a changed copy of the scan (`with_fetch`, a sort pushed down).
+    pub(crate) fn derived(
+        &self,
+        change: impl FnOnce(&dyn ScanCall) -> Arc<dyn ScanCall>,
+    ) -> OriginSlot {
         let slot = OriginSlot::default();
         if let Some(origin) = self.0.get() {
-            slot.set(origin.with_limit(limit));
+            slot.set(change(origin.as_ref()));
         }
         slot
     }

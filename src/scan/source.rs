@@ -60,11 +60,31 @@ pub(crate) trait ScanSource: fmt::Debug + Send + Sync + 'static {
         own
     }
 
+    /// The order rows come in within each partition, as keys of the output schema (none by
+    /// default).
+    fn sort_keys(&self) -> Vec<SortKey> {
+        Vec::new()
+    }
+
+    /// The same scan reading every partition backwards: its units last to first, each
+    /// unit's rows last to first (so its order is `sort_keys` reversed); `None` when the source
+    /// cannot.
+    fn reversed(&self) -> Option<Arc<dyn ScanSource>> {
+        None
+    }
+
     /// Statistics of `partition` beyond the row count (none by default).
     fn statistics(&self, partition: Option<usize>) -> Result<Statistics> {
         let rows = self.num_rows(partition)?;
         Ok(Statistics::new_unknown(self.shape().schema).with_num_rows(rows))
     }
+}
+
+/// One key of the order rows come in: a column of the output and whether it descends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SortKey {
+    pub column: usize,
+    pub descending: bool,
 }
 
 /// What a scan looks like from outside.
