@@ -10,7 +10,9 @@ use futures::FutureExt;
 use crate::scan::UnitRead;
 
 use crate::zarr::array::chunk_batches::ChunkBatches;
+use crate::zarr::metadata::schema::ColumnSource;
 use crate::zarr::plan::chunk_selection::ChunkSelection;
+use crate::zarr::plan::grid_statistics::{AxisColumn, AxisValues};
 use crate::zarr::plan::selection::Selection;
 use crate::zarr::read::grid_scan::{GridReader, GridScan};
 use crate::zarr::read::metrics::ChunkMetrics;
@@ -49,6 +51,19 @@ impl GridReader for ChunkBatches {
 
     fn unit_bytes(&self) -> u64 {
         ChunkBatches::unit_bytes(self)
+    }
+
+    fn axis_columns(&self) -> Vec<AxisColumn<'_>> {
+        (self.columns.iter().enumerate())
+            .filter_map(|(column, source)| match source {
+                ColumnSource::Dimension(axis) => Some(AxisColumn {
+                    column,
+                    axis: *axis,
+                    values: AxisValues::Index,
+                }),
+                _ => None,
+            })
+            .collect()
     }
 
     fn describe_selection(&self, selection: &Selection) -> String {

@@ -10,14 +10,16 @@ use std::sync::Arc;
 use arrow::array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::stats::Precision;
-use datafusion::common::Result;
+use datafusion::common::{Result, ScalarValue, Statistics};
 use datafusion::error::DataFusionError;
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::metrics::{Count, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::{DisplayFormatType, ExecutionPlan};
 use futures::{StreamExt, TryStreamExt};
 
 use crate::scan::{
-    column_names, nth_partition, OpenPartition, PartitionUnits, ScanShape, ScanSource, UnitRead,
+    column_names, nth_partition, OpenPartition, PartitionUnits, ScanExec, ScanShape, ScanSource,
+    SortKey, UnitRead,
 };
 use crate::zarr::metadata::attributes::GlobalAttrs;
 
@@ -53,6 +55,9 @@ pub(crate) struct CollectionScan {
     partitions: Vec<Vec<usize>>,
     total_members: usize,
     limit: Option<usize>,
+    target_partitions: usize,
+    /// Members last to first, each read backwards (a sort pushed into the scan).
+    reversed: bool,
 }
 
 impl CollectionScan {
@@ -77,7 +82,50 @@ impl CollectionScan {
             partitions,
             total_members,
             limit,
+            target_partitions,
+            reversed: false,
         }
+    }
+
+    /// The sort keys every member's scan keeps, as the collection's columns, while the
+    /// members follow one another in the leading key: all the keys when no two members'
+    /// ranges of it touch, the leading key alone when neighbours share an end value, none
+    /// when their ranges overlap (or a member's range is unknown).
+    fn member_order(&self) -> Vec<SortKey> {
+        let Some(first) = self.members.first() else {
+            return Vec::new();
+        };
+        let mut keys = member_keys(first);
+        for member in &self.members[1..] {
+            let theirs = member_keys(member);
+            let common = keys.iter().zip(&theirs).take_while(|(a, b)| a == b).count();
+            keys.truncate(common);
+        }
+        let Some(lead) = keys.first().copied() else {
+            return keys;
+        };
+        let mut touching = false;
+        for pair in self.members.windows(2) {
+            let (Some(a), Some(b)) = (range_of(&pair[0], lead), range_of(&pair[1], lead)) else {
+                return Vec::new();
+            };
+            // Ascending: a's largest before b's smallest; descending: b's largest before a's
+            // smallest.
+            let (before, after) = if lead.descending {
+                (&b.1, &a.0)
+            } else {
+                (&a.1, &b.0)
+            };
+            match before.partial_cmp(after) {
+                Some(std::cmp::Ordering::Less) => {}
+                Some(std::cmp::Ordering::Equal) => touching = true,
+                _ => return Vec::new(),
+            }
+        }
+        if touching {
+            keys.truncate(1);
+        }
+        keys
     }
 
     fn rows_of(&self, members: &[usize]) -> Option<usize> {
@@ -114,6 +162,9 @@ impl ScanSource for CollectionScan {
             self.members.len(),
             self.total_members
         )?;
+        if self.reversed {
+            write!(f, ", reversed")?;
+        }
         if let Some(limit) = self.limit {
             write!(f, ", limit={limit}")?;
         }
@@ -131,15 +182,23 @@ impl ScanSource for CollectionScan {
         let read: Count = MetricBuilder::new(metrics).counter("members_read", partition);
         let schema = Arc::clone(&self.schema);
         let context = Arc::clone(context);
+        let reversed = self.reversed;
         let units = members.into_iter().map(move |member| -> UnitRead {
             read.add(1);
             let parts = member.plan.properties().partitioning.partition_count();
+            // A member's partitions are runs of its plan in order; read backwards, the last
+            // run comes first.
+            let order: Box<dyn Iterator<Item = usize> + Send> = if reversed {
+                Box::new((0..parts).rev())
+            } else {
+                Box::new(0..parts)
+            };
             let (context, schema, plan) = (
                 Arc::clone(&context),
                 Arc::clone(&schema),
                 Arc::clone(&member.plan),
             );
-            let batches = futures::stream::iter(0..parts)
+            let batches = futures::stream::iter(order)
                 .map(move |i| plan.execute(i, Arc::clone(&context)))
                 .try_flatten()
                 .map(move |batch| adapt(&member, &schema, batch?));
@@ -163,6 +222,87 @@ impl ScanSource for CollectionScan {
         set.aggregate_by_name()
     }
 
+    fn takes_limits(&self) -> bool {
+        true
+    }
+
+    fn limit(&self) -> Option<usize> {
+        self.limit
+    }
+
+    /// Each member's scan stops at the limit too (a member read backwards reads its last
+    /// chunks only).
+    fn with_limit(&self, limit: Option<usize>) -> Option<Arc<dyn ScanSource>> {
+        let members = (self.members.iter())
+            .map(|m| MemberScan {
+                plan: m
+                    .plan
+                    .with_fetch(limit)
+                    .unwrap_or_else(|| Arc::clone(&m.plan)),
+                ..MemberScan::clone(m)
+            })
+            .collect();
+        let mut scan = CollectionScan::new(
+            self.pattern.clone(),
+            Arc::clone(&self.schema),
+            members,
+            self.total_members,
+            limit,
+            self.target_partitions,
+        );
+        scan.reversed = self.reversed;
+        Some(Arc::new(scan))
+    }
+
+    /// Read backwards, the members' scans keep the reversed keys and come last to first: the
+    /// same check holds.
+    fn sort_keys(&self) -> Vec<SortKey> {
+        self.member_order()
+    }
+
+    /// The members last to first, each member's scan read backwards.
+    fn reversed(&self) -> Option<Arc<dyn ScanSource>> {
+        if self.member_order().is_empty() {
+            return None;
+        }
+        let mut members = Vec::with_capacity(self.members.len());
+        for member in self.members.iter().rev() {
+            let plan = member.plan.downcast_ref::<ScanExec>()?.reversed()?;
+            members.push(MemberScan {
+                plan,
+                ..MemberScan::clone(member)
+            });
+        }
+        let mut scan = CollectionScan::new(
+            self.pattern.clone(),
+            Arc::clone(&self.schema),
+            members,
+            self.total_members,
+            self.limit,
+            self.target_partitions,
+        );
+        scan.reversed = !self.reversed;
+        Some(Arc::new(scan))
+    }
+
+    /// The members' statistics merged: exact bounds of a column when every member's are
+    /// (a member lacking the column leaves its bounds unknown).
+    fn statistics(&self, partition: Option<usize>) -> Result<Statistics> {
+        let members: Vec<usize> = match partition {
+            None => (0..self.members.len()).collect(),
+            Some(p) => nth_partition(&self.partitions, p, NAME)?.clone(),
+        };
+        let per_member = (members.iter())
+            .map(|&m| member_statistics(&self.members[m], &self.schema))
+            .collect::<Result<Vec<_>>>()?;
+        let merged = Statistics::try_merge_iter(&per_member, &self.schema)?;
+        let rows = self.num_rows(partition)?;
+        Ok(match self.limit {
+            Some(_) => merged.to_inexact().with_num_rows(rows),
+            None => merged.with_num_rows(rows),
+        })
+    }
+
     fn num_rows(&self, partition: Option<usize>) -> Result<Precision<usize>> {
         let rows = match partition {
             None => self.rows_of(&(0..self.members.len()).collect::<Vec<_>>()),
@@ -174,6 +314,62 @@ impl ScanSource for CollectionScan {
             (None, _, _) => Precision::Absent,
         })
     }
+}
+
+/// The order a member's scan keeps, as the collection's columns (up to the first key that is
+/// not one of them).
+fn member_keys(member: &MemberScan) -> Vec<SortKey> {
+    let Some(ordering) = member.plan.properties().output_ordering() else {
+        return Vec::new();
+    };
+    let mut keys = Vec::new();
+    for expr in ordering.iter() {
+        let Some(column) = expr.expr.downcast_ref::<Column>() else {
+            break;
+        };
+        let own = column.index();
+        let Some(at) =
+            (member.columns.iter()).position(|c| matches!(c, MemberColumn::Member(i) if *i == own))
+        else {
+            break;
+        };
+        keys.push(SortKey {
+            column: at,
+            descending: expr.options.descending,
+        });
+    }
+    keys
+}
+
+/// The smallest and largest value of `key`'s column in `member` (bounds the member's scan
+/// knows from its metadata).
+fn range_of(member: &MemberScan, key: SortKey) -> Option<(ScalarValue, ScalarValue)> {
+    let MemberColumn::Member(i) = member.columns.get(key.column)? else {
+        return None;
+    };
+    let stats = member.plan.partition_statistics(None).ok()?;
+    let column = stats.column_statistics.get(*i)?;
+    let min = column.min_value.get_value()?.clone();
+    let max = column.max_value.get_value()?.clone();
+    (!min.is_null() && !max.is_null()).then_some((min, max))
+}
+
+/// A member's statistics as the collection's columns.
+fn member_statistics(member: &MemberScan, schema: &SchemaRef) -> Result<Statistics> {
+    let own = member.plan.partition_statistics(None)?;
+    let mut stats = Statistics::new_unknown(schema).with_num_rows(own.num_rows);
+    for (out, column) in stats.column_statistics.iter_mut().zip(&member.columns) {
+        match column {
+            MemberColumn::Member(i) => {
+                if let Some(c) = own.column_statistics.get(*i) {
+                    *out = c.clone();
+                }
+            }
+            MemberColumn::Null(_) => out.null_count = own.num_rows,
+            MemberColumn::GlobalAttrs => out.null_count = Precision::Exact(0),
+        }
+    }
+    Ok(stats)
 }
 
 /// A member's batch with the collection's columns.

@@ -233,6 +233,11 @@ impl TableProvider for CollectionTable {
                 .provider()
                 .scan(state, Some(&member_projection), &pushed, limit)
                 .await?;
+            // A member whose dimensions and coordinates lie outside the filters selects no
+            // cell: it is not scanned (its metadata said so).
+            if plan.partition_statistics(None)?.num_rows == Precision::Exact(0) {
+                continue;
+            }
             scans.push(MemberScan {
                 location: member.location.clone(),
                 plan,

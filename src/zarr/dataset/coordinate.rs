@@ -12,6 +12,7 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Operator;
 
+use crate::zarr::plan::grid_statistics::ValueOrder;
 use crate::zarr::plan::index_set::IndexSet;
 use crate::zarr::plan::pruning::AxisLookup;
 
@@ -30,12 +31,28 @@ pub(crate) enum Order {
 pub(crate) struct Coordinate {
     pub values: ArrayRef,
     pub order: Order,
+    /// Whether no two neighbouring values are equal (so an order is strict).
+    pub distinct_neighbours: bool,
 }
 
 impl Coordinate {
     pub(crate) fn new(values: ArrayRef) -> Self {
-        let order = order_of(&values);
-        Coordinate { values, order }
+        let (order, distinct_neighbours) = order_of(&values);
+        Coordinate {
+            values,
+            order,
+            distinct_neighbours,
+        }
+    }
+
+    /// Which way the values run, as a scan's statistics and order see it.
+    pub(crate) fn value_order(&self) -> ValueOrder {
+        let strict = self.distinct_neighbours;
+        match self.order {
+            Order::Increasing => ValueOrder::Ascending { strict },
+            Order::Decreasing => ValueOrder::Descending { strict },
+            Order::Unordered => ValueOrder::Unordered,
+        }
     }
 
     /// The value at `i` as EXPLAIN shows it.
@@ -66,42 +83,42 @@ fn scalar(values: &ArrayRef, i: usize) -> Option<ScalarValue> {
     ScalarValue::try_from_array(values, i).ok()
 }
 
-fn order_of(values: &ArrayRef) -> Order {
+/// Which way `values` run, and whether no two neighbours are equal.
+fn order_of(values: &ArrayRef) -> (Order, bool) {
     if values.null_count() > 0 {
-        return Order::Unordered;
+        return (Order::Unordered, false);
     }
-    let mut order = Order::Increasing;
-    let mut decreasing_possible = true;
     let mut increasing_possible = true;
+    let mut decreasing_possible = true;
+    let mut distinct = true;
     let mut previous = match scalar(values, 0) {
         Some(v) => v,
-        None => return Order::Increasing,
+        None => return (Order::Increasing, true),
     };
     if is_nan(&previous) {
-        return Order::Unordered;
+        return (Order::Unordered, false);
     }
     for i in 1..values.len() {
         let Some(current) = scalar(values, i) else {
-            return Order::Unordered;
+            return (Order::Unordered, false);
         };
         if is_nan(&current) {
-            return Order::Unordered;
+            return (Order::Unordered, false);
         }
         match previous.partial_cmp(&current) {
             Some(Ordering::Less) => decreasing_possible = false,
             Some(Ordering::Greater) => increasing_possible = false,
-            Some(Ordering::Equal) => {}
-            None => return Order::Unordered,
+            Some(Ordering::Equal) => distinct = false,
+            None => return (Order::Unordered, false),
         }
         previous = current;
     }
-    if !increasing_possible {
-        order = Order::Decreasing;
-    }
-    if !increasing_possible && !decreasing_possible {
-        order = Order::Unordered;
-    }
-    order
+    let order = match (increasing_possible, decreasing_possible) {
+        (true, _) => Order::Increasing,
+        (false, true) => Order::Decreasing,
+        (false, false) => Order::Unordered,
+    };
+    (order, distinct)
 }
 
 /// Whether casting from `from` to `to` keeps non-decreasing values non-decreasing: between

@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::scan::{held_bytes, rows_made, spawn_batches, UnitRead};
 use crate::zarr::plan::chunk_plan::{chunk_count, ChunkPlan};
 use crate::zarr::plan::chunk_selection::ChunkSelection;
+use crate::zarr::plan::grid_statistics::{AxisColumn, AxisValues};
 use crate::zarr::plan::row_filter::RowFilter;
 use crate::zarr::plan::selection::Selection;
 use crate::zarr::read::grid_scan::{GridReader, GridScan};
@@ -55,6 +56,26 @@ impl GridReader for BlockReader {
 
     fn unit_bytes(&self) -> u64 {
         self.block_bytes()
+    }
+
+    fn axis_columns(&self) -> Vec<AxisColumn<'_>> {
+        let dataset = &self.dataset;
+        (self.projection.iter().enumerate())
+            .filter_map(|(column, &c)| match dataset.columns[c] {
+                DatasetColumn::Axis(axis) => Some(AxisColumn {
+                    column,
+                    axis,
+                    values: match &dataset.axes[axis].coordinate {
+                        Some(coordinate) => AxisValues::Values {
+                            values: &coordinate.values,
+                            order: coordinate.value_order(),
+                        },
+                        None => AxisValues::Index,
+                    },
+                }),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The selection per constrained axis, in index ranges and coordinate values.

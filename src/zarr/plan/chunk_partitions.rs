@@ -26,6 +26,8 @@ pub(crate) struct ChunkPartitions {
     limit: Option<usize>,
     /// Whether a row filter drops rows.
     filtered: bool,
+    /// Whether each partition reads its chunks last to first.
+    reversed: bool,
 }
 
 impl ChunkPartitions {
@@ -36,17 +38,34 @@ impl ChunkPartitions {
         target_partitions: usize,
         limit: Option<usize>,
         filtered: bool,
+        reversed: bool,
     ) -> Self {
         let plan = Arc::new(ChunkPlan::new(shape, chunk_shape, selection));
         let trim_to = if filtered { None } else { limit };
-        let partitions = plan.partitions(target_partitions.max(1), trim_to);
+        let target = target_partitions.max(1);
+        let partitions = if reversed {
+            plan.partitions_from_end(target, trim_to)
+        } else {
+            plan.partitions(target, trim_to)
+        };
         ChunkPartitions {
             plan,
             partitions,
             total: chunk_count(shape, chunk_shape),
             limit,
             filtered,
+            reversed,
         }
+    }
+
+    /// The plan the partitions are runs of.
+    pub(crate) fn plan(&self) -> &ChunkPlan {
+        &self.plan
+    }
+
+    /// Each partition's run of chunk positions.
+    pub(crate) fn runs(&self) -> &[Range<u64>] {
+        &self.partitions
     }
 
     /// How many partitions (at least one).
@@ -67,18 +86,25 @@ impl ChunkPartitions {
     pub(crate) fn reads(
         &self,
         partition: usize,
-    ) -> Result<(impl Iterator<Item = ChunkSelection> + Send + 'static, usize)> {
+    ) -> Result<(Box<dyn Iterator<Item = ChunkSelection> + Send>, usize)> {
         let Some(positions) = self.partitions.get(partition).cloned() else {
             return internal_err!("no partition {partition} in a plan of {}", self.len());
         };
         let count = (positions.end - positions.start) as usize;
+        let plan = Arc::clone(&self.plan);
+        if self.reversed {
+            // Chunks are read whole; the stream keeps the limit.
+            let reads = positions.rev().map(move |p| plan.read(p));
+            return Ok((Box::new(reads), count));
+        }
         let trim_to = if self.filtered { None } else { self.limit };
-        Ok((Arc::clone(&self.plan).reads(positions, trim_to), count))
+        Ok((Box::new(plan.reads(positions, trim_to)), count))
     }
 
-    /// The limit the batch stream keeps (the reads keep it when nothing is filtered).
+    /// The limit the batch stream keeps (the reads keep it when nothing is filtered and they
+    /// run forwards).
     pub(crate) fn stream_limit(&self) -> Option<usize> {
-        self.limit.filter(|_| self.filtered)
+        self.limit.filter(|_| self.filtered || self.reversed)
     }
 
     /// Rows of `partition` (or of all), before a row filter.
@@ -108,7 +134,10 @@ impl ChunkPartitions {
         if let Some(limit) = self.limit {
             write!(f, ", limit={limit}")?;
             if !self.filtered {
-                let read = self.partitions.last().map_or(0, |r| r.end);
+                let read = match self.partitions.first() {
+                    Some(first) if self.reversed => self.plan.len() - first.start,
+                    _ => self.partitions.last().map_or(0, |r| r.end),
+                };
                 write!(f, ", {unit}_for_limit={read}")?;
             }
         }
@@ -128,9 +157,10 @@ mod tests {
     #[test]
     fn chunks_are_split_into_contiguous_runs() {
         let shape = [5];
-        let parts = ChunkPartitions::new(&shape, &[1], &Selection::all(&shape), 2, None, false);
+        let parts =
+            ChunkPartitions::new(&shape, &[1], &Selection::all(&shape), 2, None, false, false);
         assert_eq!(parts.partitions, vec![0..3, 3..5]);
-        let none = ChunkPartitions::new(&shape, &[1], &Selection::none(), 4, None, false);
+        let none = ChunkPartitions::new(&shape, &[1], &Selection::none(), 4, None, false, false);
         assert_eq!(none.partitions, vec![0..0]);
         assert_eq!(none.skipped(), 5);
     }
@@ -139,7 +169,7 @@ mod tests {
     fn a_limit_keeps_only_the_chunks_it_needs() {
         let shape = [16];
         let all = Selection::all(&shape);
-        let parts = ChunkPartitions::new(&shape, &[4], &all, 4, Some(6), false);
+        let parts = ChunkPartitions::new(&shape, &[4], &all, 4, Some(6), false, false);
         assert_eq!(parts.partitions, vec![0..1, 1..2]);
         assert_eq!(parts.num_rows(Some(1)).unwrap(), Precision::Exact(4));
         assert_eq!(parts.num_rows(None).unwrap(), Precision::Exact(6));
@@ -150,11 +180,30 @@ mod tests {
         // Each partition keeps to the limit on its own; the plan above cuts the rest.
         assert_eq!(rows, vec![4, 4]);
         assert_eq!(parts.stream_limit(), None);
-        let filtered = ChunkPartitions::new(&shape, &[4], &all, 4, Some(3), true);
+        let filtered = ChunkPartitions::new(&shape, &[4], &all, 4, Some(3), true, false);
         assert_eq!(filtered.len(), 4);
         assert_eq!(filtered.stream_limit(), Some(3));
         assert_eq!(filtered.num_rows(None).unwrap(), Precision::Inexact(3));
-        let one = ChunkPartitions::new(&shape, &[4], &all, 4, Some(3), false);
+        let one = ChunkPartitions::new(&shape, &[4], &all, 4, Some(3), false, false);
         assert_eq!(one.partitions, vec![0..1]);
+    }
+
+    #[test]
+    fn read_backwards_a_limit_keeps_the_trailing_chunks() {
+        let shape = [18];
+        let all = Selection::all(&shape);
+        // Chunks of 4 rows: 0..4, ..., 16..18 (2 rows). 7 rows are in the last 3 chunks.
+        let parts = ChunkPartitions::new(&shape, &[4], &all, 2, Some(7), false, true);
+        assert_eq!(parts.partitions, vec![2..4, 4..5]);
+        let origins: Vec<u64> = (0..2)
+            .flat_map(|p| parts.reads(p).unwrap().0)
+            .map(|r| r.origin[0])
+            .collect();
+        assert_eq!(origins, vec![12, 8, 16]);
+        assert_eq!(parts.stream_limit(), Some(7));
+        let exact = ChunkPartitions::new(&shape, &[4], &all, 1, Some(6), false, true);
+        assert_eq!(exact.partitions, vec![3..5]);
+        let more = ChunkPartitions::new(&shape, &[4], &all, 1, Some(50), false, true);
+        assert_eq!(more.partitions, vec![0..5]);
     }
 }

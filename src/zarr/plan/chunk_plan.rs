@@ -12,6 +12,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::zarr::plan::chunk_selection::{for_each_index, ChunkSelection};
+use crate::zarr::plan::grid_statistics::AxisIndices;
 use crate::zarr::plan::index_set::IndexSet;
 use crate::zarr::plan::selection::{box_is_empty, box_len, IndexBox, Selection};
 
@@ -118,17 +119,103 @@ impl ChunkPlan {
         }
     }
 
+    /// Per axis, the indices the reads at `positions` select, when the plan is one box's
+    /// chunks (else `None`). Along an axis the run's first and last chunk agree on every axis
+    /// before it, the run covers the chunks between them there (an exact set); where they
+    /// differ before it, the run passes through both ends of the box along it (its first and
+    /// last index are selected, but not necessarily all between).
+    pub(crate) fn indices_of_run(&self, positions: Range<u64>) -> Option<Vec<AxisIndices>> {
+        let Layout::Boxes { boxes, .. } = &self.layout else {
+            return None;
+        };
+        let ([b], false) = (boxes.as_slice(), positions.is_empty()) else {
+            return None;
+        };
+        let (first, last) = (b.digits(positions.start), b.digits(positions.end - 1));
+        let mut agreed = true;
+        let sets: Vec<(IndexSet, bool)> = (b.axes.iter().enumerate())
+            .map(|(a, axis)| {
+                let whole = (axis.set.clone(), axis.count == 1);
+                let run = if agreed {
+                    let start = axis.chunk_at(first[a]) * axis.chunk;
+                    let end = (axis.chunk_at(last[a]) + 1) * axis.chunk;
+                    let n = axis.set.ranges().last().map_or(0, |r| r.end);
+                    (axis.set.intersect(&IndexSet::interval(n, start, end)), true)
+                } else {
+                    whole
+                };
+                agreed &= first[a] == last[a];
+                run
+            })
+            .collect();
+        let lens: Vec<u64> = sets.iter().map(|(s, _)| s.len()).collect();
+        let all_exact = sets.iter().all(|(_, exact)| *exact);
+        Some(
+            sets.into_iter()
+                .enumerate()
+                .map(|(a, (set, exact))| AxisIndices {
+                    set,
+                    exact,
+                    // Each selected index then has the product of the others' rows.
+                    rows_per_index: all_exact.then(|| {
+                        (lens.iter().enumerate())
+                            .filter(|&(d, _)| d != a)
+                            .map(|(_, n)| n)
+                            .product()
+                    }),
+                })
+                .collect(),
+        )
+    }
+
     /// Contiguous runs of chunk positions, one per partition (at most `target`, at least one).
     /// With a limit (and no row filter) only the leading chunks that hold `limit` rows are
     /// read: a `LIMIT 10` reads one chunk.
     pub(crate) fn partitions(&self, target: usize, limit: Option<usize>) -> Vec<Range<u64>> {
-        let n = match limit {
-            Some(limit) => self.chunks_holding(limit as u64),
-            None => self.len(),
-        };
+        self.split(
+            0,
+            target,
+            limit.map_or(self.len(), |l| self.chunks_holding(l as u64)),
+        )
+    }
+
+    /// As `partitions`, for a scan reading backwards: with a limit only the trailing chunks
+    /// that hold it are read.
+    pub(crate) fn partitions_from_end(
+        &self,
+        target: usize,
+        limit: Option<usize>,
+    ) -> Vec<Range<u64>> {
+        let first = limit.map_or(0, |l| self.first_of_trailing_chunks_holding(l as u64));
+        self.split(first, target, self.len())
+    }
+
+    /// `start..end` in at most `target` contiguous runs (at least one).
+    fn split(&self, start: u64, target: usize, end: u64) -> Vec<Range<u64>> {
+        let n = end - start;
         let parts = (target as u64).min(n).max(1);
-        let boundary = |j: u64| ((j as u128 * n as u128).div_ceil(parts as u128)) as u64;
+        let boundary = |j: u64| start + ((j as u128 * n as u128).div_ceil(parts as u128)) as u64;
         (0..parts).map(|j| boundary(j)..boundary(j + 1)).collect()
+    }
+
+    /// The position of the first of the fewest trailing chunks whose reads hold `rows` rows
+    /// (0 if all hold fewer).
+    fn first_of_trailing_chunks_holding(&self, rows: u64) -> u64 {
+        let total = self.rows_before(self.len());
+        let Some(before) = total.checked_sub(rows) else {
+            return 0;
+        };
+        // The last position whose chunks before it hold at most `before` rows.
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if self.rows_before(mid) <= before {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
     }
 
     /// The fewest leading chunks whose reads hold `rows` rows (all of them if fewer).
@@ -374,6 +461,70 @@ mod tests {
 
     fn set(n: u64, r: Vec<std::ops::Range<u64>>) -> IndexSet {
         IndexSet::from_ranges(n, r)
+    }
+
+    /// Every run of every small one-box plan: the indices `indices_of_run` says each axis
+    /// takes against those of the run's reads.
+    #[test]
+    fn the_indices_of_a_run_are_those_its_reads_select() {
+        let spans = |n: u64| (0..n).flat_map(move |s| (s + 1..=n).map(move |e| s..e));
+        let shape = [4u64, 3, 2];
+        for chunk in [[1u64, 1, 1], [2, 2, 2], [3, 1, 2], [4, 2, 1]] {
+            for r0 in spans(4) {
+                for r1 in spans(3) {
+                    let b = vec![
+                        set(4, vec![r0.clone()]),
+                        set(3, vec![r1.clone()]),
+                        set(2, vec![1..2]),
+                    ];
+                    let selection = Selection::from_boxes(vec![b]).unwrap();
+                    let plan = ChunkPlan::new(&shape, &chunk, &selection);
+                    for start in 0..plan.len() {
+                        for end in start + 1..=plan.len() {
+                            check_run(&plan, start..end);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn check_run(plan: &ChunkPlan, run: Range<u64>) {
+        let axes = plan.indices_of_run(run.clone()).unwrap();
+        let mut taken: Vec<BTreeMap<u64, u64>> = vec![BTreeMap::new(); axes.len()];
+        for p in run.clone() {
+            let read = plan.read(p);
+            for b in &read.local {
+                let lists: Vec<Vec<u64>> = b.iter().map(|s| s.indices().collect()).collect();
+                for_each_index(&lists, |i| {
+                    for (a, (&i, o)) in i.iter().zip(&read.origin).enumerate() {
+                        *taken[a].entry(i + o).or_default() += 1;
+                    }
+                });
+            }
+        }
+        for (a, (axis, taken)) in axes.iter().zip(&taken).enumerate() {
+            let what = format!("axis {a} of run {run:?}: {axis:?} vs {taken:?}");
+            let ranges = axis.set.ranges();
+            assert_eq!(ranges[0].start, *taken.keys().next().unwrap(), "{what}");
+            assert_eq!(
+                ranges.last().unwrap().end - 1,
+                *taken.keys().last().unwrap(),
+                "{what}"
+            );
+            assert!(
+                taken
+                    .keys()
+                    .all(|&i| axis.set.count_below(i + 1) > axis.set.count_below(i)),
+                "{what}"
+            );
+            if axis.exact {
+                assert_eq!(axis.set.len(), taken.len() as u64, "{what}");
+            }
+            if let Some(per_index) = axis.rows_per_index {
+                assert!(taken.values().all(|&n| n == per_index), "{what}");
+            }
+        }
     }
 
     #[test]

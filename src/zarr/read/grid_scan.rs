@@ -9,19 +9,23 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::stats::Precision;
-use datafusion::common::Result;
+use datafusion::common::{Result, Statistics};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder};
 use datafusion::physical_plan::DisplayFormatType;
 
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::scan::{
-    column_names, fmt_options, OpenPartition, PartitionUnits, ScanExec, ScanShape, ScanSource,
-    UnitRead,
+    column_names, fmt_options, nth_partition, reversed_unit, OpenPartition, PartitionUnits,
+    ScanExec, ScanShape, ScanSource, SortKey, UnitRead,
 };
 use crate::zarr::options::ZarrOptions;
 use crate::zarr::plan::chunk_partitions::ChunkPartitions;
 use crate::zarr::plan::chunk_selection::ChunkSelection;
+use crate::zarr::plan::grid_statistics::{
+    axis_column_statistics, selected_indices, AxisColumn, AxisIndices,
+};
+use crate::zarr::plan::output_order::{sort_keys, sorted_axes};
 use crate::zarr::plan::selection::Selection;
 
 /// How one kind of grid is read: one unit (a chunk, a block) at a time.
@@ -45,6 +49,8 @@ pub(crate) trait GridReader: fmt::Debug + Send + Sync + Sized + 'static {
     fn row_filter(&self) -> Option<&str>;
     /// What one unit holds while it is read (fetched and decoded).
     fn unit_bytes(&self) -> u64;
+    /// The output columns that are grid axes, and what they hold.
+    fn axis_columns(&self) -> Vec<AxisColumn<'_>>;
 
     /// `selection`, as EXPLAIN shows it.
     fn describe_selection(&self, selection: &Selection) -> String;
@@ -71,6 +77,8 @@ pub(crate) struct GridSettings {
     /// The session's batch size when the plan was made (EXPLAIN VERBOSE).
     pub session_batch_size: usize,
     pub options: ZarrOptions,
+    /// Units and their rows read last to first (a sort pushed into the scan).
+    pub reversed: bool,
 }
 
 impl GridSettings {
@@ -86,6 +94,7 @@ impl GridSettings {
             target_partitions: state.config().target_partitions(),
             session_batch_size: state.config().batch_size(),
             options: options.clone(),
+            reversed: false,
         }
     }
 }
@@ -116,12 +125,54 @@ impl<R: GridReader> GridScan<R> {
             settings.target_partitions,
             settings.limit,
             reader.row_filter().is_some(),
+            settings.reversed,
         );
         GridScan {
             reader,
             settings,
             partitions,
         }
+    }
+}
+
+/// A scan is read backwards only when a unit's whole output is at most this (a reversed unit
+/// holds all its rows at once); larger ones are sorted by DataFusion, which can spill.
+const MAX_REVERSED_UNIT_BYTES: u64 = 256 << 20;
+
+impl<R: GridReader> GridScan<R> {
+    /// The order rows come in, reading forwards.
+    fn forward_keys(&self) -> Vec<SortKey> {
+        let (_, unit_shape) = self.reader.grid();
+        let sorted = sorted_axes(&unit_shape, &self.settings.selection);
+        sort_keys(sorted, &self.reader.axis_columns())
+    }
+
+    /// What a unit's rows make, at 8 bytes a cell of each output column.
+    fn unit_output_bytes(&self) -> u64 {
+        let (_, unit_shape) = self.reader.grid();
+        let cells = unit_shape.iter().fold(1u64, |n, &d| n.saturating_mul(d));
+        let columns = self.reader.schema().fields().len().max(1) as u64;
+        cells.saturating_mul(columns).saturating_mul(8)
+    }
+
+    /// The indices each axis takes in `partition` (all partitions: `None`).
+    fn axis_indices(&self, partition: Option<usize>) -> Result<Vec<AxisIndices>> {
+        let (shape, _) = self.reader.grid();
+        let selection = &self.settings.selection;
+        let Some(p) = partition else {
+            return Ok(selected_indices(selection, &shape));
+        };
+        let run = nth_partition(self.partitions.runs(), p, R::NAME)?.clone();
+        let plan = self.partitions.plan();
+        // A partition of a plan of several boxes: bounded by the whole selection's.
+        Ok(plan.indices_of_run(run).unwrap_or_else(|| {
+            let mut all = selected_indices(selection, &shape);
+            all.iter_mut().for_each(|a| {
+                a.exact = false;
+                a.rows_per_index = None;
+            });
+            all
+        }))
     }
 }
 
@@ -147,6 +198,9 @@ impl<R: GridReader> ScanSource for GridScan<R> {
         reader.fmt_reads(selection, f)?;
         if let Some(filter) = reader.row_filter() {
             write!(f, ", row_filter={filter}")?;
+        }
+        if self.settings.reversed {
+            write!(f, ", reversed")?;
         }
         self.partitions.fmt_limit(R::UNITS, f)?;
         // EXPLAIN shows the options a user set; EXPLAIN VERBOSE all in force (the batch size
@@ -176,11 +230,23 @@ impl<R: GridReader> ScanSource for GridScan<R> {
         let unit_metrics = R::metrics(metrics, partition);
         let reader = Arc::clone(&self.reader);
         let options = &self.settings.options;
+        let reversed = self.settings.reversed;
+        let mut unit_bytes = self.reader.unit_bytes();
+        if reversed {
+            unit_bytes = unit_bytes.saturating_add(self.unit_output_bytes());
+        }
         Ok(PartitionUnits {
-            units: Box::new(units.map(move |unit| reader.read_unit(unit, &unit_metrics))),
+            units: Box::new(units.map(move |unit| {
+                let read = reader.read_unit(unit, &unit_metrics);
+                if reversed {
+                    reversed_unit(read)
+                } else {
+                    read
+                }
+            })),
             unit_count,
             in_flight: options.chunks_in_flight(self.reader.remote()),
-            unit_bytes: Some(self.reader.unit_bytes()),
+            unit_bytes: Some(unit_bytes),
             table: self.reader.location().to_string(),
             batch_size: Some(options.batch_size(context.session_config().batch_size())),
             limit: self.partitions.stream_limit(),
@@ -189,6 +255,44 @@ impl<R: GridReader> ScanSource for GridScan<R> {
 
     fn num_rows(&self, partition: Option<usize>) -> Result<Precision<usize>> {
         self.partitions.num_rows(partition)
+    }
+
+    fn sort_keys(&self) -> Vec<SortKey> {
+        let mut keys = self.forward_keys();
+        if self.settings.reversed {
+            keys.iter_mut().for_each(|k| k.descending = !k.descending);
+        }
+        keys
+    }
+
+    fn reversed(&self) -> Option<Arc<dyn ScanSource>> {
+        if self.forward_keys().is_empty() || self.unit_output_bytes() > MAX_REVERSED_UNIT_BYTES {
+            return None;
+        }
+        let settings = GridSettings {
+            reversed: !self.settings.reversed,
+            ..self.settings.clone()
+        };
+        Some(Arc::new(GridScan::new(Arc::clone(&self.reader), settings)))
+    }
+
+    /// Exact bounds and counts of the axis columns (from the selection); bounds only when a
+    /// row filter or a limit keeps some rows out.
+    fn statistics(&self, partition: Option<usize>) -> Result<Statistics> {
+        let rows = self.num_rows(partition)?;
+        let mut stats = Statistics::new_unknown(self.reader.schema()).with_num_rows(rows);
+        let indices = self.axis_indices(partition)?;
+        for column in self.reader.axis_columns() {
+            stats.column_statistics[column.column] =
+                axis_column_statistics(column.values, &indices[column.axis]);
+        }
+        let cut = self.reader.row_filter().is_some() || self.settings.limit.is_some();
+        Ok(if cut {
+            let rows = stats.num_rows;
+            stats.to_inexact().with_num_rows(rows)
+        } else {
+            stats
+        })
     }
 
     fn takes_limits(&self) -> bool {
