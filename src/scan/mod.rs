@@ -3,17 +3,21 @@
 //! `zarr/array/scan.rs`, `zarr/dataset/scan.rs`, `zarr/collection/scan.rs`,
 //! `lance_nd/scan.rs`.
 
+mod axis_group_keys;
 mod batch_channel;
 mod batches;
 mod exec;
+mod order_policy;
 mod origin;
 mod projection;
 mod read_buffers;
 mod source;
 
+pub(crate) use axis_group_keys::AxisGroupKeys;
 pub(crate) use batch_channel::{held_bytes, rows_made, spawn_batches, BatchSender};
 pub(crate) use batches::{reversed_unit, row_count};
 pub(crate) use exec::ScanExec;
+pub(crate) use order_policy::declares_order;
 #[cfg(feature = "cluster")]
 pub(crate) use origin::OriginSlot;
 pub(crate) use origin::ScanCall;

@@ -10,22 +10,24 @@ use arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::stats::Precision;
 use datafusion::common::{Result, Statistics};
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder};
 use datafusion::physical_plan::DisplayFormatType;
 
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::scan::{
-    column_names, fmt_options, nth_partition, reversed_unit, OpenPartition, PartitionUnits,
-    ScanExec, ScanShape, ScanSource, SortKey, UnitRead,
+    column_names, declares_order, fmt_options, nth_partition, reversed_unit, OpenPartition,
+    PartitionUnits, ScanExec, ScanShape, ScanSource, SortKey, UnitRead,
 };
 use crate::zarr::options::ZarrOptions;
+use crate::zarr::plan::axis_expression::AxisExpression;
 use crate::zarr::plan::chunk_partitions::ChunkPartitions;
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::grid_statistics::{
     axis_column_statistics, selected_indices, AxisColumn, AxisIndices,
 };
-use crate::zarr::plan::output_order::{sort_keys, sorted_axes};
+use crate::zarr::plan::output_order::{orderings, sorted_axes};
 use crate::zarr::plan::selection::Selection;
 
 /// How one kind of grid is read: one unit (a chunk, a block) at a time.
@@ -49,8 +51,10 @@ pub(crate) trait GridReader: fmt::Debug + Send + Sync + Sized + 'static {
     fn row_filter(&self) -> Option<&str>;
     /// What one unit holds while it is read (fetched and decoded).
     fn unit_bytes(&self) -> u64;
-    /// The output columns that are grid axes, and what they hold.
+    /// The output columns that are grid axes (or expressions of one), and what they hold.
     fn axis_columns(&self) -> Vec<AxisColumn<'_>>;
+    /// The same reader with `extra` columns after its own.
+    fn with_axis_expressions(&self, extra: Vec<AxisExpression>) -> Self;
 
     /// `selection`, as EXPLAIN shows it.
     fn describe_selection(&self, selection: &Selection) -> String;
@@ -79,6 +83,8 @@ pub(crate) struct GridSettings {
     pub options: ZarrOptions,
     /// Units and their rows read last to first (a sort pushed into the scan).
     pub reversed: bool,
+    /// Whether the scan declares its order (not on a cluster: `scan/order_policy.rs`).
+    pub declares_order: bool,
 }
 
 impl GridSettings {
@@ -95,6 +101,7 @@ impl GridSettings {
             session_batch_size: state.config().batch_size(),
             options: options.clone(),
             reversed: false,
+            declares_order: declares_order(state.config()),
         }
     }
 }
@@ -140,11 +147,14 @@ impl<R: GridReader> GridScan<R> {
 const MAX_REVERSED_UNIT_BYTES: u64 = 256 << 20;
 
 impl<R: GridReader> GridScan<R> {
-    /// The order rows come in, reading forwards.
-    fn forward_keys(&self) -> Vec<SortKey> {
+    /// The orders rows come in, reading forwards.
+    fn forward_orderings(&self) -> Vec<Vec<SortKey>> {
+        if !self.settings.declares_order {
+            return Vec::new();
+        }
         let (_, unit_shape) = self.reader.grid();
         let sorted = sorted_axes(&unit_shape, &self.settings.selection);
-        sort_keys(sorted, &self.reader.axis_columns())
+        orderings(sorted, &self.reader.axis_columns())
     }
 
     /// What a unit's rows make, at 8 bytes a cell of each output column.
@@ -257,16 +267,33 @@ impl<R: GridReader> ScanSource for GridScan<R> {
         self.partitions.num_rows(partition)
     }
 
-    fn sort_keys(&self) -> Vec<SortKey> {
-        let mut keys = self.forward_keys();
+    fn orderings(&self) -> Vec<Vec<SortKey>> {
+        let mut orderings = self.forward_orderings();
         if self.settings.reversed {
-            keys.iter_mut().for_each(|k| k.descending = !k.descending);
+            (orderings.iter_mut().flatten()).for_each(|k| k.descending = !k.descending);
         }
-        keys
+        orderings
+    }
+
+    fn with_axis_expressions(
+        &self,
+        exprs: &[(Arc<dyn PhysicalExpr>, String)],
+    ) -> Option<Arc<dyn ScanSource>> {
+        let reader = &self.reader;
+        let (shape, _) = reader.grid();
+        let columns = reader.axis_columns();
+        let extra = (exprs.iter())
+            .map(|(expr, name)| {
+                AxisExpression::evaluate(expr, name, reader.schema(), &columns, |a| shape[a])
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let reader = Arc::new(reader.with_axis_expressions(extra));
+        Some(Arc::new(GridScan::new(reader, self.settings.clone())))
     }
 
     fn reversed(&self) -> Option<Arc<dyn ScanSource>> {
-        if self.forward_keys().is_empty() || self.unit_output_bytes() > MAX_REVERSED_UNIT_BYTES {
+        if self.forward_orderings().is_empty() || self.unit_output_bytes() > MAX_REVERSED_UNIT_BYTES
+        {
             return None;
         }
         let settings = GridSettings {
