@@ -7,6 +7,7 @@ use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::lance_nd::LanceNdTableFactory;
+use crate::scan::AxisGroupKeys;
 use crate::zarr::ZarrTableFactory;
 
 /// The `STORED AS` name of Zarr tables.
@@ -30,7 +31,9 @@ pub fn register_table_factories(ctx: &SessionContext) {
 }
 
 /// A context with DataFusion's default features (struct field access included), the
-/// information schema, and ndfusion's table factories.
+/// information schema, ndfusion's table factories, and its optimizer rule that computes
+/// group keys of one dimension (`GROUP BY date_trunc('month', time)`) once per coordinate
+/// value in the scan.
 ///
 /// ```
 /// # async fn demo() -> datafusion::error::Result<()> {
@@ -71,6 +74,7 @@ pub fn new_session_context_with_runtime(
         .with_config(config)
         .with_runtime_env(runtime)
         .with_default_features()
+        .with_physical_optimizer_rule(Arc::new(AxisGroupKeys))
         .build();
     let ctx = SessionContext::new_with_state(state);
     register_table_factories(&ctx);

@@ -14,7 +14,9 @@ use arrow::datatypes::SchemaRef;
 use datafusion::common::{internal_err, Result, Statistics};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::expressions::Column;
-use datafusion::physical_expr::{EquivalenceProperties, LexOrdering, PhysicalSortExpr};
+use datafusion::physical_expr::{
+    EquivalenceProperties, LexOrdering, PhysicalExpr, PhysicalSortExpr,
+};
 use datafusion::physical_plan::coop::make_cooperative;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
@@ -60,12 +62,11 @@ pub(crate) struct ScanExec {
 impl ScanExec {
     pub(crate) fn new(source: Arc<dyn ScanSource>) -> Self {
         let shape = source.shape();
-        let ordering = sort_exprs(shape.schema, &source.sort_keys());
+        let orderings = (source.orderings().iter())
+            .filter_map(|keys| LexOrdering::new(sort_exprs(shape.schema, keys)))
+            .collect::<Vec<_>>();
         let properties = PlanProperties::new(
-            EquivalenceProperties::new_with_orderings(
-                Arc::clone(shape.schema),
-                LexOrdering::new(ordering),
-            ),
+            EquivalenceProperties::new_with_orderings(Arc::clone(shape.schema), orderings),
             Partitioning::UnknownPartitioning(shape.partitions),
             EmissionType::Incremental,
             Boundedness::Bounded,
@@ -88,6 +89,16 @@ impl ScanExec {
         let mut scan = ScanExec::new(source);
         scan.origin = origin.derived(change);
         scan
+    }
+
+    /// The same scan with `exprs` as extra columns computed per index of a grid axis (see
+    /// [`ScanSource::with_axis_expressions`]). The copy has no origin: a cluster's codec
+    /// refuses it rather than replay a different scan.
+    pub(crate) fn with_axis_expressions(
+        &self,
+        exprs: &[(Arc<dyn PhysicalExpr>, String)],
+    ) -> Option<ScanExec> {
+        Some(ScanExec::new(self.source.with_axis_expressions(exprs)?))
     }
 
     /// The scan read backwards, when its source can be (a cluster replaying a sort pushed
@@ -226,7 +237,7 @@ impl ExecutionPlan for ScanExec {
         let satisfied = |scan: &ScanExec| {
             (scan.properties.equivalence_properties()).ordering_satisfy(order.iter().cloned())
         };
-        if self.source.sort_keys().is_empty() {
+        if self.source.orderings().is_empty() {
             return Ok(SortOrderPushdownResult::Unsupported);
         }
         if satisfied(self)? {

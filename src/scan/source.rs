@@ -10,6 +10,7 @@ use arrow::datatypes::SchemaRef;
 use datafusion::common::stats::Precision;
 use datafusion::common::{internal_err, Result, Statistics};
 use datafusion::execution::TaskContext;
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::DisplayFormatType;
 use futures::future::BoxFuture;
@@ -60,16 +61,26 @@ pub(crate) trait ScanSource: fmt::Debug + Send + Sync + 'static {
         own
     }
 
-    /// The order rows come in within each partition, as keys of the output schema (none by
-    /// default).
-    fn sort_keys(&self) -> Vec<SortKey> {
+    /// The orders rows come in within each partition, each as keys of the output schema
+    /// (none by default).
+    fn orderings(&self) -> Vec<Vec<SortKey>> {
         Vec::new()
     }
 
     /// The same scan reading every partition backwards: its units last to first, each
-    /// unit's rows last to first (so its order is `sort_keys` reversed); `None` when the source
-    /// cannot.
+    /// unit's rows last to first (so its orders are `orderings` reversed); `None` when the
+    /// source cannot.
     fn reversed(&self) -> Option<Arc<dyn ScanSource>> {
+        None
+    }
+
+    /// The same scan with `exprs` (each with its output name) as extra columns after its
+    /// own, each computed once per index of the one grid axis it reads; `None` unless every
+    /// expression reads only one axis's column.
+    fn with_axis_expressions(
+        &self,
+        _exprs: &[(Arc<dyn PhysicalExpr>, String)],
+    ) -> Option<Arc<dyn ScanSource>> {
         None
     }
 

@@ -13,13 +13,15 @@ use crate::scan::{held_bytes, rows_made, spawn_batches, BatchSender, UnitBatches
 use crate::zarr::decode::columns::{ChunkColumns, ColumnsWanted};
 use crate::zarr::metadata::attributes::GlobalAttrs;
 use crate::zarr::metadata::schema::ColumnSource;
+use crate::zarr::plan::axis_expression::AxisExpression;
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::gather::Gather;
 use crate::zarr::plan::row_filter::RowFilter;
 use crate::zarr::read::chunk_reader::{ChunkReader, ChunkSink};
 use crate::zarr::read::metrics::ChunkMetrics;
 use arrow::array::{RecordBatch, RecordBatchOptions};
-use arrow::datatypes::SchemaRef;
+use arrow::compute::take;
+use arrow::datatypes::{Schema, SchemaRef};
 
 /// What to produce from each chunk: the projected columns and their schema.
 #[derive(Debug)]
@@ -33,9 +35,26 @@ pub(crate) struct ChunkBatches {
     pub global_attrs: Option<GlobalAttrs>,
     /// Rows per batch (before the row filter).
     pub batch_rows: usize,
+    /// Columns after `columns`, each an expression of a dimension evaluated per index.
+    pub derived: Vec<AxisExpression>,
 }
 
 impl ChunkBatches {
+    /// The same reads with `derived` columns after the others.
+    pub(crate) fn with_derived(&self, derived: Vec<AxisExpression>) -> Self {
+        let fields = (self.schema.fields().iter().cloned())
+            .chain(derived.iter().map(|d| Arc::clone(&d.field)));
+        ChunkBatches {
+            reader: Arc::clone(&self.reader),
+            columns: self.columns.clone(),
+            schema: Arc::new(Schema::new(fields.collect::<Vec<_>>())),
+            filter: self.filter.clone(),
+            global_attrs: self.global_attrs.clone(),
+            batch_rows: self.batch_rows,
+            derived,
+        }
+    }
+
     /// Whether element bytes are needed at all: not when only dimension columns (or none, for
     /// `count(*)`) are wanted, by the output and by the row filter.
     fn needs_values(&self) -> bool {
@@ -53,7 +72,7 @@ impl ChunkBatches {
         let meta = &self.reader.array.meta;
         let elements = (meta.chunk_shape.iter()).fold(1u64, |n, &d| n.saturating_mul(d));
         // A row's columns: 8 bytes each for the output, its element for the decoded fields.
-        let row_bytes = (self.columns.len() as u64)
+        let row_bytes = ((self.columns.len() + self.derived.len()) as u64)
             .saturating_mul(8)
             .saturating_add(meta.element.size() as u64);
         meta.chunk_bytes()
@@ -98,8 +117,9 @@ impl ChunkBatches {
         let chunk_error = |e: BoxError| self.reader.chunk_error(read, e);
         // Where the rows lie, when a dimension column is wanted (several boxes: 8 bytes a row).
         let filter_columns = self.filter.iter().flat_map(|f| f.columns.iter());
-        let wants_dims = (self.columns.iter().chain(filter_columns))
-            .any(|c| matches!(c, ColumnSource::Dimension(_)));
+        let wants_dims = !self.derived.is_empty()
+            || (self.columns.iter().chain(filter_columns))
+                .any(|c| matches!(c, ColumnSource::Dimension(_)));
         let index = wants_dims.then(|| read.row_index());
         let batch_rows = rows_made(self.batch_rows);
         for start in (0..read.rows).step_by(batch_rows) {
@@ -118,9 +138,15 @@ impl ChunkBatches {
                     continue;
                 }
             }
-            let arrays = (self.columns.iter())
+            let mut arrays = (self.columns.iter())
                 .map(|source| columns.get(*source))
                 .collect::<Result<Vec<_>>>()?;
+            for d in &self.derived {
+                let index = columns.get(ColumnSource::Dimension(d.axis))?;
+                let values = take(d.values.as_ref(), index.as_ref(), None)
+                    .map_err(|e| Error::arrow("values of a dimension's expression", e))?;
+                arrays.push(values);
+            }
             let options = RecordBatchOptions::new().with_row_count(Some(columns.rows()));
             let batch =
                 RecordBatch::try_new_with_options(Arc::clone(&self.schema), arrays, &options)

@@ -11,6 +11,7 @@ use crate::scan::UnitRead;
 
 use crate::zarr::array::chunk_batches::ChunkBatches;
 use crate::zarr::metadata::schema::ColumnSource;
+use crate::zarr::plan::axis_expression::AxisExpression;
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::grid_statistics::{AxisColumn, AxisValues};
 use crate::zarr::plan::selection::Selection;
@@ -54,16 +55,21 @@ impl GridReader for ChunkBatches {
     }
 
     fn axis_columns(&self) -> Vec<AxisColumn<'_>> {
-        (self.columns.iter().enumerate())
-            .filter_map(|(column, source)| match source {
-                ColumnSource::Dimension(axis) => Some(AxisColumn {
-                    column,
-                    axis: *axis,
-                    values: AxisValues::Index,
-                }),
-                _ => None,
-            })
-            .collect()
+        let own = (self.columns.iter().enumerate()).filter_map(|(column, source)| match source {
+            ColumnSource::Dimension(axis) => Some(AxisColumn {
+                column,
+                axis: *axis,
+                values: AxisValues::Index,
+            }),
+            _ => None,
+        });
+        let derived = (self.derived.iter().enumerate())
+            .map(|(i, d)| d.as_axis_column(self.columns.len() + i));
+        own.chain(derived).collect()
+    }
+
+    fn with_axis_expressions(&self, extra: Vec<AxisExpression>) -> Self {
+        self.with_derived(extra)
     }
 
     fn describe_selection(&self, selection: &Selection) -> String {

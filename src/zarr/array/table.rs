@@ -122,6 +122,7 @@ impl TableProvider for ArrayTable {
             filter,
             global_attrs: self.global_attrs.clone(),
             batch_rows: self.options.batch_size(state.config().batch_size()),
+            derived: Vec::new(),
         };
         let settings = GridSettings::new(state, selection, limit, &self.options);
         Ok(ArrayScan::plan(reader, settings))

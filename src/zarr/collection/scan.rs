@@ -256,8 +256,13 @@ impl ScanSource for CollectionScan {
 
     /// Read backwards, the members' scans keep the reversed keys and come last to first: the
     /// same check holds.
-    fn sort_keys(&self) -> Vec<SortKey> {
-        self.member_order()
+    fn orderings(&self) -> Vec<Vec<SortKey>> {
+        let keys = self.member_order();
+        if keys.is_empty() {
+            Vec::new()
+        } else {
+            vec![keys]
+        }
     }
 
     /// The members last to first, each member's scan read backwards.

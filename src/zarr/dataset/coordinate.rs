@@ -12,7 +12,7 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Operator;
 
-use crate::zarr::plan::grid_statistics::ValueOrder;
+use crate::zarr::plan::grid_statistics::{is_nan, value_order, ValueOrder};
 use crate::zarr::plan::index_set::IndexSet;
 use crate::zarr::plan::pruning::AxisLookup;
 
@@ -31,27 +31,23 @@ pub(crate) enum Order {
 pub(crate) struct Coordinate {
     pub values: ArrayRef,
     pub order: Order,
-    /// Whether no two neighbouring values are equal (so an order is strict).
-    pub distinct_neighbours: bool,
+    /// The same, and whether no two neighbours are equal: what a scan's statistics and order
+    /// see.
+    pub value_order: ValueOrder,
 }
 
 impl Coordinate {
     pub(crate) fn new(values: ArrayRef) -> Self {
-        let (order, distinct_neighbours) = order_of(&values);
+        let value_order = value_order(&values);
+        let order = match value_order {
+            ValueOrder::Ascending { .. } => Order::Increasing,
+            ValueOrder::Descending { .. } => Order::Decreasing,
+            ValueOrder::Unordered => Order::Unordered,
+        };
         Coordinate {
             values,
             order,
-            distinct_neighbours,
-        }
-    }
-
-    /// Which way the values run, as a scan's statistics and order see it.
-    pub(crate) fn value_order(&self) -> ValueOrder {
-        let strict = self.distinct_neighbours;
-        match self.order {
-            Order::Increasing => ValueOrder::Ascending { strict },
-            Order::Decreasing => ValueOrder::Descending { strict },
-            Order::Unordered => ValueOrder::Unordered,
+            value_order,
         }
     }
 
@@ -83,59 +79,12 @@ fn scalar(values: &ArrayRef, i: usize) -> Option<ScalarValue> {
     ScalarValue::try_from_array(values, i).ok()
 }
 
-/// Which way `values` run, and whether no two neighbours are equal.
-fn order_of(values: &ArrayRef) -> (Order, bool) {
-    if values.null_count() > 0 {
-        return (Order::Unordered, false);
-    }
-    let mut increasing_possible = true;
-    let mut decreasing_possible = true;
-    let mut distinct = true;
-    let mut previous = match scalar(values, 0) {
-        Some(v) => v,
-        None => return (Order::Increasing, true),
-    };
-    if is_nan(&previous) {
-        return (Order::Unordered, false);
-    }
-    for i in 1..values.len() {
-        let Some(current) = scalar(values, i) else {
-            return (Order::Unordered, false);
-        };
-        if is_nan(&current) {
-            return (Order::Unordered, false);
-        }
-        match previous.partial_cmp(&current) {
-            Some(Ordering::Less) => decreasing_possible = false,
-            Some(Ordering::Greater) => increasing_possible = false,
-            Some(Ordering::Equal) => distinct = false,
-            None => return (Order::Unordered, false),
-        }
-        previous = current;
-    }
-    let order = match (increasing_possible, decreasing_possible) {
-        (true, _) => Order::Increasing,
-        (false, true) => Order::Decreasing,
-        (false, false) => Order::Unordered,
-    };
-    (order, distinct)
-}
-
 /// Whether casting from `from` to `to` keeps non-decreasing values non-decreasing: between
 /// numbers (widening, or truncating to integers), and between dates and times.
 fn keeps_order(from: &DataType, to: &DataType) -> bool {
     let number = |t: &DataType| t.is_integer() || t.is_floating() || t.is_decimal();
     let temporal = |t: &DataType| t.is_temporal();
     (number(from) && number(to)) || (temporal(from) && temporal(to))
-}
-
-fn is_nan(v: &ScalarValue) -> bool {
-    match v {
-        ScalarValue::Float16(Some(x)) => x.is_nan(),
-        ScalarValue::Float32(Some(x)) => x.is_nan(),
-        ScalarValue::Float64(Some(x)) => x.is_nan(),
-        _ => false,
-    }
 }
 
 impl AxisLookup for Coordinate {

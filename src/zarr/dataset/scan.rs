@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::compute::{filter_record_batch, take};
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Schema, SchemaRef};
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
 use futures::FutureExt;
 
@@ -17,6 +17,7 @@ use super::model::{Dataset, DatasetColumn};
 use super::variable::BoxValues;
 use crate::error::{Error, Result};
 use crate::scan::{held_bytes, rows_made, spawn_batches, UnitRead};
+use crate::zarr::plan::axis_expression::AxisExpression;
 use crate::zarr::plan::chunk_plan::{chunk_count, ChunkPlan};
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::grid_statistics::{AxisColumn, AxisValues};
@@ -58,8 +59,14 @@ impl GridReader for BlockReader {
         self.block_bytes()
     }
 
+    fn with_axis_expressions(&self, extra: Vec<AxisExpression>) -> Self {
+        self.with_derived(extra)
+    }
+
     fn axis_columns(&self) -> Vec<AxisColumn<'_>> {
         let dataset = &self.dataset;
+        let derived = (self.derived.iter().enumerate())
+            .map(|(i, d)| d.as_axis_column(self.projection.len() + i));
         (self.projection.iter().enumerate())
             .filter_map(|(column, &c)| match dataset.columns[c] {
                 DatasetColumn::Axis(axis) => Some(AxisColumn {
@@ -68,13 +75,14 @@ impl GridReader for BlockReader {
                     values: match &dataset.axes[axis].coordinate {
                         Some(coordinate) => AxisValues::Values {
                             values: &coordinate.values,
-                            order: coordinate.value_order(),
+                            order: coordinate.value_order,
                         },
                         None => AxisValues::Index,
                     },
                 }),
                 _ => None,
             })
+            .chain(derived)
             .collect()
     }
 
@@ -237,6 +245,8 @@ pub(crate) struct BlockReader {
     filter: Option<Arc<RowFilter<usize>>>,
     /// Rows per batch (before the row filter).
     batch_rows: usize,
+    /// Columns after the projection's, each an expression of an axis evaluated per index.
+    derived: Vec<AxisExpression>,
 }
 
 impl BlockReader {
@@ -263,6 +273,23 @@ impl BlockReader {
             schema,
             filter,
             batch_rows,
+            derived: Vec::new(),
+        }
+    }
+
+    /// The same reads with `derived` columns after the others.
+    fn with_derived(&self, derived: Vec<AxisExpression>) -> Self {
+        let fields = (self.schema.fields().iter().cloned())
+            .chain(derived.iter().map(|d| Arc::clone(&d.field)));
+        BlockReader {
+            dataset: Arc::clone(&self.dataset),
+            projection: self.projection.clone(),
+            needed: self.needed.clone(),
+            variables: self.variables.clone(),
+            schema: Arc::new(Schema::new(fields.collect::<Vec<_>>())),
+            filter: self.filter.clone(),
+            batch_rows: self.batch_rows,
+            derived,
         }
     }
 
@@ -283,7 +310,7 @@ impl BlockReader {
                 stored.saturating_add(cells.saturating_mul(8))
             })
             .fold(0u64, u64::saturating_add);
-        let row_bytes = (self.needed.len() as u64).saturating_mul(8);
+        let row_bytes = ((self.needed.len() + self.derived.len()) as u64).saturating_mul(8);
         boxes
             .saturating_add(cells.saturating_mul(8))
             .saturating_add(held_bytes(cells.saturating_mul(row_bytes)))
@@ -300,8 +327,8 @@ impl BlockReader {
     ) -> Result<()> {
         let dataset = &self.dataset;
         // Where the rows lie, when an axis column is wanted (several boxes: 8 bytes a row).
-        let wants_axes =
-            (self.needed.iter()).any(|&c| matches!(dataset.columns[c], DatasetColumn::Axis(_)));
+        let wants_axes = !self.derived.is_empty()
+            || (self.needed.iter()).any(|&c| matches!(dataset.columns[c], DatasetColumn::Axis(_)));
         let index = wants_axes.then(|| read.row_index());
         // Each variable is read once for all of its needed columns, its cells located once.
         let mut by_var: Vec<(usize, Vec<(usize, usize)>)> = Vec::new();
@@ -361,9 +388,21 @@ impl BlockReader {
                     values.insert(*c, array);
                 }
             }
-            let columns = (self.projection.iter())
+            let mut columns: Vec<ArrayRef> = (self.projection.iter())
                 .map(|c| Arc::clone(&values[c]))
                 .collect();
+            for d in &self.derived {
+                if dims.is_none() {
+                    let index =
+                        (index.as_ref()).ok_or_else(|| Error::Internal("no row index".into()))?;
+                    dims = Some(read.dimension_columns_in(index, rows.clone()));
+                }
+                let indices = (dims.as_ref().and_then(|all| all.get(d.axis)))
+                    .ok_or_else(|| Error::Internal(format!("no axis column {}", d.axis)))?;
+                let values = take(d.values.as_ref(), indices.as_ref(), None)
+                    .map_err(|e| Error::arrow("values of an axis's expression", e))?;
+                columns.push(values);
+            }
             let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
             let batch =
                 RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)

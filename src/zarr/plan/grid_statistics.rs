@@ -6,6 +6,7 @@
 //! statistics without running the scan, so every value here is exact only when it is: a
 //! row filter or a limit makes them bounds (`to_inexact` in the scan).
 
+use std::cmp::Ordering;
 use std::ops::Range;
 
 use arrow::array::{Array, ArrayRef};
@@ -26,6 +27,47 @@ pub(crate) enum ValueOrder {
     Descending { strict: bool },
     /// Neither, or with NULL or NaN.
     Unordered,
+}
+
+/// Which way `values` run along their index (unordered with a NULL or NaN).
+pub(crate) fn value_order(values: &ArrayRef) -> ValueOrder {
+    if values.null_count() > 0 {
+        return ValueOrder::Unordered;
+    }
+    let (mut ascending, mut descending, mut strict) = (true, true, true);
+    let mut previous = match value_at(values, 0) {
+        Some(v) => v,
+        None => return ValueOrder::Ascending { strict: true },
+    };
+    if is_nan(&previous) {
+        return ValueOrder::Unordered;
+    }
+    for i in 1..values.len() as u64 {
+        let Some(current) = value_at(values, i).filter(|v| !is_nan(v)) else {
+            return ValueOrder::Unordered;
+        };
+        match previous.partial_cmp(&current) {
+            Some(Ordering::Less) => descending = false,
+            Some(Ordering::Greater) => ascending = false,
+            Some(Ordering::Equal) => strict = false,
+            None => return ValueOrder::Unordered,
+        }
+        previous = current;
+    }
+    match (ascending, descending) {
+        (true, _) => ValueOrder::Ascending { strict },
+        (false, true) => ValueOrder::Descending { strict },
+        (false, false) => ValueOrder::Unordered,
+    }
+}
+
+pub(crate) fn is_nan(v: &ScalarValue) -> bool {
+    match v {
+        ScalarValue::Float16(Some(x)) => x.is_nan(),
+        ScalarValue::Float32(Some(x)) => x.is_nan(),
+        ScalarValue::Float64(Some(x)) => x.is_nan(),
+        _ => false,
+    }
 }
 
 /// What an axis's column holds.

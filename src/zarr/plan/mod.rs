@@ -6,6 +6,7 @@
 //! `grid_statistics.rs` and `output_order.rs` are what a plan tells the optimizer (axis
 //! columns' bounds and counts, the order rows come in).
 
+pub(crate) mod axis_expression;
 pub(crate) mod chunk_partitions;
 pub(crate) mod chunk_plan;
 pub(crate) mod chunk_selection;

@@ -43,9 +43,43 @@ pub(crate) fn sorted_axes(unit_shape: &[u64], selection: &Selection) -> usize {
 /// not in the output or whose values are unordered, and after one whose values repeat (rows
 /// of equal values need not be sorted in the next axis).
 pub(crate) fn sort_keys(sorted: usize, columns: &[AxisColumn<'_>]) -> Vec<SortKey> {
+    keys_choosing(sorted, |axis| columns.iter().find(|c| c.axis == axis))
+}
+
+/// Every order the rows keep: [`sort_keys`], and the same with each other column of one of
+/// its axes (a second column of an axis, such as an expression of it) in that axis's place.
+pub(crate) fn orderings(sorted: usize, columns: &[AxisColumn<'_>]) -> Vec<Vec<SortKey>> {
+    let primary = sort_keys(sorted, columns);
+    let mut all = vec![primary.clone()];
+    for other in columns {
+        let first = columns.iter().find(|c| c.axis == other.axis);
+        if other.axis >= primary.len() || first.is_some_and(|f| f.column == other.column) {
+            continue;
+        }
+        let choose = |axis: usize| {
+            if axis == other.axis {
+                Some(other)
+            } else {
+                columns.iter().find(|c| c.axis == axis)
+            }
+        };
+        let keys = keys_choosing(sorted, choose);
+        if keys.len() > other.axis && !all.contains(&keys) {
+            all.push(keys);
+        }
+    }
+    all.retain(|keys| !keys.is_empty());
+    all
+}
+
+/// The keys of the first `sorted` axes, each axis's column the one `choose` picks.
+fn keys_choosing<'c>(
+    sorted: usize,
+    choose: impl Fn(usize) -> Option<&'c AxisColumn<'c>>,
+) -> Vec<SortKey> {
     let mut keys = Vec::new();
     for axis in 0..sorted {
-        let Some(col) = columns.iter().find(|c| c.axis == axis) else {
+        let Some(col) = choose(axis) else {
             break;
         };
         let (descending, strict) = match col.values.order() {

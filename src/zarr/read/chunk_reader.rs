@@ -583,6 +583,7 @@ mod tests {
             filter: None,
             global_attrs: None,
             batch_rows: 8192,
+            derived: Vec::new(),
         });
         let metrics = ChunkMetrics::new(&ExecutionPlanMetricsSet::new(), 0);
         let mut batches = Vec::new();
