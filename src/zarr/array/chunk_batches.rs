@@ -122,7 +122,7 @@ impl ChunkBatches {
                 .any(|c| matches!(c, ColumnSource::Dimension(_)));
         let index = wants_dims.then(|| read.row_index());
         let batch_rows = rows_made(self.batch_rows);
-        for start in (0..read.rows).step_by(batch_rows) {
+        for start in (read.skip..read.rows).step_by(batch_rows) {
             let rows = start..(start + batch_rows).min(read.rows);
             let wanted = ColumnsWanted {
                 element: &self.reader.array.meta.element,

@@ -350,7 +350,7 @@ impl BlockReader {
             })
             .collect::<Result<Vec<_>>>()?;
         let batch_rows = rows_made(self.batch_rows);
-        for start in (0..read.rows).step_by(batch_rows) {
+        for start in (read.skip..read.rows).step_by(batch_rows) {
             let rows = start..(start + batch_rows).min(read.rows);
             let mut values: HashMap<usize, ArrayRef> = HashMap::new();
             let mut dims: Option<Vec<ArrayRef>> = None;

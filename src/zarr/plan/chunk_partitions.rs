@@ -93,18 +93,30 @@ impl ChunkPartitions {
         let count = (positions.end - positions.start) as usize;
         let plan = Arc::clone(&self.plan);
         if self.reversed {
-            // Chunks are read whole; the stream keeps the limit.
-            let reads = positions.rev().map(move |p| plan.read(p));
+            // Without a row filter, the limit is kept from the end: a chunk's leading rows
+            // beyond it are not made.
+            let mut remaining = if self.filtered { None } else { self.limit };
+            let reads = positions.rev().map_while(move |p| {
+                let mut read = plan.read(p);
+                if let Some(left) = remaining.as_mut() {
+                    if *left == 0 {
+                        return None;
+                    }
+                    let keep = read.rows.min(*left);
+                    read.skip = read.rows - keep;
+                    *left -= keep;
+                }
+                Some(read)
+            });
             return Ok((Box::new(reads), count));
         }
         let trim_to = if self.filtered { None } else { self.limit };
         Ok((Box::new(plan.reads(positions, trim_to)), count))
     }
 
-    /// The limit the batch stream keeps (the reads keep it when nothing is filtered and they
-    /// run forwards).
+    /// The limit the batch stream keeps (the reads keep it when nothing is filtered).
     pub(crate) fn stream_limit(&self) -> Option<usize> {
-        self.limit.filter(|_| self.filtered || self.reversed)
+        self.limit.filter(|_| self.filtered)
     }
 
     /// Rows of `partition` (or of all), before a row filter.
@@ -200,7 +212,13 @@ mod tests {
             .map(|r| r.origin[0])
             .collect();
         assert_eq!(origins, vec![12, 8, 16]);
-        assert_eq!(parts.stream_limit(), Some(7));
+        // Each partition makes no more than the limit, from its end: 4 + 3 rows, 2 rows.
+        let made: Vec<usize> = (0..2)
+            .flat_map(|p| parts.reads(p).unwrap().0)
+            .map(|r| r.rows - r.skip)
+            .collect();
+        assert_eq!(made, vec![4, 3, 2]);
+        assert_eq!(parts.stream_limit(), None);
         let exact = ChunkPartitions::new(&shape, &[4], &all, 1, Some(6), false, true);
         assert_eq!(exact.partitions, vec![3..5]);
         let more = ChunkPartitions::new(&shape, &[4], &all, 1, Some(50), false, true);

@@ -314,6 +314,7 @@ impl BoxChunks {
             .collect();
         ChunkSelection {
             rows: box_len(&local) as usize,
+            skip: 0,
             indices,
             origin,
             shape: chunk_shape.to_vec(),
@@ -406,6 +407,7 @@ pub(crate) fn list_chunk_reads(
             shape: vec![],
             local: vec![vec![]],
             rows: 1,
+            skip: 0,
         }];
     }
     let mut reads: BTreeMap<Vec<u64>, ChunkSelection> = BTreeMap::new();
@@ -435,6 +437,7 @@ pub(crate) fn list_chunk_reads(
                 shape: chunk_shape.to_vec(),
                 local: vec![],
                 rows: 0,
+                skip: 0,
             });
             read.rows += box_len(&local) as usize;
             read.local.push(local);

@@ -23,6 +23,9 @@ pub(crate) struct ChunkSelection {
     pub local: Vec<IndexBox>,
     /// How many of the selected rows to produce (a pushed-down limit may cut the last chunk).
     pub rows: usize,
+    /// How many of those not to produce from the front (a scan read backwards keeps its limit
+    /// from a chunk's end).
+    pub skip: usize,
 }
 
 impl ChunkSelection {
@@ -124,6 +127,7 @@ impl ChunkSelection {
                 })
                 .collect(),
             rows: self.rows,
+            skip: self.skip,
         };
         read.local.retain(|b| !box_is_empty(b));
         read
@@ -132,7 +136,8 @@ impl ChunkSelection {
     /// The read of the box at `start` of `shape` (chunk coordinates, holding every selected
     /// element) as pieces along its first dimension of at most `max_elements` elements each
     /// (at least one slice of the first dimension), each narrowed to its own box. Pieces with
-    /// no selected element are left out; together the pieces produce `rows` rows.
+    /// no selected element (or only skipped ones) are left out; together the pieces produce
+    /// `rows` rows, skipping `skip` first.
     pub(crate) fn pieces(
         &self,
         start: &[u64],
@@ -145,6 +150,7 @@ impl ChunkSelection {
         let slice: u64 = inner.iter().product();
         let step = (max_elements / slice.max(1)).max(1);
         let mut remaining = self.rows;
+        let mut skip = self.skip;
         let mut pieces = Vec::new();
         let mut offset = 0;
         while offset < first && remaining > 0 {
@@ -157,7 +163,9 @@ impl ChunkSelection {
             let selected: u64 = piece.local.iter().map(box_len).sum();
             piece.rows = remaining.min(selected as usize);
             remaining -= piece.rows;
-            if piece.rows > 0 {
+            piece.skip = skip.min(piece.rows);
+            skip -= piece.skip;
+            if piece.rows > piece.skip {
                 pieces.push(piece);
             }
             offset += n;
@@ -549,6 +557,17 @@ mod tests {
         let pieces = cut.pieces(&[0, 0], &[6, 6], 1);
         assert_eq!(pieces.iter().map(|p| p.rows).collect::<Vec<_>>(), [1, 1, 1]);
         assert_eq!(pieces[2].origin, vec![10, 0]);
+        // Read backwards with a limit (the first rows skipped): pieces of skipped rows only are
+        // left out, the one the cut falls in skips its share.
+        let mut tail = read.clone();
+        tail.skip = 2;
+        let pieces = tail.pieces(&[0, 0], &[6, 6], 1);
+        let rows: Vec<(usize, usize)> = pieces.iter().map(|p| (p.rows, p.skip)).collect();
+        assert_eq!(rows, [(2, 0)]);
+        tail.skip = 3;
+        let pieces = tail.pieces(&[0, 0], &[6, 6], 1);
+        let rows: Vec<(usize, usize)> = pieces.iter().map(|p| (p.rows, p.skip)).collect();
+        assert_eq!(rows, [(2, 1)]);
     }
 
     #[test]
