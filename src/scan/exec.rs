@@ -101,6 +101,11 @@ impl ScanExec {
         Some(ScanExec::new(self.source.with_axis_expressions(exprs)?))
     }
 
+    /// See [`ScanSource::rows_per_key_run`].
+    pub(crate) fn rows_per_key_run(&self, columns: &[usize]) -> Option<u64> {
+        self.source.rows_per_key_run(columns)
+    }
+
     /// The scan read backwards, when its source can be (a cluster replaying a sort pushed
     /// into the scan).
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]

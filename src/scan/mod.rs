@@ -11,6 +11,7 @@ mod order_policy;
 mod origin;
 mod projection;
 mod read_buffers;
+mod run_aggregate;
 mod source;
 
 pub(crate) use axis_group_keys::AxisGroupKeys;

@@ -74,6 +74,12 @@ pub(crate) trait ScanSource: fmt::Debug + Send + Sync + 'static {
         None
     }
 
+    /// The fewest rows in a row of equal values of the output `columns` (all of them grid
+    /// axes, or expressions of one) within a unit, when known.
+    fn rows_per_key_run(&self, _columns: &[usize]) -> Option<u64> {
+        None
+    }
+
     /// The same scan with `exprs` (each with its output name) as extra columns after its
     /// own, each computed once per index of the one grid axis it reads; `None` unless every
     /// expression reads only one axis's column.

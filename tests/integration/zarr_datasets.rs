@@ -120,6 +120,7 @@ async fn ndfusion_sessions_answer_as_plain_datafusion_does() {
         ("g", "tests/data/zarr_v3/grid_2d.zarr"),
         ("s", "tests/data/zarr_v3/struct_1d.zarr"),
         ("m", "tests/data/ordered/weather_months/*.zarr"),
+        ("d", "tests/data/ordered/daily_grid.zarr"),
     ];
     let queries = [
         "SELECT date_trunc('month', time) k, count(*), sum(temp) FROM w GROUP BY 1 ORDER BY 1",
@@ -135,6 +136,12 @@ async fn ndfusion_sessions_answer_as_plain_datafusion_does() {
         "SELECT time, lat, lon, temp FROM m ORDER BY time DESC, lat, lon DESC LIMIT 20",
         "SELECT time, lat, lon, temp FROM m WHERE time > '2001-02-20' ORDER BY time, lat DESC, lon LIMIT 20",
         "SELECT min(time), max(time), min(lat), max(lon), count(*) FROM m WHERE lat BETWEEN 15 AND 35",
+        // Runs of a day's 1280 cells: the run aggregate.
+        "SELECT date_trunc('month', time) k, count(*), sum(t), min(t), max(t), round(stddev(t), 9), count(DISTINCT x) FROM d GROUP BY 1 ORDER BY 1",
+        "SELECT date_trunc('week', time) k, round(avg(t), 9), sum(x), count(t), round(var_pop(t), 6) FROM d WHERE t > 10 GROUP BY 1 ORDER BY 1",
+        "SELECT time, y, sum(t) FROM d WHERE x < 3 GROUP BY 1, 2 ORDER BY 1, 2 LIMIT 50",
+        "SELECT extract(dow FROM time) w, round(avg(t), 3), count(*) FROM d WHERE time > '2002-01-20' GROUP BY 1 ORDER BY 1",
+        "SELECT time, avg(t), bool_and(t > 0), array_agg(y ORDER BY y DESC)[1] FROM d GROUP BY 1 ORDER BY 1",
     ];
     let ndfusion = new_session_context();
     let plain = datafusion::prelude::SessionContext::new();

@@ -275,6 +275,26 @@ impl<R: GridReader> ScanSource for GridScan<R> {
         orderings
     }
 
+    /// Within a unit a key of axis `a` keeps its value while the axes after it run through
+    /// the unit's selected extent (one selection box: C order).
+    fn rows_per_key_run(&self, columns: &[usize]) -> Option<u64> {
+        let [b] = self.settings.selection.boxes() else {
+            return None;
+        };
+        let axis_columns = self.reader.axis_columns();
+        let last = (columns.iter())
+            .map(|c| axis_columns.iter().find(|a| a.column == *c).map(|a| a.axis))
+            .collect::<Option<Vec<_>>>()?
+            .into_iter()
+            .max()?;
+        let (_, unit_shape) = self.reader.grid();
+        Some(
+            (last + 1..unit_shape.len())
+                .map(|d| unit_shape[d].min(b[d].len()))
+                .product(),
+        )
+    }
+
     fn with_axis_expressions(
         &self,
         exprs: &[(Arc<dyn PhysicalExpr>, String)],

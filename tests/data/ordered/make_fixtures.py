@@ -103,5 +103,24 @@ for month, part in weather.groupby("time.month"):
     enc = {"time": dict(encoding["time"]), "temp": {"chunks": (10, 4, 3)}}
     part.to_zarr(path, zarr_format=3, encoding=enc, consolidated=True)
 
+# A larger grid: 40 days x 32 x 40 cells, so a day's cells (1280) are a run long enough for
+# the run aggregate (src/scan/run_aggregate.rs); two months.
+DAYS = pd.date_range("2002-01-12", periods=40, freq="D")
+grid = xr.Dataset(
+    {"t": (("time", "y", "x"),
+           (np.arange(40)[:, None, None] + rng.normal(0, 1, (40, 32, 40))).astype("float32"))},
+    coords={"time": DAYS, "y": np.arange(32), "x": np.arange(40)},
+)
+path = fresh("daily_grid.zarr")
+grid.to_zarr(path, zarr_format=3, consolidated=True,
+             encoding={"time": dict(encoding["time"]), "t": {"chunks": (10, 32, 40)}})
+g = xr.open_zarr(path)
+by_month = g.t.resample(time="1MS")
+expected["grid_monthly"] = [
+    [ns(t), repr(float(m)), repr(float(lo)), int(n)]
+    for t, m, lo, n in zip(by_month.mean(...).time.values, by_month.mean(...).values,
+                           by_month.min(...).values, by_month.count(...).values)
+]
+
 (HERE / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
-print("wrote", path.parent, "and", HERE / "weather.zarr")
+print("wrote the fixtures in", HERE)
