@@ -136,6 +136,9 @@ async fn ndfusion_sessions_answer_as_plain_datafusion_does() {
         "SELECT time, lat, lon, temp FROM m ORDER BY time DESC, lat, lon DESC LIMIT 20",
         "SELECT time, lat, lon, temp FROM m WHERE time > '2001-02-20' ORDER BY time, lat DESC, lon LIMIT 20",
         "SELECT min(time), max(time), min(lat), max(lon), count(*) FROM m WHERE lat BETWEEN 15 AND 35",
+        "SELECT count(*), sum(temp) FROM m WHERE temp > 25 AND time > '2001-03-15'",
+        "SELECT count(*) FROM m WHERE time IS NULL OR lat > 100",
+        "SELECT __global_attrs__.month, count(*) FROM m WHERE time BETWEEN '2001-01-30' AND '2001-02-02' GROUP BY 1 ORDER BY 1",
         // Runs of a day's 1280 cells: the run aggregate.
         "SELECT date_trunc('month', time) k, count(*), sum(t), min(t), max(t), round(stddev(t), 9), count(DISTINCT x) FROM d GROUP BY 1 ORDER BY 1",
         "SELECT date_trunc('week', time) k, round(avg(t), 9), sum(x), count(t), round(var_pop(t), 6) FROM d WHERE t > 10 GROUP BY 1 ORDER BY 1",

@@ -3,6 +3,7 @@
 //! members by `__global_attrs__` filters, `scan.rs` reads the chosen members one after another
 //! in each partition.
 
+mod member_ranges;
 pub(crate) mod members;
 mod scan;
 mod table;

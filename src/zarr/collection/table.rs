@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use tokio::sync::OnceCell;
+
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::Session;
@@ -15,6 +17,7 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use futures::{StreamExt, TryStreamExt};
 
+use super::member_ranges::MemberRanges;
 use super::scan::{CollectionScan, MemberColumn, MemberScan};
 use crate::error::{Error, Result};
 use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
@@ -34,6 +37,8 @@ pub(crate) struct CollectionTable {
     schema: SchemaRef,
     /// One value per member.
     global_attrs: Option<GlobalAttrs>,
+    /// The members' bounds, worked out at the first scan with a filter they may decide.
+    ranges: OnceCell<Arc<MemberRanges>>,
 }
 
 #[derive(Debug)]
@@ -126,7 +131,29 @@ impl CollectionTable {
             members,
             schema: Arc::new(Schema::new(schema_fields)),
             global_attrs,
+            ranges: OnceCell::new(),
         })
+    }
+
+    /// Every member's bounds of the collection's columns: its whole scan's statistics.
+    async fn member_ranges(&self, state: &dyn Session) -> DfResult<Arc<MemberRanges>> {
+        let mut per_member = Vec::with_capacity(self.members.len());
+        for member in &self.members {
+            let plan = member.table.provider().scan(state, None, &[], None).await?;
+            let own = plan.partition_statistics(None)?;
+            let mut stats = Statistics::new_unknown(&self.schema).with_num_rows(own.num_rows);
+            for (out, column) in stats.column_statistics.iter_mut().zip(&member.columns) {
+                match column.and_then(|c| own.column_statistics.get(c)) {
+                    Some(c) => *out = c.clone(),
+                    None => out.null_count = own.num_rows,
+                }
+            }
+            per_member.push(stats);
+        }
+        Ok(Arc::new(MemberRanges::new(
+            Arc::clone(&self.schema),
+            &per_member,
+        )))
     }
 
     /// Whether every member has every column `filter` reads.
@@ -194,6 +221,19 @@ impl TableProvider for CollectionTable {
                 .any(|c| c.name == GLOBAL_ATTRS_COLUMN)
             {
                 member_filters.push(filter.clone());
+            }
+        }
+        // Filters on dimensions and coordinates decide members from their bounds, all at
+        // once, before any member's scan is planned.
+        if !member_filters.is_empty() {
+            let ranges = self
+                .ranges
+                .get_or_try_init(|| self.member_ranges(state))
+                .await?;
+            if let Some(may_match) = ranges.may_match(&member_filters, state) {
+                for (keep, may) in chosen.iter_mut().zip(may_match) {
+                    *keep &= may;
+                }
             }
         }
         let projection: Vec<usize> = projection
