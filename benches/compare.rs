@@ -3,7 +3,7 @@
 //!     cargo bench --bench compare                  # full size (50M records, 100k nd batches)
 //!     cargo bench --bench compare -- --records 5000000 --batches 10000   # smaller
 //!
-//!     cargo bench --bench compare -- --only s3     # one section: zarr, dataset,
+//!     cargo bench --bench compare -- --only s3     # one section: zarr, order, dataset,
 //!                                                  # collection, s3, lance_nd, plan,
 //!                                                  # memory or cluster
 //!
@@ -48,7 +48,8 @@ struct Args {
     /// `--run FORMAT LOCATION SQL`: only run one query (for profilers and the memory check).
     run: Option<(String, String, String)>,
     repeat: usize,
-    /// `--only SECTION`: zarr, dataset, collection, s3, lance_nd, plan, memory or cluster.
+    /// `--only SECTION`: zarr, order, dataset, collection, s3, lance_nd, plan, memory or
+    /// cluster.
     only: Option<String>,
 }
 
@@ -541,6 +542,9 @@ async fn main() {
         }
     }
 
+    if args.runs("order") {
+        order_section(&args, &mut rows, py).await;
+    }
     if args.runs("dataset") {
         dataset_section(&args, &mut rows, py).await;
     }
@@ -829,6 +833,218 @@ async fn dataset_section(args: &Args, rows: &mut Vec<Row>, py: bool) {
             baseline: "ndfusion, local files".into(),
             theirs: Some(local),
         });
+    }
+}
+
+/// Issue 25: what statistics and order answer, each against the full scan and xarray (or
+/// zarr-python) in the same run: the 50M-record array, the 100M-cell dataset and a
+/// collection of 10,000 daily stores.
+async fn order_section(args: &Args, rows: &mut Vec<Row>, py: bool) {
+    // The array: extremes and the last rows of the dimension.
+    let path = args.dir.join(format!("records_{}_zstd.zarr", args.records));
+    if !path.join("zarr.json").exists() {
+        println!("generating {}", path.display());
+        generate_zarr(&path, args.records, true);
+    }
+    let location = path.to_string_lossy().to_string();
+    let ctx = ndfusion::new_session_context();
+    let table = ndfusion::ZarrTable::open(&location).await.unwrap();
+    ctx.register_table("t", Arc::new(table)).unwrap();
+    let group = format!("Zarr {}M records, zstd", args.records / 1_000_000);
+    let (full, _) = median(|| sql(&ctx, "SELECT sum(value) FROM t")).await;
+    let (max_i, _) = median(|| sql(&ctx, "SELECT max(i) FROM t")).await;
+    let last_q = "SELECT value, i FROM t ORDER BY i DESC LIMIT 10";
+    let (last, _) = median(|| sql(&ctx, last_q)).await;
+    let pyt = py
+        .then(|| {
+            python_medians(&format!(
+                "{PY_TIMER}\nimport zarr\na = zarr.open_array({location:?}, mode='r')\n\
+                 r = {{'max': med(lambda: a.shape[0] - 1), 'last': med(lambda: a[-10:]['value'])}}\n\
+                 print(json.dumps(r))"
+            ))
+        })
+        .flatten();
+    let p = |k: &str| pyt.as_ref().and_then(|v| v[k].as_f64());
+    for (q, ours, key) in [
+        ("max(i) (statistics)", max_i, "max"),
+        ("ORDER BY i DESC LIMIT 10", last, "last"),
+    ] {
+        rows.push(Row {
+            group: group.clone(),
+            query: q.into(),
+            ours,
+            baseline: "ndfusion full scan, sum(value)".into(),
+            theirs: Some(full),
+        });
+        rows.push(Row {
+            group: group.clone(),
+            query: q.into(),
+            ours,
+            baseline: "zarr-python (a.shape, a[-10:])".into(),
+            theirs: p(key),
+        });
+    }
+
+    // The dataset: the extremes of time, the last rows, monthly means.
+    if let Some(path) = py.then(|| dataset_location(args)).flatten() {
+        let location = path.to_string_lossy().to_string();
+        let table = ndfusion::ZarrTable::open(&location).await.unwrap();
+        ctx.register_table("d", Arc::new(table)).unwrap();
+        let group = "xarray dataset 1000 x 100 x 1000 float32, zstd".to_string();
+        let (full, _) = median(|| sql(&ctx, "SELECT avg(temp) FROM d")).await;
+        let max_q = "SELECT CAST(max(time) AS BIGINT) FROM d";
+        let (max_t, _) = median(|| sql(&ctx, max_q)).await;
+        let last_q =
+            "SELECT temp, time, lat, lon FROM d ORDER BY time DESC, lat DESC, lon DESC LIMIT 10";
+        let (last, _) = median(|| sql(&ctx, last_q)).await;
+        let monthly_q = "SELECT avg(temp) FROM d GROUP BY date_trunc('month', time)";
+        let (monthly, _) = median(|| sql(&ctx, monthly_q)).await;
+        // The same without ndfusion's rule that computes the key once per day.
+        let plain = datafusion::prelude::SessionContext::new();
+        let table = ndfusion::ZarrTable::open(&location).await.unwrap();
+        plain.register_table("d", Arc::new(table)).unwrap();
+        let (monthly_plain, _) = median(|| sql(&plain, monthly_q)).await;
+        let pyt = python_medians(&format!(
+            "{PY_TIMER}\nimport xarray as xr\nds = xr.open_zarr({location:?})\n\
+             r = {{'max': med(lambda: ds.time.max().values),\n\
+             'last': med(lambda: ds.isel(time=slice(-10, None)).temp.values),\n\
+             'monthly': med(lambda: ds.temp.resample(time='1MS').mean(...).values, n=3),\n\
+             'full': med(lambda: float(ds.temp.mean().compute()), n=3)}}\n\
+             print(json.dumps(r))"
+        ));
+        let p = |k: &str| pyt.as_ref().and_then(|v| v[k].as_f64());
+        for (q, ours, key, what) in [
+            ("max(time) (statistics)", max_t, "max", "ds.time.max()"),
+            (
+                "ORDER BY time DESC LIMIT 10 (read backwards)",
+                last,
+                "last",
+                "ds.isel(time=slice(-10, None))",
+            ),
+            (
+                "avg(temp) GROUP BY date_trunc('month', time)",
+                monthly,
+                "monthly",
+                "ds.temp.resample(time='1MS').mean(...)",
+            ),
+            ("avg(temp), all 100M cells", full, "full", "ds.temp.mean()"),
+        ] {
+            rows.push(Row {
+                group: group.clone(),
+                query: q.into(),
+                ours,
+                baseline: format!("xarray + dask, {what}"),
+                theirs: p(key),
+            });
+        }
+        for (q, ours) in [
+            ("max(time) (statistics)", max_t),
+            ("ORDER BY time DESC LIMIT 10 (read backwards)", last),
+        ] {
+            rows.push(Row {
+                group: group.clone(),
+                query: q.into(),
+                ours,
+                baseline: "ndfusion full scan, avg(temp)".into(),
+                theirs: Some(full),
+            });
+        }
+        rows.push(Row {
+            group: group.clone(),
+            query: "avg(temp) GROUP BY date_trunc('month', time)".into(),
+            ours: monthly,
+            baseline: "a plain DataFusion context (key per row, hashed)".into(),
+            theirs: Some(monthly_plain),
+        });
+    } else {
+        println!("order section: the dataset is written by xarray (python3.12 not found)");
+    }
+
+    // 10,000 daily stores: one day's range, the latest time.
+    let dir = args.dir.join("daily_10k");
+    if !dir
+        .join(format!("d{:05}.zarr", MEMBERS - 1))
+        .join("temp")
+        .exists()
+    {
+        println!("generating {}", dir.display());
+        generate_daily_collection(&dir);
+    }
+    let pattern = format!("{}/*.zarr", dir.display());
+    let table = ndfusion::ZarrTable::open(&pattern).await.unwrap();
+    ctx.register_table("c", Arc::new(table)).unwrap();
+    let group = format!("{MEMBERS} daily Zarr datasets x 24 hours x 100 stations");
+    let (full, _) = median(|| sql(&ctx, "SELECT avg(temp) FROM c")).await;
+    let day_q = "SELECT avg(temp) FROM c WHERE time >= '2010-06-01' AND time < '2010-06-02'";
+    let (day, _) = median(|| sql(&ctx, day_q)).await;
+    let max_q = "SELECT CAST(max(time) AS BIGINT) FROM c";
+    let (max_t, _) = median(|| sql(&ctx, max_q)).await;
+    for (q, ours) in [
+        ("avg(temp), one day (1 member of 10,000)", day),
+        ("max(time) (statistics)", max_t),
+    ] {
+        rows.push(Row {
+            group: group.clone(),
+            query: q.into(),
+            ours,
+            baseline: "ndfusion full scan, avg(temp)".into(),
+            theirs: Some(full),
+        });
+    }
+}
+
+/// 10,000 daily stores from 2000-01-01 on, each a dataset of 24 hourly times x 100 stations
+/// of float32, written as files (zarr.json and uncompressed chunks): a time coordinate with
+/// CF units, and `temp`.
+fn generate_daily_collection(dir: &Path) {
+    for m in 0..MEMBERS {
+        let path = dir.join(format!("d{m:05}.zarr"));
+        let write = |rel: &str, bytes: &[u8]| {
+            let file = path.join(rel);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(file, bytes).unwrap();
+        };
+        let group = serde_json::json!({"zarr_format": 3, "node_type": "group",
+            "attributes": {"day": m}});
+        write("zarr.json", group.to_string().as_bytes());
+        let array = |shape: serde_json::Value,
+                     dims: serde_json::Value,
+                     dtype: &str,
+                     fill: serde_json::Value,
+                     attrs: serde_json::Value| {
+            serde_json::json!({"zarr_format": 3, "node_type": "array", "shape": shape,
+                "data_type": dtype, "fill_value": fill,
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": shape}},
+                "chunk_key_encoding": {"name": "default"},
+                "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+                "dimension_names": dims, "attributes": attrs})
+            .to_string()
+        };
+        let time = array(
+            serde_json::json!([24]),
+            serde_json::json!(["time"]),
+            "int64",
+            serde_json::json!(0),
+            serde_json::json!({"units": "hours since 2000-01-01 00:00:00",
+                "calendar": "proleptic_gregorian"}),
+        );
+        write("time/zarr.json", time.as_bytes());
+        let hours: Vec<u8> = (0..24i64)
+            .flat_map(|h| (m as i64 * 24 + h).to_le_bytes())
+            .collect();
+        write("time/c/0", &hours);
+        let temp = array(
+            serde_json::json!([24, 100]),
+            serde_json::json!(["time", "station"]),
+            "float32",
+            serde_json::json!("NaN"),
+            serde_json::json!({}),
+        );
+        write("temp/zarr.json", temp.as_bytes());
+        let values: Vec<u8> = (0..24 * 100)
+            .flat_map(|k| ((m % 365) as f32 / 10.0 + (k % 100) as f32 / 100.0).to_le_bytes())
+            .collect();
+        write("temp/c/0/0", &values);
     }
 }
 
