@@ -6,17 +6,19 @@
 //! per row is the aggregate's own arithmetic.
 //!
 //! It replaces `AggregateExec: mode=Partial` only where the scan says every key's runs are
-//! long (at least [`MIN_RUN_ROWS`] rows; few groups, so they are kept in a small map) and the
+//! long (at least [`MIN_RUN_ROWS`] rows, so at most one group per 1,024 rows) and the
 //! aggregates are plain (no DISTINCT, ORDER BY or FILTER). Its output is the partial
 //! aggregate's: keys and accumulator states, which the final aggregate above merges, in the
 //! order the keys first came (the scan's order, so the plan's orderings hold).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::compute::partition;
 use datafusion::common::{Result, ScalarValue};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::expressions::Column;
@@ -115,12 +117,17 @@ impl ExecutionPlan for RunAggregateExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let input = self.aggregate.input().execute(partition, context)?;
+        let input = self
+            .aggregate
+            .input()
+            .execute(partition, Arc::clone(&context))?;
         let aggregate = Arc::clone(&self.aggregate);
         let metrics = BaselineMetrics::new(&self.metrics, partition);
         let schema = aggregate.schema();
+        let reservation = MemoryConsumer::new(format!("RunAggregateExec[{partition}]"))
+            .register(context.memory_pool());
         let result = async move {
-            let mut groups = Groups::new(&aggregate)?;
+            let mut groups = Groups::new(&aggregate, reservation);
             let mut input = input;
             while let Some(batch) = input.next().await {
                 let batch = batch?;
@@ -143,33 +150,55 @@ impl ExecutionPlan for RunAggregateExec {
     }
 }
 
-/// One partition's groups: their keys in the order first seen, and their accumulators.
+/// One partition's groups: their keys in the order first seen, and their accumulators, whose
+/// memory is reserved from the session's pool (an aggregate such as `array_agg` keeps every
+/// value: past the pool's limit the query fails with DataFusion's error naming this scan).
 struct Groups {
     aggregate: Arc<AggregateExec>,
     keys: Vec<Vec<ScalarValue>>,
+    /// Where each key's group is, and the group of the last run (runs of sorted keys find
+    /// theirs at once).
+    index: HashMap<Vec<ScalarValue>, usize>,
+    last: Option<usize>,
     accumulators: Vec<Vec<Box<dyn Accumulator>>>,
+    /// The accumulators' bytes, kept up to date run by run, and their reservation.
+    bytes: usize,
+    reservation: MemoryReservation,
 }
 
 impl Groups {
-    fn new(aggregate: &Arc<AggregateExec>) -> Result<Self> {
-        Ok(Groups {
+    fn new(aggregate: &Arc<AggregateExec>, reservation: MemoryReservation) -> Self {
+        Groups {
             aggregate: Arc::clone(aggregate),
             keys: Vec::new(),
+            index: HashMap::new(),
+            last: None,
             accumulators: Vec::new(),
-        })
+            bytes: 0,
+            reservation,
+        }
     }
 
-    /// The group of `key`, made when first seen (the runs are long: groups are few).
+    /// The group of `key`, made when first seen.
     fn group_of(&mut self, key: Vec<ScalarValue>) -> Result<usize> {
-        if let Some(at) = self.keys.iter().rposition(|k| *k == key) {
+        if let Some(last) = self.last.filter(|&g| self.keys[g] == key) {
+            return Ok(last);
+        }
+        if let Some(&at) = self.index.get(&key) {
+            self.last = Some(at);
             return Ok(at);
         }
         let accumulators = (self.aggregate.aggr_expr().iter())
             .map(|a| a.create_accumulator())
             .collect::<Result<Vec<_>>>()?;
+        self.bytes += accumulators.iter().map(|a| a.size()).sum::<usize>();
+        self.bytes += key.iter().map(ScalarValue::size).sum::<usize>() * 2;
+        let at = self.keys.len();
+        self.index.insert(key.clone(), at);
         self.keys.push(key);
         self.accumulators.push(accumulators);
-        Ok(self.keys.len() - 1)
+        self.last = Some(at);
+        Ok(at)
     }
 
     fn update(&mut self, batch: &RecordBatch) -> Result<()> {
@@ -194,10 +223,12 @@ impl Groups {
             for (accumulator, args) in self.accumulators[group].iter_mut().zip(&arguments) {
                 let slices: Vec<ArrayRef> =
                     args.iter().map(|a| a.slice(run.start, run.len())).collect();
+                let before = accumulator.size();
                 accumulator.update_batch(&slices)?;
+                self.bytes = (self.bytes + accumulator.size()).saturating_sub(before);
             }
         }
-        Ok(())
+        self.reservation.try_resize(self.bytes)
     }
 
     /// The keys, then each aggregate's state, one row per group.
