@@ -175,3 +175,106 @@ async fn ndfusion_sessions_answer_as_plain_datafusion_does() {
         assert!(ours.lines().count() > 4, "{query}: no rows\n{ours}");
     }
 }
+
+/// The statistics scans give DataFusion, per partition and in all, against the fixtures'
+/// values: exact bounds and counts of dimension and coordinate columns from the selection,
+/// bounds only (`Inexact`) under a row filter.
+#[tokio::test]
+async fn scans_state_exact_statistics_of_their_dimension_columns() {
+    use datafusion::common::stats::Precision;
+    use datafusion::common::ScalarValue;
+    use datafusion::physical_plan::ExecutionPlan;
+    use std::sync::Arc;
+
+    async fn scan_of(
+        ctx: &datafusion::prelude::SessionContext,
+        sql: &str,
+    ) -> Arc<dyn ExecutionPlan> {
+        let plan = ctx
+            .sql(sql)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        let mut node = plan;
+        while !node.name().ends_with("ScanExec") {
+            node = Arc::clone(node.children()[0]);
+        }
+        node
+    }
+    let ctx = new_session_context();
+    ctx.sql("SET datafusion.execution.target_partitions = 2")
+        .await
+        .unwrap();
+    for (name, location) in [
+        ("s", "tests/data/zarr_v3/struct_1d.zarr"),
+        ("w", "tests/data/ordered/weather.zarr"),
+    ] {
+        let create = format!("CREATE EXTERNAL TABLE {name} STORED AS ZARR LOCATION '{location}'");
+        ctx.sql(&create).await.unwrap();
+    }
+    let int = |v: i64| Precision::Exact(ScalarValue::Int64(Some(v)));
+
+    // struct_1d: 10 elements in chunks of 4 (expected.json: dim_0 0..9); 3 chunks over two
+    // partitions, the first two chunks and the last.
+    let scan = scan_of(&ctx, "SELECT dim_0, id FROM s").await;
+    let all = scan.partition_statistics(None).unwrap();
+    assert_eq!(all.num_rows, Precision::Exact(10));
+    let dim = &all.column_statistics[0];
+    assert_eq!(
+        (dim.min_value.clone(), dim.max_value.clone()),
+        (int(0), int(9))
+    );
+    assert_eq!(
+        (dim.distinct_count, dim.null_count),
+        (Precision::Exact(10), Precision::Exact(0))
+    );
+    assert_eq!(all.column_statistics[1].min_value, Precision::Absent);
+    let first = scan.partition_statistics(Some(0)).unwrap();
+    let second = scan.partition_statistics(Some(1)).unwrap();
+    assert_eq!(first.num_rows, Precision::Exact(8));
+    assert_eq!(first.column_statistics[0].max_value, int(7));
+    assert_eq!(second.column_statistics[0].min_value, int(8));
+    assert_eq!(
+        second.column_statistics[0].distinct_count,
+        Precision::Exact(2)
+    );
+
+    // A dimension filter narrows them exactly; a row filter leaves bounds.
+    let scan = scan_of(&ctx, "SELECT dim_0 FROM s WHERE dim_0 > 2 AND dim_0 < 6").await;
+    let narrowed = scan.partition_statistics(None).unwrap();
+    assert_eq!(narrowed.num_rows, Precision::Exact(3));
+    assert_eq!(narrowed.column_statistics[0].min_value, int(3));
+    let scan = scan_of(&ctx, "SELECT dim_0 FROM s WHERE id > 20").await;
+    let filtered = scan.partition_statistics(None).unwrap();
+    assert!(matches!(filtered.num_rows, Precision::Inexact(_)));
+    let bound = Precision::Inexact(ScalarValue::Int64(Some(9)));
+    assert_eq!(filtered.column_statistics[0].max_value, bound);
+
+    // weather.zarr: the time coordinate's values over the selected days (expected.json: the
+    // first day 978307200000000000 ns, the last 985996800000000000); lat descends 40..10.
+    let scan = scan_of(&ctx, "SELECT time, lat FROM w WHERE lat < 35").await;
+    let all = scan.partition_statistics(None).unwrap();
+    let time = |ns: i64| Precision::Exact(ScalarValue::TimestampNanosecond(Some(ns), None));
+    assert_eq!(all.num_rows, Precision::Exact(90 * 3 * 3));
+    assert_eq!(all.column_statistics[0].min_value, time(978307200000000000));
+    assert_eq!(all.column_statistics[0].max_value, time(985996800000000000));
+    assert_eq!(
+        all.column_statistics[0].distinct_count,
+        Precision::Exact(90)
+    );
+    let lat = &all.column_statistics[1];
+    let float = |v: f64| Precision::Exact(ScalarValue::Float64(Some(v)));
+    assert_eq!(
+        (lat.min_value.clone(), lat.max_value.clone()),
+        (float(10.0), float(30.0))
+    );
+    // Nine 10-day chunks over two partitions: days 0..50 and 50..90.
+    let first = scan.partition_statistics(Some(0)).unwrap();
+    assert_eq!(
+        first.column_statistics[0].max_value,
+        time(978307200000000000 + 49 * 86_400_000_000_000)
+    );
+    assert_eq!(first.num_rows, Precision::Exact(50 * 9));
+}
