@@ -13,6 +13,9 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use crate::zarr::plan::grid_statistics::{value_order, AxisColumn, AxisValues, ValueOrder};
 
+/// The longest axis an expression is evaluated over at planning.
+pub(crate) const MAX_AXIS_VALUES: usize = 1 << 20;
+
 /// An output column computed once per index of `axis`.
 #[derive(Debug, Clone)]
 pub(crate) struct AxisExpression {
@@ -44,7 +47,12 @@ impl AxisExpression {
             axis = Some(found.axis);
         }
         let axis = axis?;
+        // Evaluated at planning, value by value for its order: a longer axis (an index of
+        // 10^9, which metadata may declare) is left to DataFusion, per row.
         let len = usize::try_from(axis_len(axis)).ok()?;
+        if len > MAX_AXIS_VALUES {
+            return None;
+        }
         // The other columns are NULL: the expression does not read them.
         let nullable: Vec<Field> = (schema.fields().iter())
             .map(|f| f.as_ref().clone().with_nullable(true))
@@ -160,5 +168,9 @@ mod tests {
             )),
         ));
         assert!(AxisExpression::evaluate(&both, "b", &schema, &columns, len).is_none());
+        // An axis longer than planning evaluates (an index of 10^9): left to DataFusion.
+        let quarter_of_huge =
+            AxisExpression::evaluate(&quarter, "q", &schema, &columns, |_| 1_000_000_000);
+        assert!(quarter_of_huge.is_none());
     }
 }
