@@ -576,6 +576,30 @@ mod tests {
         assert!(plan.contains("row_filter="), "{plan}");
     }
 
+    /// A sort pushed into a scan read backwards travels as `reversed` and is replayed so
+    /// (cluster sessions declare no orders, so only a session that does can send one).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn scans_read_backwards_travel_as_such() {
+        for (create, query) in [
+            (
+                "CREATE EXTERNAL TABLE s STORED AS ZARR LOCATION 'tests/data/zarr_v3/struct_1d.zarr'",
+                "SELECT dim_0, id FROM s ORDER BY dim_0 DESC LIMIT 6",
+            ),
+            (
+                "CREATE EXTERNAL TABLE w STORED AS ZARR LOCATION 'tests/data/ordered/weather.zarr'",
+                "SELECT time, lat, lon, temp FROM w ORDER BY time DESC, lat, lon DESC LIMIT 20",
+            ),
+            (
+                "CREATE EXTERNAL TABLE m STORED AS ZARR \
+                 LOCATION 'tests/data/ordered/weather_months/*.zarr'",
+                "SELECT time, lat, lon, temp FROM m ORDER BY time DESC, lat, lon DESC LIMIT 20",
+            ),
+        ] {
+            let plan = round_trip(create, query).await;
+            assert!(plan.contains("reversed"), "{plan}");
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn dataset_collection_and_lance_nd_scans_travel() {
         round_trip(
