@@ -16,8 +16,9 @@ use std::sync::Arc;
 
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
-use datafusion::common::Result;
+use datafusion::common::{internal_err, Result};
 use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode, PhysicalGroupBy};
@@ -84,28 +85,73 @@ fn keys_into_scan(aggregate: &AggregateExec) -> Result<Option<Arc<AggregateExec>
     if computed.is_empty() {
         return Ok(None);
     }
-    let Some(scan) = scan.with_axis_expressions(&computed) else {
+    // The scan keeps only the columns the aggregate still reads (a `time` read only by
+    // `date_trunc('month', time)` is not made per row), then one column per computed key.
+    let mut read: Vec<usize> = Vec::new();
+    let plain_keys = (group.expr().iter()).filter(|(e, _)| e.downcast_ref::<Column>().is_some());
+    let arguments = (aggregate.aggr_expr().iter()).flat_map(|a| a.expressions());
+    let filters = aggregate.filter_expr().iter().flatten().cloned();
+    for expr in plain_keys
+        .map(|(e, _)| Arc::clone(e))
+        .chain(arguments)
+        .chain(filters)
+    {
+        read.extend(collect_columns(&expr).iter().map(Column::index));
+    }
+    read.sort_unstable();
+    read.dedup();
+    let Some(scan) = scan.with_axis_expressions(&computed, &read) else {
         return Ok(None);
     };
-    // The scan's columns, then one per computed key, in order.
-    let schema = scan.schema();
-    let mut next = schema.fields().len() - computed.len();
+    let moved = |expr: &Arc<dyn PhysicalExpr>| -> Result<Arc<dyn PhysicalExpr>> {
+        Arc::clone(expr)
+            .transform_up(|e| match e.downcast_ref::<Column>() {
+                Some(c) => match read.iter().position(|&i| i == c.index()) {
+                    Some(at) => Ok(Transformed::yes(Arc::new(Column::new(c.name(), at)) as _)),
+                    None => internal_err!("AxisGroupKeys: column {c} was not kept"),
+                },
+                None => Ok(Transformed::no(e)),
+            })
+            .data()
+    };
+    let mut next = read.len();
     let keys = (group.expr().iter())
         .map(|(expr, name)| {
             if expr.downcast_ref::<Column>().is_some() {
-                return (Arc::clone(expr), name.clone());
+                return Ok((moved(expr)?, name.clone()));
             }
             let column: Arc<dyn PhysicalExpr> = Arc::new(Column::new(name, next));
             next += 1;
-            (column, name.clone())
+            Ok((column, name.clone()))
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
+    let aggregates = (aggregate.aggr_expr().iter())
+        .map(|a| {
+            let args = a
+                .expressions()
+                .iter()
+                .map(moved)
+                .collect::<Result<Vec<_>>>()?;
+            let order = a
+                .order_bys()
+                .iter()
+                .map(|o| moved(&o.expr))
+                .collect::<Result<_>>()?;
+            match a.with_new_expressions(args, order) {
+                Some(moved) => Ok(Arc::new(moved)),
+                None => internal_err!("AxisGroupKeys: {} kept its arguments", a.name()),
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let filters = (aggregate.filter_expr().iter())
+        .map(|f| f.as_ref().map(moved).transpose())
+        .collect::<Result<Vec<_>>>()?;
     let input: Arc<dyn ExecutionPlan> = Arc::new(scan);
     let rewritten = AggregateExec::try_new(
         *aggregate.mode(),
         PhysicalGroupBy::new_single(keys),
-        aggregate.aggr_expr().to_vec(),
-        aggregate.filter_expr().to_vec(),
+        aggregates,
+        filters,
         Arc::clone(&input),
         input.schema(),
     )?

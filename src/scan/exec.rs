@@ -97,8 +97,11 @@ impl ScanExec {
     pub(crate) fn with_axis_expressions(
         &self,
         exprs: &[(Arc<dyn PhysicalExpr>, String)],
+        keep: &[usize],
     ) -> Option<ScanExec> {
-        Some(ScanExec::new(self.source.with_axis_expressions(exprs)?))
+        Some(ScanExec::new(
+            self.source.with_axis_expressions(exprs, keep)?,
+        ))
     }
 
     /// See [`ScanSource::rows_per_key_run`].

@@ -80,12 +80,14 @@ pub(crate) trait ScanSource: fmt::Debug + Send + Sync + 'static {
         None
     }
 
-    /// The same scan with `exprs` (each with its output name) as extra columns after its
-    /// own, each computed once per index of the one grid axis it reads; `None` unless every
-    /// expression reads only one axis's column.
+    /// The same scan with only its output columns `keep` (in that order), then `exprs` (each
+    /// with its output name, over this scan's columns) as extra columns, each computed once
+    /// per index of the one grid axis it reads; `None` unless every expression reads only one
+    /// axis's column.
     fn with_axis_expressions(
         &self,
         _exprs: &[(Arc<dyn PhysicalExpr>, String)],
+        _keep: &[usize],
     ) -> Option<Arc<dyn ScanSource>> {
         None
     }

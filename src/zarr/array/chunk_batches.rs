@@ -40,13 +40,13 @@ pub(crate) struct ChunkBatches {
 }
 
 impl ChunkBatches {
-    /// The same reads with `derived` columns after the others.
-    pub(crate) fn with_derived(&self, derived: Vec<AxisExpression>) -> Self {
-        let fields = (self.schema.fields().iter().cloned())
+    /// The same reads of the columns `keep` (positions in this output), then `derived`.
+    pub(crate) fn with_derived(&self, derived: Vec<AxisExpression>, keep: &[usize]) -> Self {
+        let fields = (keep.iter().map(|&i| Arc::clone(&self.schema.fields()[i])))
             .chain(derived.iter().map(|d| Arc::clone(&d.field)));
         ChunkBatches {
             reader: Arc::clone(&self.reader),
-            columns: self.columns.clone(),
+            columns: keep.iter().map(|&i| self.columns[i]).collect(),
             schema: Arc::new(Schema::new(fields.collect::<Vec<_>>())),
             filter: self.filter.clone(),
             global_attrs: self.global_attrs.clone(),
@@ -133,6 +133,11 @@ impl ChunkBatches {
             let gather = gather.slice(rows.clone());
             let mut columns = ChunkColumns::new(wanted, read, index.as_ref(), rows, bytes, gather);
             if let Some(filter) = &self.filter {
+                // Dimension columns exist before the rows are narrowed (so the filter narrows
+                // them too) when a derived column is made from them.
+                if let Some(d) = self.derived.first() {
+                    columns.get(ColumnSource::Dimension(d.axis))?;
+                }
                 columns.apply(filter)?;
                 if columns.rows() == 0 {
                     continue;

@@ -68,8 +68,8 @@ impl GridReader for ChunkBatches {
         own.chain(derived).collect()
     }
 
-    fn with_axis_expressions(&self, extra: Vec<AxisExpression>) -> Self {
-        self.with_derived(extra)
+    fn with_axis_expressions(&self, extra: Vec<AxisExpression>, keep: &[usize]) -> Self {
+        self.with_derived(extra, keep)
     }
 
     fn describe_selection(&self, selection: &Selection) -> String {

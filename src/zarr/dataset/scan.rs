@@ -59,8 +59,8 @@ impl GridReader for BlockReader {
         self.block_bytes()
     }
 
-    fn with_axis_expressions(&self, extra: Vec<AxisExpression>) -> Self {
-        self.with_derived(extra)
+    fn with_axis_expressions(&self, extra: Vec<AxisExpression>, keep: &[usize]) -> Self {
+        self.with_derived(extra, keep)
     }
 
     fn axis_columns(&self) -> Vec<AxisColumn<'_>> {
@@ -277,20 +277,21 @@ impl BlockReader {
         }
     }
 
-    /// The same reads with `derived` columns after the others.
-    fn with_derived(&self, derived: Vec<AxisExpression>) -> Self {
-        let fields = (self.schema.fields().iter().cloned())
+    /// The same reads of the columns `keep` (positions in this output), then `derived`.
+    fn with_derived(&self, derived: Vec<AxisExpression>, keep: &[usize]) -> Self {
+        let fields = (keep.iter().map(|&i| Arc::clone(&self.schema.fields()[i])))
             .chain(derived.iter().map(|d| Arc::clone(&d.field)));
-        BlockReader {
-            dataset: Arc::clone(&self.dataset),
-            projection: self.projection.clone(),
-            needed: self.needed.clone(),
-            variables: self.variables.clone(),
-            schema: Arc::new(Schema::new(fields.collect::<Vec<_>>())),
-            filter: self.filter.clone(),
-            batch_rows: self.batch_rows,
-            derived,
-        }
+        let projection = keep.iter().map(|&i| self.projection[i]).collect();
+        let schema = Arc::new(Schema::new(fields.collect::<Vec<_>>()));
+        let mut reader = BlockReader::new(
+            Arc::clone(&self.dataset),
+            projection,
+            schema,
+            self.filter.clone(),
+            self.batch_rows,
+        );
+        reader.derived = derived;
+        reader
     }
 
     /// What reading one block holds at most: each needed variable's box under the block,

@@ -53,8 +53,8 @@ pub(crate) trait GridReader: fmt::Debug + Send + Sync + Sized + 'static {
     fn unit_bytes(&self) -> u64;
     /// The output columns that are grid axes (or expressions of one), and what they hold.
     fn axis_columns(&self) -> Vec<AxisColumn<'_>>;
-    /// The same reader with `extra` columns after its own.
-    fn with_axis_expressions(&self, extra: Vec<AxisExpression>) -> Self;
+    /// The same reader with only its output columns `keep`, then `extra` columns.
+    fn with_axis_expressions(&self, extra: Vec<AxisExpression>, keep: &[usize]) -> Self;
 
     /// `selection`, as EXPLAIN shows it.
     fn describe_selection(&self, selection: &Selection) -> String;
@@ -298,6 +298,7 @@ impl<R: GridReader> ScanSource for GridScan<R> {
     fn with_axis_expressions(
         &self,
         exprs: &[(Arc<dyn PhysicalExpr>, String)],
+        keep: &[usize],
     ) -> Option<Arc<dyn ScanSource>> {
         let reader = &self.reader;
         let (shape, _) = reader.grid();
@@ -307,7 +308,7 @@ impl<R: GridReader> ScanSource for GridScan<R> {
                 AxisExpression::evaluate(expr, name, reader.schema(), &columns, |a| shape[a])
             })
             .collect::<Option<Vec<_>>>()?;
-        let reader = Arc::new(reader.with_axis_expressions(extra));
+        let reader = Arc::new(reader.with_axis_expressions(extra, keep));
         Some(Arc::new(GridScan::new(reader, self.settings.clone())))
     }
 
