@@ -17,6 +17,39 @@ use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_optimizer::pruning::PruningPredicate;
 
+/// Where one collection column of a member comes from, for the member's statistics.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ColumnOrigin {
+    /// Column `i` of the member's own scan.
+    Member(usize),
+    /// The member lacks it: NULL on all its rows.
+    Missing,
+    /// `__global_attrs__`: never NULL.
+    Attributes,
+}
+
+/// A member's statistics `own` (of its own scan) as the collection's columns (`schema`),
+/// each column from where `origins` says.
+pub(crate) fn as_collection_statistics(
+    own: &Statistics,
+    schema: &SchemaRef,
+    origins: impl IntoIterator<Item = ColumnOrigin>,
+) -> Statistics {
+    let mut stats = Statistics::new_unknown(schema).with_num_rows(own.num_rows);
+    for (out, origin) in stats.column_statistics.iter_mut().zip(origins) {
+        match origin {
+            ColumnOrigin::Member(i) => {
+                if let Some(c) = own.column_statistics.get(i) {
+                    *out = c.clone();
+                }
+            }
+            ColumnOrigin::Missing => out.null_count = own.num_rows,
+            ColumnOrigin::Attributes => out.null_count = Precision::Exact(0),
+        }
+    }
+    stats
+}
+
 /// The members' bounds, per collection column.
 #[derive(Debug)]
 pub(crate) struct MemberRanges {

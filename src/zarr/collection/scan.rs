@@ -17,6 +17,7 @@ use datafusion::physical_plan::metrics::{Count, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::{DisplayFormatType, ExecutionPlan};
 use futures::{StreamExt, TryStreamExt};
 
+use super::member_ranges::{as_collection_statistics, ColumnOrigin};
 use crate::scan::{
     column_names, nth_partition, OpenPartition, PartitionUnits, ScanExec, ScanShape, ScanSource,
     SortKey, UnitRead,
@@ -85,6 +86,25 @@ impl CollectionScan {
             target_partitions,
             reversed: false,
         }
+    }
+
+    /// The same collection scan over `members` (this one's, changed), stopping at `limit`.
+    fn with_members(
+        &self,
+        members: Vec<MemberScan>,
+        limit: Option<usize>,
+        reversed: bool,
+    ) -> Arc<dyn ScanSource> {
+        let mut scan = CollectionScan::new(
+            self.pattern.clone(),
+            Arc::clone(&self.schema),
+            members,
+            self.total_members,
+            limit,
+            self.target_partitions,
+        );
+        scan.reversed = reversed;
+        Arc::new(scan)
     }
 
     /// The sort keys every member's scan keeps, as the collection's columns, while the
@@ -242,16 +262,7 @@ impl ScanSource for CollectionScan {
                 ..MemberScan::clone(m)
             })
             .collect();
-        let mut scan = CollectionScan::new(
-            self.pattern.clone(),
-            Arc::clone(&self.schema),
-            members,
-            self.total_members,
-            limit,
-            self.target_partitions,
-        );
-        scan.reversed = self.reversed;
-        Some(Arc::new(scan))
+        Some(self.with_members(members, limit, self.reversed))
     }
 
     /// Read backwards, the members' scans keep the reversed keys and come last to first: the
@@ -278,16 +289,7 @@ impl ScanSource for CollectionScan {
                 ..MemberScan::clone(member)
             });
         }
-        let mut scan = CollectionScan::new(
-            self.pattern.clone(),
-            Arc::clone(&self.schema),
-            members,
-            self.total_members,
-            self.limit,
-            self.target_partitions,
-        );
-        scan.reversed = !self.reversed;
-        Some(Arc::new(scan))
+        Some(self.with_members(members, self.limit, !self.reversed))
     }
 
     /// The members' statistics merged: exact bounds of a column when every member's are
@@ -362,19 +364,12 @@ fn range_of(member: &MemberScan, key: SortKey) -> Option<(ScalarValue, ScalarVal
 /// A member's statistics as the collection's columns.
 fn member_statistics(member: &MemberScan, schema: &SchemaRef) -> Result<Statistics> {
     let own = member.plan.partition_statistics(None)?;
-    let mut stats = Statistics::new_unknown(schema).with_num_rows(own.num_rows);
-    for (out, column) in stats.column_statistics.iter_mut().zip(&member.columns) {
-        match column {
-            MemberColumn::Member(i) => {
-                if let Some(c) = own.column_statistics.get(*i) {
-                    *out = c.clone();
-                }
-            }
-            MemberColumn::Null(_) => out.null_count = own.num_rows,
-            MemberColumn::GlobalAttrs => out.null_count = Precision::Exact(0),
-        }
-    }
-    Ok(stats)
+    let origins = member.columns.iter().map(|c| match c {
+        MemberColumn::Member(i) => ColumnOrigin::Member(*i),
+        MemberColumn::Null(_) => ColumnOrigin::Missing,
+        MemberColumn::GlobalAttrs => ColumnOrigin::Attributes,
+    });
+    Ok(as_collection_statistics(&own, schema, origins))
 }
 
 /// A member's batch with the collection's columns.

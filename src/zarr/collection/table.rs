@@ -17,7 +17,7 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use futures::{StreamExt, TryStreamExt};
 
-use super::member_ranges::MemberRanges;
+use super::member_ranges::{as_collection_statistics, ColumnOrigin, MemberRanges};
 use super::scan::{CollectionScan, MemberColumn, MemberScan};
 use crate::error::{Error, Result};
 use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
@@ -137,18 +137,17 @@ impl CollectionTable {
 
     /// Every member's bounds of the collection's columns: its whole scan's statistics.
     async fn member_ranges(&self, state: &dyn Session) -> DfResult<Arc<MemberRanges>> {
+        let attrs_index = self.schema.index_of(GLOBAL_ATTRS_COLUMN).ok();
         let mut per_member = Vec::with_capacity(self.members.len());
         for member in &self.members {
             let plan = member.table.provider().scan(state, None, &[], None).await?;
             let own = plan.partition_statistics(None)?;
-            let mut stats = Statistics::new_unknown(&self.schema).with_num_rows(own.num_rows);
-            for (out, column) in stats.column_statistics.iter_mut().zip(&member.columns) {
-                match column.and_then(|c| own.column_statistics.get(c)) {
-                    Some(c) => *out = c.clone(),
-                    None => out.null_count = own.num_rows,
-                }
-            }
-            per_member.push(stats);
+            let origins = (member.columns.iter().enumerate()).map(|(c, own)| match own {
+                _ if Some(c) == attrs_index => ColumnOrigin::Attributes,
+                Some(i) => ColumnOrigin::Member(*i),
+                None => ColumnOrigin::Missing,
+            });
+            per_member.push(as_collection_statistics(&own, &self.schema, origins));
         }
         Ok(Arc::new(MemberRanges::new(
             Arc::clone(&self.schema),
