@@ -9,6 +9,9 @@ pub(crate) const FORMAT_KEY: &str = "lance_nd:format";
 pub(crate) const FORMAT_VERSION: &str = "1";
 /// Prefix of the optional per-array statistics columns, `__stats__:<array>`.
 pub(crate) const STATS_PREFIX: &str = "__stats__:";
+/// The column a Lance scan adds with `with_row_address`: fragment id << 32 | row offset
+/// (`lance_core::ROW_ADDR`, not re-exported by `lance`).
+pub(crate) const ROW_ADDR: &str = "_rowaddr";
 
 /// A Lance error while writing the table at `uri`; `left` says what the failed write left in
 /// the table (Lance commits each step atomically, so it is known which steps landed).

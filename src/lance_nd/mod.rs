@@ -4,7 +4,8 @@
 //! `writer/` appends batches with schema evolution; `reader.rs` reads them back as
 //! [`NdRecordBatch`](crate::NdRecordBatch)es; `table.rs` is the SQL table, whose scan
 //! (`scan.rs`) has Lance filter rows (`filter.rs`) and materializes each onto its grid
-//! (`materialize.rs`). `location.rs` resolves where a table is and how Lance reaches it.
+//! (`materialize.rs`); `statistics.rs` is what the scan states before reading (row counts,
+//! index ranges, `__stats__` bounds per fragment). `location.rs` resolves where a table is and how Lance reaches it.
 
 mod damage;
 mod factory;
@@ -15,6 +16,7 @@ mod materialize;
 mod options;
 mod reader;
 mod scan;
+mod statistics;
 mod table;
 mod writer;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::stats::Precision;
-use datafusion::common::Result;
+use datafusion::common::{Result, Statistics};
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::metrics::{Count, MetricBuilder};
@@ -21,6 +21,7 @@ use super::damage::read_error_naming_files;
 use super::format::read_error;
 use super::materialize::{ColumnSource, Materializer};
 use super::options::LanceNdOptions;
+use super::statistics::TableSummary;
 use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
 use crate::scan::{
     column_names, fmt_options, nth_partition, OpenPartition, PartitionUnits, ScanShape, ScanSource,
@@ -43,6 +44,8 @@ pub(crate) struct ScanRequest {
     pub columns: Vec<ColumnSource>,
     /// All arrays of the table: each row's grid comes from all of them.
     pub arrays: Vec<(String, DataType)>,
+    /// What each fragment's rows hold, for the scan's statistics.
+    pub summary: Arc<TableSummary>,
     /// Exact filter, evaluated by Lance.
     pub lance_filter: Option<Expr>,
     /// Row-skipping test on `__stats__` columns, evaluated by Lance (inexact).
@@ -247,7 +250,42 @@ impl ScanSource for LanceNdScan {
         ))
     }
 
-    fn num_rows(&self, _partition: Option<usize>) -> Result<Precision<usize>> {
-        Ok(Precision::Absent)
+    fn num_rows(&self, partition: Option<usize>) -> Result<Precision<usize>> {
+        Ok(self.statistics(partition)?.num_rows)
+    }
+
+    fn statistics(&self, partition: Option<usize>) -> Result<Statistics> {
+        let request = &self.request;
+        let fragments: Vec<u64> = match partition {
+            Some(p) => nth_partition(&self.partitions, p, NAME)?
+                .iter()
+                .flatten()
+                .map(|f| f.id)
+                .collect(),
+            None => self
+                .partitions
+                .iter()
+                .flatten()
+                .flatten()
+                .map(|f| f.id)
+                .collect(),
+        };
+        let types: Vec<DataType> = request
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let filtered = request.lance_filter.is_some() || request.stats_filter.is_some();
+        Ok(request
+            .summary
+            .statistics(
+                &fragments,
+                &request.columns,
+                &types,
+                filtered,
+                request.limit,
+            )
+            .unwrap_or_else(|| Statistics::new_unknown(&request.schema)))
     }
 }

@@ -22,10 +22,10 @@ use super::location::TableLocation;
 use super::materialize::ColumnSource;
 use super::options::LanceNdOptions;
 use super::scan::{LanceNdScan, ScanRequest};
+use super::statistics::{SummaryBuilder, TableSummary};
+use super::writer::check_stats_field;
 use crate::error::{Error, Result};
-use crate::nd::arrow_encoding::{
-    decode_dims, is_nd_array_field, nd_array_parts, GLOBAL_ATTRS_COLUMN,
-};
+use crate::nd::arrow_encoding::{is_nd_array_field, nd_array_parts, GLOBAL_ATTRS_COLUMN};
 use crate::scan::project_columns;
 use crate::scan::ScanExec;
 use crate::table_source::{Opened, ScanOrigin, TableSource};
@@ -55,6 +55,8 @@ pub struct LanceNdTable {
     arrays: Vec<(String, DataType)>,
     /// Arrays with a `__stats__:<array>` column.
     stats: HashSet<String>,
+    /// Per-fragment row counts, dimension sizes and `__stats__` bounds.
+    summary: Arc<TableSummary>,
     options: LanceNdOptions,
     /// How to open the table again, at the version read here.
     source: Arc<TableSource>,
@@ -140,7 +142,19 @@ impl LanceNdTable {
             .iter()
             .filter_map(|f| f.name().strip_prefix(STATS_PREFIX).map(str::to_string))
             .collect();
-        let dims = dimension_names(&dataset, uri, &arrays).await?;
+        // Bounds only from `__stats__` columns of the shape the writer checks (anyone may have
+        // added one); filters still use every such column (`classify`).
+        let bounded: Vec<String> = arrays
+            .iter()
+            .filter(|(a, t)| {
+                let name = format!("{STATS_PREFIX}{a}");
+                table_schema
+                    .field_with_name(&name)
+                    .is_ok_and(|f| check_stats_field(uri, f, a, t).is_ok())
+            })
+            .map(|(a, _)| a.clone())
+            .collect();
+        let (dims, summary) = summarize(&dataset, uri, &arrays, &bounded).await?;
 
         let mut fields = Vec::new();
         let mut columns = Vec::new();
@@ -172,6 +186,7 @@ impl LanceNdTable {
             columns,
             arrays,
             stats,
+            summary: Arc::new(summary),
             options,
             source,
         })
@@ -193,61 +208,36 @@ impl LanceNdTable {
     }
 }
 
-/// Every dimension name of every array in the table, in order of first appearance.
-async fn dimension_names(
+/// Every dimension name of every array in the table, in order of first appearance, and the
+/// statistics of every fragment: one scan of the arrays' `dim_names` and `dim_sizes` and the
+/// `__stats__` columns of `stats`.
+async fn summarize(
     dataset: &Dataset,
     uri: &str,
     arrays: &[(String, DataType)],
-) -> Result<Vec<String>> {
+    stats: &[String],
+) -> Result<(Vec<String>, TableSummary)> {
+    let mut summary = SummaryBuilder::new(uri, arrays, stats);
     if arrays.is_empty() {
-        return Ok(vec![]);
+        return Ok(summary.finish());
     }
-    let projection: Vec<String> = arrays
-        .iter()
-        .flat_map(|(a, _)| [format!("{a}.dim_names"), format!("{a}.dim_sizes")])
-        .collect();
     let mut scanner = dataset.scan();
     scanner
-        .project(&projection)
+        .project(&summary.projection())
         .map_err(|e| read_error(uri, e))?;
+    scanner.with_row_address();
     let mut stream = scanner
         .try_into_stream()
         .await
         .map_err(|e| read_error(uri, e))?;
-    let mut names: Vec<String> = Vec::new();
-    let mut row = 0;
     loop {
-        let batch = match stream.try_next().await {
-            Ok(Some(batch)) => batch,
+        match stream.try_next().await {
+            Ok(Some(batch)) => summary.add(&batch)?,
             Ok(None) => break,
             Err(e) => return Err(read_error_naming_files(dataset, uri, e).await),
-        };
-        for (a, _) in arrays {
-            let (Some(n), Some(s)) = (
-                batch.column_by_name(&format!("{a}.dim_names")),
-                batch.column_by_name(&format!("{a}.dim_sizes")),
-            ) else {
-                return Err(Error::InvalidTable {
-                    uri: uri.to_string(),
-                    reason: format!("array '{a}' has no dim_names / dim_sizes"),
-                });
-            };
-            for r in 0..batch.num_rows() {
-                let dims = decode_dims(n, s, r).map_err(|e| Error::InvalidRow {
-                    uri: uri.to_string(),
-                    row: (row + r) as u64,
-                    source: e.in_array(a),
-                })?;
-                for d in dims {
-                    if !names.contains(&d.name) {
-                        names.push(d.name);
-                    }
-                }
-            }
         }
-        row += batch.num_rows();
     }
-    Ok(names)
+    Ok(summary.finish())
 }
 
 #[async_trait]
@@ -283,6 +273,7 @@ impl TableProvider for LanceNdTable {
             schema,
             columns,
             arrays: self.arrays.clone(),
+            summary: Arc::clone(&self.summary),
             lance_filter: conjunction(exact),
             stats_filter: conjunction(skipping),
             limit,

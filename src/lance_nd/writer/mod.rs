@@ -9,6 +9,8 @@ mod encode;
 mod schema_plan;
 mod statistics;
 
+pub(crate) use statistics::check_stats_field;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -150,6 +150,47 @@ expected["many"] = {"sql": {
     "cells_g3": sum(n for i, (n, _) in enumerate(lens) if i % 10 == 3),
 }, "indices": [i["name"] for i in ds.list_indices()]}
 
+# 5. `__stats__:v` columns ({min, max} of each row's values, the lance-nd convention) written
+# by pylance over three appends (three fragments): the third fragment's row has v but no
+# statistics, as a writer that does not keep them would leave it; a row without v has w.
+uri = fresh("stats.lance")
+schema = pa.schema([
+    nd_field("v", pa.float64()),
+    nd_field("w", pa.int32()),
+    pa.field("__stats__:v", pa.struct([pa.field("min", pa.float64(), True), pa.field("max", pa.float64(), True)]), True),
+    globals_field([("id", pa.utf8())]),
+], metadata=META)
+fragments = [
+    [("p", np.array([3.5, -2.0, 7.25, 0.0]), None), ("q", np.array([[1.5, 9.0], [4.0, -6.5]]), None)],
+    [("r", np.array([11.0, 2.0]), None), ("s", None, np.array([1, 2, 3], dtype=np.int32))],
+    [("u", np.array([100.0, -100.0, 5.0]), None)],
+]
+summary = []
+for n, rows in enumerate(fragments):
+    vs, ws, st, gs = [], [], [], []
+    for id_, v, w in rows:
+        if v is None:
+            vs.append(None)
+            st.append(None)
+        else:
+            vs.append(nd(v, [("t", v.shape[0])] if v.ndim == 1 else [("t", v.shape[0]), ("k", v.shape[1])]))
+            st.append(None if n == 2 else {"min": float(v.min()), "max": float(v.max())})
+        ws.append(None if w is None else nd(w, [("station", w.shape[0])]))
+        gs.append({"id": id_})
+    write(uri, pa.table({"v": vs, "w": ws, "__stats__:v": st, "__global_attrs__": gs}, schema=schema), mode="create" if n == 0 else "append")
+    cells = [v.size if v is not None else w.size for _, v, w in rows]
+    t_sizes = [v.shape[0] for _, v, _ in rows if v is not None]
+    values = [v for _, v, _ in rows if v is not None]
+    summary.append({
+        "cells": int(sum(cells)),
+        "t_max": int(max(t_sizes)) - 1,
+        "t_nulls": int(sum(c for c, (_, v, _) in zip(cells, rows) if v is None)),
+        "v_min": float(min(v.min() for v in values)),
+        "v_max": float(max(v.max() for v in values)),
+    })
+ds = lance.dataset(uri)
+expected["stats"] = {"fragments": summary, "fragment_rows": [f.count_rows() for f in ds.get_fragments()]}
+
 # 4. Bad input: a Lance table without the lance-nd marker, and a row that breaks the rules
 # (5 values for dimensions x=2, y=3).
 write(fresh("bad_no_marker.lance"), pa.table({"a": [1, 2]}))
