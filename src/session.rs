@@ -4,10 +4,12 @@ use std::sync::Arc;
 
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::lance_nd::LanceNdTableFactory;
-use crate::scan::AxisGroupKeys;
+use crate::scan::{RunAggregates, ScanDerivedColumns};
 use crate::zarr::ZarrTableFactory;
 
 /// The `STORED AS` name of Zarr tables.
@@ -74,9 +76,40 @@ pub fn new_session_context_with_runtime(
         .with_config(config)
         .with_runtime_env(runtime)
         .with_default_features()
-        .with_physical_optimizer_rule(Arc::new(AxisGroupKeys))
+        .with_physical_optimizer_rules(physical_optimizer_rules())
         .build();
     let ctx = SessionContext::new_with_state(state);
     register_table_factories(&ctx);
     ctx
+}
+
+/// DataFusion's physical optimizer rules with ndfusion's: `ScanDerivedColumns` just before
+/// `AggregateStatistics` (which then answers aggregates of what the scan computed from its
+/// metadata), `RunAggregates` after all of them.
+fn physical_optimizer_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
+    let mut rules = PhysicalOptimizer::new().rules;
+    let at = (rules.iter())
+        .position(|r| r.name() == "aggregate_statistics")
+        .unwrap_or(0);
+    rules.insert(at, Arc::new(ScanDerivedColumns));
+    rules.push(Arc::new(RunAggregates));
+    rules
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_columns_come_just_before_aggregate_statistics() {
+        let names: Vec<String> = (physical_optimizer_rules().iter())
+            .map(|r| r.name().to_string())
+            .collect();
+        let at = names
+            .iter()
+            .position(|n| n == "ScanDerivedColumns")
+            .unwrap();
+        assert_eq!(names[at + 1], "aggregate_statistics", "{names:?}");
+        assert_eq!(names.last().unwrap(), "RunAggregates");
+    }
 }

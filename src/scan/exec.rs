@@ -91,16 +91,16 @@ impl ScanExec {
         scan
     }
 
-    /// The same scan with `exprs` as extra columns computed per index of a grid axis (see
-    /// [`ScanSource::with_axis_expressions`]). The copy has no origin: a cluster's codec
+    /// The same scan with `exprs` as extra columns computed at planning (see
+    /// [`ScanSource::with_derived_columns`]). The copy has no origin: a cluster's codec
     /// refuses it rather than replay a different scan.
-    pub(crate) fn with_axis_expressions(
+    pub(crate) fn with_derived_columns(
         &self,
         exprs: &[(Arc<dyn PhysicalExpr>, String)],
         keep: &[usize],
     ) -> Option<ScanExec> {
         Some(ScanExec::new(
-            self.source.with_axis_expressions(exprs, keep)?,
+            self.source.with_derived_columns(exprs, keep)?,
         ))
     }
 

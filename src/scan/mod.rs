@@ -3,9 +3,9 @@
 //! `zarr/array/scan.rs`, `zarr/dataset/scan.rs`, `zarr/collection/scan.rs`,
 //! `lance_nd/scan.rs`.
 
-mod axis_group_keys;
 mod batch_channel;
 mod batches;
+mod derived_columns;
 mod exec;
 mod order_policy;
 mod origin;
@@ -14,15 +14,16 @@ mod read_buffers;
 mod run_aggregate;
 mod source;
 
-pub(crate) use axis_group_keys::AxisGroupKeys;
 pub(crate) use batch_channel::{held_bytes, rows_made, spawn_batches, BatchSender};
 pub(crate) use batches::{reversed_unit, row_count};
+pub(crate) use derived_columns::ScanDerivedColumns;
 pub(crate) use exec::ScanExec;
 pub(crate) use order_policy::declares_order;
 #[cfg(feature = "cluster")]
 pub(crate) use origin::OriginSlot;
 pub(crate) use origin::ScanCall;
 pub(crate) use projection::project_columns;
+pub(crate) use run_aggregate::RunAggregates;
 pub(crate) use source::{
     column_names, fmt_options, nth_partition, OpenPartition, PartitionUnits, ScanShape, ScanSource,
     SortKey, UnitBatches, UnitRead,

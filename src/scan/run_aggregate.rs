@@ -17,11 +17,14 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::compute::partition;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -41,6 +44,40 @@ pub(crate) struct RunAggregateExec {
     /// The partial aggregate this replaces: its keys, aggregates, schema and properties.
     aggregate: Arc<AggregateExec>,
     metrics: ExecutionPlanMetricsSet,
+}
+
+/// Partial aggregates over key runs where the scan says runs are long: the rule runs after
+/// DataFusion's own rules (which settle the aggregate's mode and partitioning).
+#[derive(Debug, Default)]
+pub(crate) struct RunAggregates;
+
+impl PhysicalOptimizerRule for RunAggregates {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| {
+            let Some(aggregate) = node.downcast_ref::<AggregateExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            Ok(
+                match RunAggregateExec::replacing(&Arc::new(aggregate.clone())) {
+                    Some(runs) => Transformed::yes(Arc::new(runs) as Arc<dyn ExecutionPlan>),
+                    None => Transformed::no(node),
+                },
+            )
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "RunAggregates"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
 }
 
 impl RunAggregateExec {

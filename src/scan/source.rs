@@ -81,10 +81,11 @@ pub(crate) trait ScanSource: fmt::Debug + Send + Sync + 'static {
     }
 
     /// The same scan with only its output columns `keep` (in that order), then `exprs` (each
-    /// with its output name, over this scan's columns) as extra columns, each computed once
-    /// per index of the one grid axis it reads; `None` unless every expression reads only one
-    /// axis's column.
-    fn with_axis_expressions(
+    /// with its output name, over this scan's columns) as extra columns computed at planning:
+    /// once per index of the one grid axis an expression reads, or once per array or member
+    /// for an expression of `__global_attrs__` alone; `None` unless the scan can compute
+    /// every one.
+    fn with_derived_columns(
         &self,
         _exprs: &[(Arc<dyn PhysicalExpr>, String)],
         _keep: &[usize],

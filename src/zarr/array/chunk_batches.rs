@@ -13,14 +13,13 @@ use crate::scan::{held_bytes, rows_made, spawn_batches, BatchSender, UnitBatches
 use crate::zarr::decode::columns::{ChunkColumns, ColumnsWanted};
 use crate::zarr::metadata::attributes::GlobalAttrs;
 use crate::zarr::metadata::schema::ColumnSource;
-use crate::zarr::plan::axis_expression::AxisExpression;
 use crate::zarr::plan::chunk_selection::ChunkSelection;
+use crate::zarr::plan::derived_column::DerivedColumn;
 use crate::zarr::plan::gather::Gather;
 use crate::zarr::plan::row_filter::RowFilter;
 use crate::zarr::read::chunk_reader::{ChunkReader, ChunkSink};
 use crate::zarr::read::metrics::ChunkMetrics;
 use arrow::array::{RecordBatch, RecordBatchOptions};
-use arrow::compute::take;
 use arrow::datatypes::{Schema, SchemaRef};
 
 /// What to produce from each chunk: the projected columns and their schema.
@@ -35,15 +34,16 @@ pub(crate) struct ChunkBatches {
     pub global_attrs: Option<GlobalAttrs>,
     /// Rows per batch (before the row filter).
     pub batch_rows: usize,
-    /// Columns after `columns`, each an expression of a dimension evaluated per index.
-    pub derived: Vec<AxisExpression>,
+    /// Columns after `columns`: expressions of a dimension evaluated per index, or of the
+    /// global attributes (constants).
+    pub derived: Vec<DerivedColumn>,
 }
 
 impl ChunkBatches {
     /// The same reads of the columns `keep` (positions in this output), then `derived`.
-    pub(crate) fn with_derived(&self, derived: Vec<AxisExpression>, keep: &[usize]) -> Self {
+    pub(crate) fn with_derived(&self, derived: Vec<DerivedColumn>, keep: &[usize]) -> Self {
         let fields = (keep.iter().map(|&i| Arc::clone(&self.schema.fields()[i])))
-            .chain(derived.iter().map(|d| Arc::clone(&d.field)));
+            .chain(derived.iter().map(|d| Arc::clone(d.field())));
         ChunkBatches {
             reader: Arc::clone(&self.reader),
             columns: keep.iter().map(|&i| self.columns[i]).collect(),
@@ -117,7 +117,7 @@ impl ChunkBatches {
         let chunk_error = |e: BoxError| self.reader.chunk_error(read, e);
         // Where the rows lie, when a dimension column is wanted (several boxes: 8 bytes a row).
         let filter_columns = self.filter.iter().flat_map(|f| f.columns.iter());
-        let wants_dims = !self.derived.is_empty()
+        let wants_dims = self.derived.iter().any(|d| d.axis().is_some())
             || (self.columns.iter().chain(filter_columns))
                 .any(|c| matches!(c, ColumnSource::Dimension(_)));
         let index = wants_dims.then(|| read.row_index());
@@ -135,8 +135,8 @@ impl ChunkBatches {
             if let Some(filter) = &self.filter {
                 // Dimension columns exist before the rows are narrowed (so the filter narrows
                 // them too) when a derived column is made from them.
-                if let Some(d) = self.derived.first() {
-                    columns.get(ColumnSource::Dimension(d.axis))?;
+                if let Some(axis) = self.derived.iter().find_map(DerivedColumn::axis) {
+                    columns.get(ColumnSource::Dimension(axis))?;
                 }
                 columns.apply(filter)?;
                 if columns.rows() == 0 {
@@ -147,10 +147,8 @@ impl ChunkBatches {
                 .map(|source| columns.get(*source))
                 .collect::<Result<Vec<_>>>()?;
             for d in &self.derived {
-                let index = columns.get(ColumnSource::Dimension(d.axis))?;
-                let values = take(d.values.as_ref(), index.as_ref(), None)
-                    .map_err(|e| Error::arrow("values of a dimension's expression", e))?;
-                arrays.push(values);
+                let rows = columns.rows();
+                arrays.push(d.values(rows, |axis| columns.get(ColumnSource::Dimension(axis)))?);
             }
             let options = RecordBatchOptions::new().with_row_count(Some(columns.rows()));
             let batch =

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use futures::FutureExt;
@@ -11,11 +12,11 @@ use crate::scan::UnitRead;
 
 use crate::zarr::array::chunk_batches::ChunkBatches;
 use crate::zarr::metadata::schema::ColumnSource;
-use crate::zarr::plan::axis_expression::AxisExpression;
 use crate::zarr::plan::chunk_selection::ChunkSelection;
+use crate::zarr::plan::derived_column::{ConstantColumn, DerivedColumn};
 use crate::zarr::plan::grid_statistics::{AxisColumn, AxisValues};
 use crate::zarr::plan::selection::Selection;
-use crate::zarr::read::grid_scan::{GridReader, GridScan};
+use crate::zarr::read::grid_scan::{constants, GridReader, GridScan};
 use crate::zarr::read::metrics::ChunkMetrics;
 
 /// The scan of a Zarr array.
@@ -63,12 +64,23 @@ impl GridReader for ChunkBatches {
             }),
             _ => None,
         });
-        let derived = (self.derived.iter().enumerate())
-            .map(|(i, d)| d.as_axis_column(self.columns.len() + i));
+        let derived = (self.derived.iter().enumerate()).filter_map(|(i, d)| match d {
+            DerivedColumn::Axis(a) => Some(a.as_axis_column(self.columns.len() + i)),
+            DerivedColumn::Constant(_) => None,
+        });
         own.chain(derived).collect()
     }
 
-    fn with_axis_expressions(&self, extra: Vec<AxisExpression>, keep: &[usize]) -> Self {
+    fn constant_columns(&self) -> Vec<(usize, &ConstantColumn)> {
+        constants(&self.derived, self.columns.len())
+    }
+
+    fn global_attrs(&self) -> Option<(usize, ArrayRef)> {
+        let column = (self.columns.iter()).position(|c| matches!(c, ColumnSource::GlobalAttrs))?;
+        Some((column, self.global_attrs.as_ref()?.value()))
+    }
+
+    fn with_derived_columns(&self, extra: Vec<DerivedColumn>, keep: &[usize]) -> Self {
         self.with_derived(extra, keep)
     }
 

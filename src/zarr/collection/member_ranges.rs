@@ -17,23 +17,27 @@ use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_optimizer::pruning::PruningPredicate;
 
+use crate::zarr::plan::derived_column::ConstantColumn;
+
 /// Where one collection column of a member comes from, for the member's statistics.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum ColumnOrigin {
+pub(crate) enum ColumnOrigin<'a> {
     /// Column `i` of the member's own scan.
     Member(usize),
     /// The member lacks it: NULL on all its rows.
     Missing,
     /// `__global_attrs__`: never NULL.
     Attributes,
+    /// An expression of the member's attributes: one value on all its rows.
+    Constant(&'a ConstantColumn),
 }
 
 /// A member's statistics `own` (of its own scan) as the collection's columns (`schema`),
 /// each column from where `origins` says.
-pub(crate) fn as_collection_statistics(
+pub(crate) fn as_collection_statistics<'a>(
     own: &Statistics,
     schema: &SchemaRef,
-    origins: impl IntoIterator<Item = ColumnOrigin>,
+    origins: impl IntoIterator<Item = ColumnOrigin<'a>>,
 ) -> Statistics {
     let mut stats = Statistics::new_unknown(schema).with_num_rows(own.num_rows);
     for (out, origin) in stats.column_statistics.iter_mut().zip(origins) {
@@ -45,6 +49,7 @@ pub(crate) fn as_collection_statistics(
             }
             ColumnOrigin::Missing => out.null_count = own.num_rows,
             ColumnOrigin::Attributes => out.null_count = Precision::Exact(0),
+            ColumnOrigin::Constant(c) => *out = c.statistics(own.num_rows),
         }
     }
     stats

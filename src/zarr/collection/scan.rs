@@ -8,21 +8,24 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
 use datafusion::common::stats::Precision;
 use datafusion::common::{Result, ScalarValue, Statistics};
 use datafusion::error::DataFusionError;
 use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::metrics::{Count, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::{DisplayFormatType, ExecutionPlan};
 use futures::{StreamExt, TryStreamExt};
 
 use super::member_ranges::{as_collection_statistics, ColumnOrigin};
+use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
 use crate::scan::{
     column_names, nth_partition, OpenPartition, PartitionUnits, ScanExec, ScanShape, ScanSource,
     SortKey, UnitRead,
 };
 use crate::zarr::metadata::attributes::GlobalAttrs;
+use crate::zarr::plan::derived_column::{ConstantColumn, DerivedColumn};
 
 const NAME: &str = "ZarrCollectionScanExec";
 
@@ -35,6 +38,8 @@ pub(crate) enum MemberColumn {
     Null(DataType),
     /// The member's attributes.
     GlobalAttrs,
+    /// An expression of the member's attributes, evaluated at planning.
+    Constant(ConstantColumn),
 }
 
 /// One chosen member: its plan and how its batches become the collection's.
@@ -95,9 +100,20 @@ impl CollectionScan {
         limit: Option<usize>,
         reversed: bool,
     ) -> Arc<dyn ScanSource> {
+        self.with_columns(Arc::clone(&self.schema), members, limit, reversed)
+    }
+
+    /// The same with other columns (`schema`, and `members`' columns to match).
+    fn with_columns(
+        &self,
+        schema: SchemaRef,
+        members: Vec<MemberScan>,
+        limit: Option<usize>,
+        reversed: bool,
+    ) -> Arc<dyn ScanSource> {
         let mut scan = CollectionScan::new(
             self.pattern.clone(),
-            Arc::clone(&self.schema),
+            schema,
             members,
             self.total_members,
             limit,
@@ -292,6 +308,43 @@ impl ScanSource for CollectionScan {
         Some(self.with_members(members, self.limit, !self.reversed))
     }
 
+    /// Expressions of `__global_attrs__` alone, each evaluated once per member (so the
+    /// statistics know every member's value); the members' plans are unchanged.
+    fn with_derived_columns(
+        &self,
+        exprs: &[(Arc<dyn PhysicalExpr>, String)],
+        keep: &[usize],
+    ) -> Option<Arc<dyn ScanSource>> {
+        let attrs_column = self.schema.index_of(GLOBAL_ATTRS_COLUMN).ok()?;
+        let mut fields: Vec<FieldRef> = (keep.iter())
+            .map(|&i| Arc::clone(&self.schema.fields()[i]))
+            .collect();
+        let mut members = Vec::with_capacity(self.members.len());
+        for (m, member) in self.members.iter().enumerate() {
+            let attrs = member.attrs.as_ref()?.value();
+            let constants = (exprs.iter())
+                .map(|(expr, name)| {
+                    ConstantColumn::evaluate(expr, name, &self.schema, attrs_column, &attrs)
+                })
+                .collect::<Option<Vec<_>>>()?;
+            if m == 0 {
+                fields.extend(constants.iter().map(|c| Arc::clone(&c.field)));
+            }
+            let columns = (keep.iter().map(|&i| member.columns[i].clone()))
+                .chain(constants.into_iter().map(MemberColumn::Constant))
+                .collect();
+            members.push(MemberScan {
+                columns,
+                ..MemberScan::clone(member)
+            });
+        }
+        if members.is_empty() {
+            return None;
+        }
+        let schema = Arc::new(Schema::new(fields));
+        Some(self.with_columns(schema, members, self.limit, self.reversed))
+    }
+
     /// The members' statistics merged: exact bounds of a column when every member's are
     /// (a member lacking the column leaves its bounds unknown).
     fn statistics(&self, partition: Option<usize>) -> Result<Statistics> {
@@ -368,6 +421,7 @@ fn member_statistics(member: &MemberScan, schema: &SchemaRef) -> Result<Statisti
         MemberColumn::Member(i) => ColumnOrigin::Member(*i),
         MemberColumn::Null(_) => ColumnOrigin::Missing,
         MemberColumn::GlobalAttrs => ColumnOrigin::Attributes,
+        MemberColumn::Constant(c) => ColumnOrigin::Constant(c),
     });
     Ok(as_collection_statistics(&own, schema, origins))
 }
@@ -382,6 +436,8 @@ fn adapt(member: &MemberScan, schema: &SchemaRef, batch: RecordBatch) -> Result<
             Ok(match c {
                 MemberColumn::Member(i) => Arc::clone(batch.column(*i)),
                 MemberColumn::Null(t) => new_null_array(t, rows),
+                MemberColumn::Constant(c) => DerivedColumn::Constant(c.clone())
+                    .values(rows, |_| unreachable!("a constant reads no axis"))?,
                 MemberColumn::GlobalAttrs => match &member.attrs {
                     Some(attrs) => attrs.repeated(rows)?,
                     None => {

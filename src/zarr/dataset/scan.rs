@@ -17,13 +17,13 @@ use super::model::{Dataset, DatasetColumn};
 use super::variable::BoxValues;
 use crate::error::{Error, Result};
 use crate::scan::{held_bytes, rows_made, spawn_batches, UnitRead};
-use crate::zarr::plan::axis_expression::AxisExpression;
 use crate::zarr::plan::chunk_plan::{chunk_count, ChunkPlan};
 use crate::zarr::plan::chunk_selection::ChunkSelection;
+use crate::zarr::plan::derived_column::{ConstantColumn, DerivedColumn};
 use crate::zarr::plan::grid_statistics::{AxisColumn, AxisValues};
 use crate::zarr::plan::row_filter::RowFilter;
 use crate::zarr::plan::selection::Selection;
-use crate::zarr::read::grid_scan::{GridReader, GridScan};
+use crate::zarr::read::grid_scan::{constants, GridReader, GridScan};
 use crate::zarr::read::metrics::ChunkMetrics;
 
 /// The scan of a dataset.
@@ -59,14 +59,27 @@ impl GridReader for BlockReader {
         self.block_bytes()
     }
 
-    fn with_axis_expressions(&self, extra: Vec<AxisExpression>, keep: &[usize]) -> Self {
+    fn with_derived_columns(&self, extra: Vec<DerivedColumn>, keep: &[usize]) -> Self {
         self.with_derived(extra, keep)
+    }
+
+    fn constant_columns(&self) -> Vec<(usize, &ConstantColumn)> {
+        constants(&self.derived, self.projection.len())
+    }
+
+    fn global_attrs(&self) -> Option<(usize, ArrayRef)> {
+        let dataset = &self.dataset;
+        let column = (self.projection.iter())
+            .position(|&c| matches!(dataset.columns[c], DatasetColumn::GlobalAttrs))?;
+        Some((column, dataset.global_attrs.as_ref()?.value()))
     }
 
     fn axis_columns(&self) -> Vec<AxisColumn<'_>> {
         let dataset = &self.dataset;
-        let derived = (self.derived.iter().enumerate())
-            .map(|(i, d)| d.as_axis_column(self.projection.len() + i));
+        let derived = (self.derived.iter().enumerate()).filter_map(|(i, d)| match d {
+            DerivedColumn::Axis(a) => Some(a.as_axis_column(self.projection.len() + i)),
+            DerivedColumn::Constant(_) => None,
+        });
         (self.projection.iter().enumerate())
             .filter_map(|(column, &c)| match dataset.columns[c] {
                 DatasetColumn::Axis(axis) => Some(AxisColumn {
@@ -245,8 +258,9 @@ pub(crate) struct BlockReader {
     filter: Option<Arc<RowFilter<usize>>>,
     /// Rows per batch (before the row filter).
     batch_rows: usize,
-    /// Columns after the projection's, each an expression of an axis evaluated per index.
-    derived: Vec<AxisExpression>,
+    /// Columns after the projection's: expressions of an axis evaluated per index, or of the
+    /// global attributes (constants).
+    derived: Vec<DerivedColumn>,
 }
 
 impl BlockReader {
@@ -278,9 +292,9 @@ impl BlockReader {
     }
 
     /// The same reads of the columns `keep` (positions in this output), then `derived`.
-    fn with_derived(&self, derived: Vec<AxisExpression>, keep: &[usize]) -> Self {
+    fn with_derived(&self, derived: Vec<DerivedColumn>, keep: &[usize]) -> Self {
         let fields = (keep.iter().map(|&i| Arc::clone(&self.schema.fields()[i])))
-            .chain(derived.iter().map(|d| Arc::clone(&d.field)));
+            .chain(derived.iter().map(|d| Arc::clone(d.field())));
         let projection = keep.iter().map(|&i| self.projection[i]).collect();
         let schema = Arc::new(Schema::new(fields.collect::<Vec<_>>()));
         let mut reader = BlockReader::new(
@@ -328,7 +342,7 @@ impl BlockReader {
     ) -> Result<()> {
         let dataset = &self.dataset;
         // Where the rows lie, when an axis column is wanted (several boxes: 8 bytes a row).
-        let wants_axes = !self.derived.is_empty()
+        let wants_axes = self.derived.iter().any(|d| d.axis().is_some())
             || (self.needed.iter()).any(|&c| matches!(dataset.columns[c], DatasetColumn::Axis(_)));
         let index = wants_axes.then(|| read.row_index());
         // Each variable is read once for all of its needed columns, its cells located once.
@@ -393,15 +407,15 @@ impl BlockReader {
                 .map(|c| Arc::clone(&values[c]))
                 .collect();
             for d in &self.derived {
-                if dims.is_none() {
-                    let index =
-                        (index.as_ref()).ok_or_else(|| Error::Internal("no row index".into()))?;
-                    dims = Some(read.dimension_columns_in(index, rows.clone()));
-                }
-                let indices = (dims.as_ref().and_then(|all| all.get(d.axis)))
-                    .ok_or_else(|| Error::Internal(format!("no axis column {}", d.axis)))?;
-                let values = take(d.values.as_ref(), indices.as_ref(), None)
-                    .map_err(|e| Error::arrow("values of an axis's expression", e))?;
+                let values = d.values(rows.len(), |axis| {
+                    if dims.is_none() {
+                        let index = (index.as_ref())
+                            .ok_or_else(|| Error::Internal("no row index".into()))?;
+                        dims = Some(read.dimension_columns_in(index, rows.clone()));
+                    }
+                    (dims.as_ref().and_then(|all| all.get(axis)).cloned())
+                        .ok_or_else(|| Error::Internal(format!("no axis column {axis}")))
+                })?;
                 columns.push(values);
             }
             let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));

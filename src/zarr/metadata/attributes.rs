@@ -153,6 +153,11 @@ impl GlobalAttrs {
         }
     }
 
+    /// The one value (a struct array of one row).
+    pub(crate) fn value(&self) -> ArrayRef {
+        Arc::clone(&self.value) as ArrayRef
+    }
+
     /// The column's field.
     pub(crate) fn field(&self) -> Field {
         Field::new(GLOBAL_ATTRS_COLUMN, self.value.data_type().clone(), false)

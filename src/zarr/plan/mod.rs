@@ -10,6 +10,7 @@ pub(crate) mod axis_expression;
 pub(crate) mod chunk_partitions;
 pub(crate) mod chunk_plan;
 pub(crate) mod chunk_selection;
+pub(crate) mod derived_column;
 pub(crate) mod filter_plan;
 pub(crate) mod gather;
 pub(crate) mod grid_statistics;

@@ -6,6 +6,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use arrow::array::ArrayRef;
 use arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::stats::Precision;
@@ -24,6 +25,7 @@ use crate::zarr::options::ZarrOptions;
 use crate::zarr::plan::axis_expression::AxisExpression;
 use crate::zarr::plan::chunk_partitions::ChunkPartitions;
 use crate::zarr::plan::chunk_selection::ChunkSelection;
+use crate::zarr::plan::derived_column::{ConstantColumn, DerivedColumn};
 use crate::zarr::plan::grid_statistics::{
     axis_column_statistics, selected_indices, AxisColumn, AxisIndices,
 };
@@ -53,8 +55,12 @@ pub(crate) trait GridReader: fmt::Debug + Send + Sync + Sized + 'static {
     fn unit_bytes(&self) -> u64;
     /// The output columns that are grid axes (or expressions of one), and what they hold.
     fn axis_columns(&self) -> Vec<AxisColumn<'_>>;
+    /// The output columns that are constants, and what they hold.
+    fn constant_columns(&self) -> Vec<(usize, &ConstantColumn)>;
+    /// The `__global_attrs__` output column and its one value, when projected.
+    fn global_attrs(&self) -> Option<(usize, ArrayRef)>;
     /// The same reader with only its output columns `keep`, then `extra` columns.
-    fn with_axis_expressions(&self, extra: Vec<AxisExpression>, keep: &[usize]) -> Self;
+    fn with_derived_columns(&self, extra: Vec<DerivedColumn>, keep: &[usize]) -> Self;
 
     /// `selection`, as EXPLAIN shows it.
     fn describe_selection(&self, selection: &Selection) -> String;
@@ -295,7 +301,7 @@ impl<R: GridReader> ScanSource for GridScan<R> {
         )
     }
 
-    fn with_axis_expressions(
+    fn with_derived_columns(
         &self,
         exprs: &[(Arc<dyn PhysicalExpr>, String)],
         keep: &[usize],
@@ -303,12 +309,20 @@ impl<R: GridReader> ScanSource for GridScan<R> {
         let reader = &self.reader;
         let (shape, _) = reader.grid();
         let columns = reader.axis_columns();
+        let attrs = reader.global_attrs();
+        let schema = reader.schema();
         let extra = (exprs.iter())
             .map(|(expr, name)| {
-                AxisExpression::evaluate(expr, name, reader.schema(), &columns, |a| shape[a])
+                let axis = || AxisExpression::evaluate(expr, name, schema, &columns, |a| shape[a]);
+                let constant = || {
+                    let (column, value) = attrs.as_ref()?;
+                    ConstantColumn::evaluate(expr, name, schema, *column, value)
+                };
+                (axis().map(DerivedColumn::Axis))
+                    .or_else(|| constant().map(DerivedColumn::Constant))
             })
             .collect::<Option<Vec<_>>>()?;
-        let reader = Arc::new(reader.with_axis_expressions(extra, keep));
+        let reader = Arc::new(reader.with_derived_columns(extra, keep));
         Some(Arc::new(GridScan::new(reader, self.settings.clone())))
     }
 
@@ -334,6 +348,9 @@ impl<R: GridReader> ScanSource for GridScan<R> {
             stats.column_statistics[column.column] =
                 axis_column_statistics(column.values, &indices[column.axis]);
         }
+        for (column, constant) in self.reader.constant_columns() {
+            stats.column_statistics[column] = constant.statistics(rows);
+        }
         let cut = self.reader.row_filter().is_some() || self.settings.limit.is_some();
         Ok(if cut {
             let rows = stats.num_rows;
@@ -358,4 +375,14 @@ impl<R: GridReader> ScanSource for GridScan<R> {
         };
         Some(Arc::new(GridScan::new(Arc::clone(&self.reader), settings)))
     }
+}
+
+/// The constants among `derived`, output columns from `offset` on.
+pub(crate) fn constants(derived: &[DerivedColumn], offset: usize) -> Vec<(usize, &ConstantColumn)> {
+    (derived.iter().enumerate())
+        .filter_map(|(i, d)| match d {
+            DerivedColumn::Constant(c) => Some((offset + i, c)),
+            DerivedColumn::Axis(_) => None,
+        })
+        .collect()
 }
