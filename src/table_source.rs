@@ -118,6 +118,16 @@ impl ScanCall for ScanOrigin {
         })
     }
 
+    fn with_projection(&self, keep: &[usize]) -> Arc<dyn ScanCall> {
+        let columns = (keep.iter())
+            .map(|&i| self.projection.as_ref().map_or(i, |p| p[i]))
+            .collect();
+        Arc::new(ScanOrigin {
+            projection: Some(columns),
+            ..self.clone()
+        })
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }

@@ -20,6 +20,7 @@ use datafusion::physical_expr::{
 use datafusion::physical_plan::coop::make_cooperative;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::SortOrderPushdownResult;
 use datafusion::physical_plan::{
@@ -263,6 +264,34 @@ impl ExecutionPlan for ScanExec {
             }
         }
         Ok(SortOrderPushdownResult::Unsupported)
+    }
+
+    /// A projection that only picks and reorders the scan's columns becomes the scan's own
+    /// (what a `SELECT temp, time` over a scan of `time, temp` plans): with no projection
+    /// between them, a sort or limit above reaches the scan (`ORDER BY time DESC LIMIT 10`
+    /// then reads the last chunk, not two per partition made whole).
+    fn try_swapping_with_projection(
+        &self,
+        projection: &ProjectionExec,
+    ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+        let schema = self.schema();
+        let keep = (projection.expr().iter())
+            .map(|p| {
+                let column = p.expr.downcast_ref::<Column>()?;
+                (schema.field(column.index()).name() == &p.alias).then_some(column.index())
+            })
+            .collect::<Option<Vec<usize>>>();
+        let Some(keep) = keep else {
+            return Ok(None);
+        };
+        let Some(source) = self.source.with_derived_columns(&[], &keep) else {
+            return Ok(None);
+        };
+        Ok(Some(Arc::new(ScanExec::derived(
+            source,
+            &self.origin,
+            |o| o.with_projection(&keep),
+        ))))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

@@ -14,6 +14,10 @@ pub(crate) trait ScanCall: Any + Debug + Send + Sync {
     /// The same call, its scan read backwards (a sort pushed into the scan).
     fn reversed(&self) -> Arc<dyn ScanCall>;
 
+    /// The same call making only its output columns `keep`, in that order (a projection
+    /// the scan took over).
+    fn with_projection(&self, keep: &[usize]) -> Arc<dyn ScanCall>;
+
     /// The call as its type, for the codec to read.
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     fn as_any(&self) -> &dyn Any;

@@ -135,7 +135,7 @@ impl ChunkBatches {
             if let Some(filter) = &self.filter {
                 // Dimension columns exist before the rows are narrowed (so the filter narrows
                 // them too) when a derived column is made from them.
-                if let Some(axis) = self.derived.iter().find_map(DerivedColumn::axis) {
+                for axis in self.derived.iter().filter_map(DerivedColumn::axis) {
                     columns.get(ColumnSource::Dimension(axis))?;
                 }
                 columns.apply(filter)?;
@@ -148,7 +148,7 @@ impl ChunkBatches {
                 .collect::<Result<Vec<_>>>()?;
             for d in &self.derived {
                 let rows = columns.rows();
-                arrays.push(d.values(rows, |axis| columns.get(ColumnSource::Dimension(axis)))?);
+                arrays.push(d.values(rows, |axis, values| columns.axis_values(axis, values))?);
             }
             let options = RecordBatchOptions::new().with_row_count(Some(columns.rows()));
             let batch =

@@ -80,8 +80,10 @@ impl GridReader for ChunkBatches {
         Some((column, self.global_attrs.as_ref()?.value()))
     }
 
-    fn with_derived_columns(&self, extra: Vec<DerivedColumn>, keep: &[usize]) -> Self {
-        self.with_derived(extra, keep)
+    fn with_derived_columns(&self, extra: Vec<DerivedColumn>, keep: &[usize]) -> Option<Self> {
+        self.derived
+            .is_empty()
+            .then(|| self.with_derived(extra, keep))
     }
 
     fn describe_selection(&self, selection: &Selection) -> String {

@@ -315,18 +315,24 @@ impl ScanSource for CollectionScan {
         exprs: &[(Arc<dyn PhysicalExpr>, String)],
         keep: &[usize],
     ) -> Option<Arc<dyn ScanSource>> {
-        let attrs_column = self.schema.index_of(GLOBAL_ATTRS_COLUMN).ok()?;
+        let attrs_column = match exprs.is_empty() {
+            true => None,
+            false => Some(self.schema.index_of(GLOBAL_ATTRS_COLUMN).ok()?),
+        };
         let mut fields: Vec<FieldRef> = (keep.iter())
             .map(|&i| Arc::clone(&self.schema.fields()[i]))
             .collect();
         let mut members = Vec::with_capacity(self.members.len());
         for (m, member) in self.members.iter().enumerate() {
-            let attrs = member.attrs.as_ref()?.value();
-            let constants = (exprs.iter())
-                .map(|(expr, name)| {
-                    ConstantColumn::evaluate(expr, name, &self.schema, attrs_column, &attrs)
-                })
-                .collect::<Option<Vec<_>>>()?;
+            let mut constants = Vec::with_capacity(exprs.len());
+            if let Some(attrs_column) = attrs_column {
+                let attrs = member.attrs.as_ref()?.value();
+                for (expr, name) in exprs {
+                    let c =
+                        ConstantColumn::evaluate(expr, name, &self.schema, attrs_column, &attrs);
+                    constants.push(c?);
+                }
+            }
             if m == 0 {
                 fields.extend(constants.iter().map(|c| Arc::clone(&c.field)));
             }
@@ -338,7 +344,7 @@ impl ScanSource for CollectionScan {
                 ..MemberScan::clone(member)
             });
         }
-        if members.is_empty() {
+        if members.is_empty() && !exprs.is_empty() {
             return None;
         }
         let schema = Arc::new(Schema::new(fields));
@@ -437,7 +443,7 @@ fn adapt(member: &MemberScan, schema: &SchemaRef, batch: RecordBatch) -> Result<
                 MemberColumn::Member(i) => Arc::clone(batch.column(*i)),
                 MemberColumn::Null(t) => new_null_array(t, rows),
                 MemberColumn::Constant(c) => DerivedColumn::Constant(c.clone())
-                    .values(rows, |_| unreachable!("a constant reads no axis"))?,
+                    .values(rows, |_, _| unreachable!("a constant reads no axis"))?,
                 MemberColumn::GlobalAttrs => match &member.attrs {
                     Some(attrs) => attrs.repeated(rows)?,
                     None => {

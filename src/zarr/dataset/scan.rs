@@ -8,7 +8,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
-use arrow::compute::{filter_record_batch, take};
+use arrow::compute::filter_record_batch;
 use arrow::datatypes::{Schema, SchemaRef};
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
 use futures::FutureExt;
@@ -59,8 +59,10 @@ impl GridReader for BlockReader {
         self.block_bytes()
     }
 
-    fn with_derived_columns(&self, extra: Vec<DerivedColumn>, keep: &[usize]) -> Self {
-        self.with_derived(extra, keep)
+    fn with_derived_columns(&self, extra: Vec<DerivedColumn>, keep: &[usize]) -> Option<Self> {
+        self.derived
+            .is_empty()
+            .then(|| self.with_derived(extra, keep))
     }
 
     fn constant_columns(&self) -> Vec<(usize, &ConstantColumn)> {
@@ -368,23 +370,18 @@ impl BlockReader {
         for start in (read.skip..read.rows).step_by(batch_rows) {
             let rows = start..(start + batch_rows).min(read.rows);
             let mut values: HashMap<usize, ArrayRef> = HashMap::new();
-            let mut dims: Option<Vec<ArrayRef>> = None;
+            // An axis's values on the batch's rows (the filter comes after): repeated where
+            // the rows lie in one index of the axis.
+            let axis_values = |a: usize, values: Option<&ArrayRef>| {
+                let index =
+                    (index.as_ref()).ok_or_else(|| Error::Internal("no row index".into()))?;
+                read.axis_values_in(index, a, rows.clone(), values)
+            };
             for &c in &self.needed {
                 match dataset.columns[c] {
                     DatasetColumn::Axis(a) => {
-                        if dims.is_none() {
-                            let index = (index.as_ref())
-                                .ok_or_else(|| Error::Internal("no row index".into()))?;
-                            dims = Some(read.dimension_columns_in(index, rows.clone()));
-                        }
-                        let indices = (dims.as_ref().and_then(|d| d.get(a)))
-                            .ok_or_else(|| Error::Internal(format!("no axis column {a}")))?
-                            .clone();
-                        let column = match &dataset.axes[a].coordinate {
-                            Some(coordinate) => take(coordinate.values.as_ref(), &indices, None)
-                                .map_err(|e| Error::arrow("coordinate values", e))?,
-                            None => indices,
-                        };
+                        let coordinate = dataset.axes[a].coordinate.as_ref();
+                        let column = axis_values(a, coordinate.map(|c| &c.values))?;
                         values.insert(c, column);
                     }
                     DatasetColumn::GlobalAttrs => {
@@ -407,16 +404,7 @@ impl BlockReader {
                 .map(|c| Arc::clone(&values[c]))
                 .collect();
             for d in &self.derived {
-                let values = d.values(rows.len(), |axis| {
-                    if dims.is_none() {
-                        let index = (index.as_ref())
-                            .ok_or_else(|| Error::Internal("no row index".into()))?;
-                        dims = Some(read.dimension_columns_in(index, rows.clone()));
-                    }
-                    (dims.as_ref().and_then(|all| all.get(axis)).cloned())
-                        .ok_or_else(|| Error::Internal(format!("no axis column {axis}")))
-                })?;
-                columns.push(values);
+                columns.push(d.values(rows.len(), |a, values| axis_values(a, Some(values)))?);
             }
             let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
             let batch =

@@ -41,8 +41,8 @@ pub(crate) struct ChunkColumns<'a> {
     /// Where the batch's elements lie in `bytes`.
     gather: Gather,
     rows: usize,
-    /// Dimension index columns, computed once when first needed.
-    dims: Option<Vec<ArrayRef>>,
+    /// Dimension index columns, each computed once when first needed.
+    dims: Vec<Option<ArrayRef>>,
     /// Columns already decoded (for the row filter), reused when also projected.
     decoded: Vec<(ColumnSource, ArrayRef)>,
 }
@@ -66,16 +66,46 @@ impl<'a> ChunkColumns<'a> {
             batch,
             bytes,
             gather,
-            dims: None,
+            dims: vec![None; read.shape.len()],
             decoded: Vec::new(),
         }
     }
 
-    /// The batch's dimension index columns, all rows (before the filter).
-    fn dimension_columns(&self) -> Result<Vec<ArrayRef>> {
+    /// The batch's index column of dimension `d`, made when first asked for (before the
+    /// filter narrows the rows: the column then narrows with them).
+    fn dimension_column(&mut self, d: usize) -> Result<ArrayRef> {
+        if let Some(Some(column)) = self.dims.get(d) {
+            return Ok(Arc::clone(column));
+        }
+        if self.rows != self.batch.len() {
+            return Err(Error::Internal(format!(
+                "dimension column {d} asked for after the filter"
+            )));
+        }
         let index = (self.index)
             .ok_or_else(|| Error::Internal("dimension columns without a row index".into()))?;
-        Ok(self.read.dimension_columns_in(index, self.batch.clone()))
+        let slot = (self.dims.get_mut(d))
+            .ok_or_else(|| Error::Internal(format!("no dimension column {d}")))?;
+        let column = self
+            .read
+            .axis_values_in(index, d, self.batch.clone(), None)?;
+        *slot = Some(Arc::clone(&column));
+        Ok(column)
+    }
+
+    /// `values` (one per index of dimension `d`) on each row: repeated without an index
+    /// column where the rows lie in one index, unless the filter has narrowed them.
+    pub(crate) fn axis_values(&mut self, d: usize, values: &ArrayRef) -> Result<ArrayRef> {
+        let index = (self.index)
+            .ok_or_else(|| Error::Internal("dimension columns without a row index".into()))?;
+        if self.rows == self.batch.len() && self.dims.get(d).is_some_and(Option::is_none) {
+            return self
+                .read
+                .axis_values_in(index, d, self.batch.clone(), Some(values));
+        }
+        let indices = self.dimension_column(d)?;
+        arrow::compute::take(values.as_ref(), indices.as_ref(), None)
+            .map_err(|e| Error::arrow("values of an axis", e))
     }
 
     /// Rows left after the row filter.
@@ -89,15 +119,7 @@ impl<'a> ChunkColumns<'a> {
         }
         let error = |e: DecodeError| (self.wanted.chunk_error)(Box::new(e));
         match source {
-            ColumnSource::Dimension(d) => {
-                if self.dims.is_none() {
-                    self.dims = Some(self.dimension_columns()?);
-                }
-                let dims = self.dims.as_ref().map_or(&[][..], Vec::as_slice);
-                dims.get(d)
-                    .cloned()
-                    .ok_or_else(|| Error::Internal(format!("no dimension column {d}")))
-            }
+            ColumnSource::Dimension(d) => self.dimension_column(d),
             ColumnSource::Field(i) => {
                 let ElementType::Struct(fields) = self.wanted.element else {
                     return Err(Error::Internal("field column of a non-struct array".into()));
@@ -127,13 +149,14 @@ impl<'a> ChunkColumns<'a> {
     pub(crate) fn apply(&mut self, filter: &RowFilter) -> Result<()> {
         // Dimension columns are computed for all rows, so they must exist before the rows
         // are narrowed.
-        let wants_dims = self
-            .wanted
-            .columns
-            .iter()
-            .any(|c| matches!(c, ColumnSource::Dimension(_)));
-        if wants_dims && self.dims.is_none() {
-            self.dims = Some(self.dimension_columns()?);
+        let wanted_dims: Vec<usize> = (self.wanted.columns.iter())
+            .filter_map(|c| match c {
+                ColumnSource::Dimension(d) => Some(*d),
+                _ => None,
+            })
+            .collect();
+        for d in wanted_dims {
+            self.dimension_column(d)?;
         }
         let inputs = filter
             .columns
@@ -155,11 +178,9 @@ impl<'a> ChunkColumns<'a> {
             self.gather = Gather::Positions(Vec::new());
         }
         self.rows = mask.true_count();
-        if let Some(dims) = &mut self.dims {
-            for d in dims.iter_mut() {
-                *d = arrow::compute::filter(d, &mask)
-                    .map_err(|e| Error::arrow("filtering dimension columns", e))?;
-            }
+        for d in self.dims.iter_mut().flatten() {
+            *d = arrow::compute::filter(d, &mask)
+                .map_err(|e| Error::arrow("filtering dimension columns", e))?;
         }
         self.decoded = filter
             .columns

@@ -6,6 +6,10 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array};
+use arrow::compute::take;
+use datafusion::common::ScalarValue;
+
+use crate::error::{Error, Result};
 
 use crate::zarr::plan::gather::Gather;
 use crate::zarr::plan::selection::{box_is_empty, box_len, IndexBox};
@@ -236,35 +240,77 @@ impl ChunkSelection {
 
     /// The Int64 index column of each dimension for the selected rows `rows` (their numbers
     /// in C order, inside `0..self.rows`), located by `index` (this read's `row_index`).
+    #[cfg(test)]
     pub(crate) fn dimension_columns_in(
         &self,
         index: &RowIndex,
         rows: Range<usize>,
     ) -> Vec<ArrayRef> {
+        (0..self.shape.len())
+            .map(|d| self.dimension_column_in(index, d, rows.clone()))
+            .collect()
+    }
+
+    /// The values of dimension `d` on the selected rows `rows` (as `dimension_column_in`):
+    /// `values` holds one per index of the dimension (a coordinate, an expression of it),
+    /// `None` stands for the index itself. Rows that all lie in one index of the dimension
+    /// (a leading axis over a batch inside one of its indices) get that value repeated,
+    /// with no index column made and gathered.
+    pub(crate) fn axis_values_in(
+        &self,
+        index: &RowIndex,
+        d: usize,
+        rows: Range<usize>,
+        values: Option<&ArrayRef>,
+    ) -> Result<ArrayRef> {
         let rows = rows.start.min(self.rows)..rows.end.min(self.rows);
-        match index {
-            RowIndex::Box(axes) => (0..axes.len())
-                .map(|d| {
-                    let inner = axes[d + 1..].iter().map(|a| a.len).product::<u64>();
-                    let values = axes[d].values(self.origin[d], inner.max(1), &rows);
-                    Arc::new(Int64Array::from(values)) as ArrayRef
-                })
-                .collect(),
-            RowIndex::Elements(elements) => {
-                let strides = c_strides(&self.shape);
-                let elements =
-                    &elements[rows.start.min(elements.len())..rows.end.min(elements.len())];
-                (0..self.shape.len())
-                    .map(|d| {
-                        let values: Vec<i64> = elements
-                            .iter()
-                            .map(|e| (self.origin[d] + (e / strides[d]) % self.shape[d]) as i64)
-                            .collect();
-                        Arc::new(Int64Array::from(values)) as ArrayRef
-                    })
-                    .collect()
+        if let (RowIndex::Box(axes), false) = (index, rows.is_empty()) {
+            let inner = (axes[d + 1..].iter().map(|a| a.len).product::<u64>()).max(1);
+            let (first, last) = (rows.start as u64 / inner, (rows.end as u64 - 1) / inner);
+            if first == last && axes[d].len > 0 {
+                let (at, _) = axes[d].locate(first % axes[d].len);
+                let at = self.origin[d] + at;
+                return match values {
+                    None => Ok(Arc::new(Int64Array::from_value(at as i64, rows.len()))),
+                    Some(values) => ScalarValue::try_from_array(values, at as usize)
+                        .and_then(|v| v.to_array_of_size(rows.len()))
+                        .map_err(|e| Error::Internal(format!("repeating an axis value: {e}"))),
+                };
             }
         }
+        let indices = self.dimension_column_in(index, d, rows);
+        match values {
+            None => Ok(indices),
+            Some(values) => take(values.as_ref(), indices.as_ref(), None)
+                .map_err(|e| Error::arrow("values of an axis", e)),
+        }
+    }
+
+    /// The Int64 index column of dimension `d` for the selected rows `rows` (their numbers in
+    /// C order, inside `0..self.rows`), located by `index` (this read's `row_index`): one
+    /// axis at a time, so a query that reads one axis pays for one.
+    pub(crate) fn dimension_column_in(
+        &self,
+        index: &RowIndex,
+        d: usize,
+        rows: Range<usize>,
+    ) -> ArrayRef {
+        let rows = rows.start.min(self.rows)..rows.end.min(self.rows);
+        let values = match index {
+            RowIndex::Box(axes) => {
+                let inner = axes[d + 1..].iter().map(|a| a.len).product::<u64>();
+                axes[d].values(self.origin[d], inner.max(1), &rows)
+            }
+            RowIndex::Elements(elements) => {
+                let stride = c_strides(&self.shape)[d];
+                let elements =
+                    &elements[rows.start.min(elements.len())..rows.end.min(elements.len())];
+                (elements.iter())
+                    .map(|e| (self.origin[d] + (e / stride) % self.shape[d]) as i64)
+                    .collect()
+            }
+        };
+        Arc::new(Int64Array::from(values))
     }
 }
 
@@ -444,6 +490,15 @@ mod tests {
                     let cols = read.dimension_columns_in(&index, start..start + batch);
                     for (d, c) in cols.iter().enumerate() {
                         pieces[d].extend(ints(c));
+                        // Repeated or gathered, an axis's values are the index's.
+                        let rows = start..start + batch;
+                        let same = read.axis_values_in(&index, d, rows.clone(), None).unwrap();
+                        assert_eq!(ints(&same), ints(c), "batches of {batch}");
+                        let values: ArrayRef =
+                            Arc::new(Int64Array::from_iter_values((0..64).map(|v| v * 10)));
+                        let mapped = read.axis_values_in(&index, d, rows, Some(&values)).unwrap();
+                        let tens: Vec<i64> = ints(c).iter().map(|v| v * 10).collect();
+                        assert_eq!(ints(&mapped), tens, "batches of {batch}");
                     }
                 }
                 assert_eq!(pieces, whole, "batches of {batch}");

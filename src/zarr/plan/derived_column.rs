@@ -41,18 +41,15 @@ impl DerivedColumn {
         }
     }
 
-    /// The column on `rows` rows, given the index along an axis of each (made on demand).
+    /// The column on `rows` rows; `axis_values(axis, values)` gives an axis's per-index
+    /// `values` on each row.
     pub(crate) fn values(
         &self,
         rows: usize,
-        axis_index: impl FnOnce(usize) -> Result<ArrayRef>,
+        axis_values: impl FnOnce(usize, &ArrayRef) -> Result<ArrayRef>,
     ) -> Result<ArrayRef> {
         match self {
-            DerivedColumn::Axis(a) => {
-                let index = axis_index(a.axis)?;
-                arrow::compute::take(a.values.as_ref(), index.as_ref(), None)
-                    .map_err(|e| Error::arrow("values of an axis's expression", e))
-            }
+            DerivedColumn::Axis(a) => axis_values(a.axis, &a.values),
             DerivedColumn::Constant(c) => c.repeated(rows),
         }
     }
@@ -189,7 +186,7 @@ mod tests {
         let perhaps = c.statistics(Precision::Inexact(5));
         assert!(!perhaps.min_value.is_exact().unwrap());
         let column = DerivedColumn::Constant(c)
-            .values(3, |_| unreachable!())
+            .values(3, |_, _| unreachable!())
             .unwrap();
         assert_eq!(column.len(), 3);
     }

@@ -59,8 +59,9 @@ pub(crate) trait GridReader: fmt::Debug + Send + Sync + Sized + 'static {
     fn constant_columns(&self) -> Vec<(usize, &ConstantColumn)>;
     /// The `__global_attrs__` output column and its one value, when projected.
     fn global_attrs(&self) -> Option<(usize, ArrayRef)>;
-    /// The same reader with only its output columns `keep`, then `extra` columns.
-    fn with_derived_columns(&self, extra: Vec<DerivedColumn>, keep: &[usize]) -> Self;
+    /// The same reader with only its output columns `keep`, then `extra` columns; `None`
+    /// when it has derived columns already.
+    fn with_derived_columns(&self, extra: Vec<DerivedColumn>, keep: &[usize]) -> Option<Self>;
 
     /// `selection`, as EXPLAIN shows it.
     fn describe_selection(&self, selection: &Selection) -> String;
@@ -322,7 +323,7 @@ impl<R: GridReader> ScanSource for GridScan<R> {
                     .or_else(|| constant().map(DerivedColumn::Constant))
             })
             .collect::<Option<Vec<_>>>()?;
-        let reader = Arc::new(reader.with_derived_columns(extra, keep));
+        let reader = Arc::new(reader.with_derived_columns(extra, keep)?);
         Some(Arc::new(GridScan::new(reader, self.settings.clone())))
     }
 
