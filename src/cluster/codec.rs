@@ -600,6 +600,29 @@ mod tests {
         }
     }
 
+    /// A scan that took over a projection reordering its columns travels with the new
+    /// projection, and is replayed with the columns in that order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn scans_that_took_over_a_projection_travel_with_it() {
+        for (create, query, shown) in [
+            (
+                "CREATE EXTERNAL TABLE w STORED AS ZARR LOCATION 'tests/data/ordered/weather.zarr'",
+                "SELECT temp, lon, time FROM w WHERE lat > 10",
+                "projection=[temp, lon, time]",
+            ),
+            (
+                "CREATE EXTERNAL TABLE f STORED AS ZARR \
+                 LOCATION 'tests/data/collections/floats/*.zarr'",
+                "SELECT temp, level FROM f WHERE __global_attrs__.id <> 'f4'",
+                "projection=[temp, level]",
+            ),
+        ] {
+            let plan = round_trip(create, query).await;
+            assert!(plan.contains(shown), "{plan}");
+            assert!(!plan.contains("ProjectionExec"), "{plan}");
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn dataset_collection_and_lance_nd_scans_travel() {
         round_trip(
