@@ -65,6 +65,21 @@ impl GridReader for BlockReader {
             .then(|| self.with_derived(extra, keep))
     }
 
+    /// The schema marks every variable nullable (collections join them); a variable that
+    /// masks no missing value and decodes no time never holds a NULL.
+    fn null_free_columns(&self) -> Vec<usize> {
+        let dataset = &self.dataset;
+        (self.projection.iter().enumerate())
+            .filter(|(i, &c)| match dataset.columns[c] {
+                DatasetColumn::Variable { var, column } => {
+                    !dataset.variables[var].may_be_null(column)
+                }
+                _ => !self.schema.field(*i).is_nullable(),
+            })
+            .map(|(i, _)| i)
+            .collect()
+    }
+
     fn constant_columns(&self) -> Vec<(usize, &ConstantColumn)> {
         constants(&self.derived, self.projection.len())
     }

@@ -87,6 +87,21 @@ impl std::fmt::Debug for Variable {
 }
 
 impl Variable {
+    /// Whether column `c` may hold a NULL: where its decoding masks missing values or
+    /// decodes times, a string's, or a datetime element's (NaT).
+    pub(crate) fn may_be_null(&self, c: usize) -> bool {
+        match &self.source {
+            Source::Fixed { element, cf, .. } => {
+                let leaf = match (self.columns[c].field, element) {
+                    (Some(i), ElementType::Struct(fields)) => &fields[i].ty,
+                    _ => element,
+                };
+                leaf.nullable() || cf.as_ref().is_some_and(CfDecoder::may_make_null)
+            }
+            Source::Strings(..) => true,
+        }
+    }
+
     /// Opens member `member` of the group at `location`; its axes are set later. With
     /// `join_chars`, a `|S1` member's last dimension is joined into byte strings.
     pub(crate) fn open(

@@ -57,6 +57,13 @@ pub(crate) trait GridReader: fmt::Debug + Send + Sync + Sized + 'static {
     fn axis_columns(&self) -> Vec<AxisColumn<'_>>;
     /// The output columns that are constants, and what they hold.
     fn constant_columns(&self) -> Vec<(usize, &ConstantColumn)>;
+    /// The output columns that never hold a NULL (by default those the schema says so of).
+    fn null_free_columns(&self) -> Vec<usize> {
+        (self.schema().fields().iter().enumerate())
+            .filter(|(_, f)| !f.is_nullable())
+            .map(|(i, _)| i)
+            .collect()
+    }
     /// The `__global_attrs__` output column and its one value, when projected.
     fn global_attrs(&self) -> Option<(usize, ArrayRef)>;
     /// The same reader with only its output columns `keep`, then `extra` columns; `None`
@@ -351,6 +358,12 @@ impl<R: GridReader> ScanSource for GridScan<R> {
         }
         for (column, constant) in self.reader.constant_columns() {
             stats.column_statistics[column] = constant.statistics(rows);
+        }
+        for column in self.reader.null_free_columns() {
+            let stats = &mut stats.column_statistics[column];
+            if stats.null_count == Precision::Absent {
+                stats.null_count = Precision::Exact(0);
+            }
         }
         let cut = self.reader.row_filter().is_some() || self.settings.limit.is_some();
         Ok(if cut {

@@ -172,6 +172,11 @@ impl CfDecoder {
         }))
     }
 
+    /// Whether decoding may make a NULL: a missing value masked, or a time (NaT).
+    pub(crate) fn may_make_null(&self) -> bool {
+        !self.missing.is_empty() || self.time.is_some()
+    }
+
     /// The type of decoded values.
     pub(crate) fn output_type(&self) -> &DataType {
         &self.output
