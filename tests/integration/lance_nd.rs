@@ -553,16 +553,18 @@ async fn lance_nd_scans_state_statistics_per_fragment_run() {
         .await
         .unwrap();
     ctx.register_table("s", Arc::new(table)).unwrap();
-    let mut scan: Arc<dyn ExecutionPlan> = ctx
-        .sql("SELECT t, v FROM s")
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
-    while scan.name() != "LanceNdScanExec" {
-        scan = Arc::clone(scan.children()[0]);
+    async fn scan_of(
+        ctx: &datafusion::prelude::SessionContext,
+        sql: &str,
+    ) -> Arc<dyn ExecutionPlan> {
+        let frame = ctx.sql(sql).await.unwrap();
+        let mut plan = frame.create_physical_plan().await.unwrap();
+        while plan.name() != "LanceNdScanExec" {
+            plan = Arc::clone(plan.children()[0]);
+        }
+        plan
     }
+    let scan = scan_of(&ctx, "SELECT t, v FROM s").await;
     let expected = &expected()["stats"]["fragments"];
     let int = |v: &Value| Precision::Exact(ScalarValue::Int64(Some(v.as_i64().unwrap())));
     let float = |v: &Value| Precision::Inexact(ScalarValue::Float64(Some(v.as_f64().unwrap())));
@@ -596,16 +598,7 @@ async fn lance_nd_scans_state_statistics_per_fragment_run() {
     assert_eq!(all.column_statistics[1].max_value, Precision::Absent);
 
     // A filter Lance evaluates leaves bounds only.
-    let mut filtered: Arc<dyn ExecutionPlan> = ctx
-        .sql("SELECT t FROM s WHERE __global_attrs__.id = 'p'")
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
-    while filtered.name() != "LanceNdScanExec" {
-        filtered = Arc::clone(filtered.children()[0]);
-    }
+    let filtered = scan_of(&ctx, "SELECT t FROM s WHERE __global_attrs__.id = 'p'").await;
     let stats = filtered.partition_statistics(None).unwrap();
     assert_eq!(stats.num_rows, Precision::Inexact(cells as usize));
     assert!(!stats.column_statistics[0].max_value.is_exact().unwrap());
