@@ -85,7 +85,9 @@ impl LanceNdOptions {
         LanceNdOptions::new().set.documented()
     }
 
-    pub(crate) fn from_sql(options: &HashMap<String, String>) -> Result<Self> {
+    /// The options of `CREATE EXTERNAL TABLE ... STORED AS LANCE_ND OPTIONS (...)` (also what
+    /// the Python package passes).
+    pub fn from_sql(options: &HashMap<String, String>) -> Result<Self> {
         let (set, storage) = FormatOptions::from_sql(OPTIONS, options, "LANCE_ND")?;
         Ok(LanceNdOptions { set, storage })
     }

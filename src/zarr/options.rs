@@ -157,7 +157,7 @@ impl ZarrOptions {
     }
 
     /// The options of `CREATE EXTERNAL TABLE ... OPTIONS (...)`.
-    pub(crate) fn from_sql(options: &HashMap<String, String>) -> Result<Self> {
+    pub fn from_sql(options: &HashMap<String, String>) -> Result<Self> {
         let (set, storage) = FormatOptions::from_sql(OPTIONS, options, "ZARR")?;
         Ok(ZarrOptions { set, storage })
     }

@@ -1,0 +1,23 @@
+"""ndfusion's tables for datafusion-python: Zarr arrays, groups and collections, and
+lance-nd tables, with their filters pushed into the scan as in Rust."""
+
+import datafusion as _datafusion
+
+_SUPPORTED_MAJOR = 54
+_major = int(_datafusion.__version__.split(".")[0])
+if _major != _SUPPORTED_MAJOR:
+    # A provider built for another DataFusion major can crash the process through the FFI.
+    raise ImportError(
+        f"ndfusion needs datafusion {_SUPPORTED_MAJOR}.x, found datafusion "
+        f"{_datafusion.__version__}: pip install 'datafusion>={_SUPPORTED_MAJOR},<{_SUPPORTED_MAJOR + 1}'"
+    )
+
+from ._ndfusion import Error, LanceNdTable, TableFactory, ZarrTable  # noqa: E402
+
+__all__ = ["Error", "LanceNdTable", "ZarrTable", "register_table_factories"]
+
+
+def register_table_factories(ctx: _datafusion.SessionContext) -> None:
+    """Lets `ctx` run `CREATE EXTERNAL TABLE ... STORED AS ZARR | LANCE_ND`."""
+    for fmt in ("ZARR", "LANCE_ND"):
+        ctx.register_table_factory(fmt, TableFactory(fmt))

@@ -1,0 +1,279 @@
+//! ndfusion's tables for datafusion-python: `ZarrTable` and `LanceNdTable` hand their
+//! providers over `datafusion-ffi` (`__datafusion_table_provider__`), opened on the
+//! extension's own tokio runtime, which also runs their scans.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::{Session, TableProvider, TableProviderFactory};
+use datafusion::common::Result as DfResult;
+use datafusion::datasource::TableType;
+use datafusion::error::DataFusionError;
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::logical_expr::{CreateExternalTable, Expr, ScalarUDF, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion_ffi::proto::logical_extension_codec::FFI_LogicalExtensionCodec;
+use datafusion_ffi::table_provider::FFI_TableProvider;
+use datafusion_ffi::table_provider_factory::FFI_TableProviderFactory;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyCapsule;
+use tokio::runtime::Runtime;
+
+mod described_plan;
+
+use described_plan::DescribedPlan;
+
+create_exception!(ndfusion, Error, PyException, "An error ndfusion reports.");
+
+/// The extension's runtime: tables open on it and their scans run on it.
+fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
+    })
+}
+
+fn error(e: impl std::fmt::Display) -> PyErr {
+    Error::new_err(e.to_string())
+}
+
+/// The logical extension codec of the datafusion-python session the table joins.
+fn session_codec(session: &Bound<'_, PyAny>) -> PyResult<FFI_LogicalExtensionCodec> {
+    // A table gets the session, a factory the codec's capsule itself.
+    let capsule = match session.cast::<PyCapsule>() {
+        Ok(capsule) => capsule.clone(),
+        Err(_) => session
+            .call_method0("__datafusion_logical_extension_codec__")?
+            .cast_into::<PyCapsule>()?,
+    };
+    let pointer = capsule.pointer_checked(Some(c"datafusion_logical_extension_codec"))?;
+    // The capsule holds an FFI_LogicalExtensionCodec for as long as the session lives; the
+    // clone is ours.
+    let codec = unsafe { pointer.cast::<FFI_LogicalExtensionCodec>().as_ref() };
+    Ok(codec.clone())
+}
+
+/// A provider whose filters come back over the FFI: DataFusion's own functions arrive as
+/// foreign UDFs (`get_field` among them, which Lance then cannot evaluate: its field name is
+/// no longer a scalar there), so they are put back by name before the table sees them.
+#[derive(Debug)]
+struct LocalFunctions(Arc<dyn TableProvider>);
+
+fn local_functions(expr: &Expr) -> DfResult<Expr> {
+    use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+    use datafusion::logical_expr::expr::ScalarFunction;
+    static LOCAL: OnceLock<Vec<Arc<ScalarUDF>>> = OnceLock::new();
+    let local = LOCAL.get_or_init(datafusion::functions::all_default_functions);
+    expr.clone()
+        .transform_up(|e| match &e {
+            Expr::ScalarFunction(f) => match local.iter().find(|l| l.name() == f.func.name()) {
+                Some(l) if !Arc::ptr_eq(l, &f.func) => Ok(Transformed::yes(Expr::ScalarFunction(
+                    ScalarFunction::new_udf(Arc::clone(l), f.args.clone()),
+                ))),
+                _ => Ok(Transformed::no(e)),
+            },
+            _ => Ok(Transformed::no(e)),
+        })
+        .data()
+}
+
+#[async_trait::async_trait]
+impl TableProvider for LocalFunctions {
+    fn schema(&self) -> SchemaRef {
+        self.0.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        self.0.table_type()
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let filters = filters
+            .iter()
+            .map(local_functions)
+            .collect::<DfResult<Vec<_>>>()?;
+        let plan = self.0.scan(state, projection, &filters, limit).await?;
+        Ok(Arc::new(DescribedPlan::new(plan)))
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        let filters = filters
+            .iter()
+            .map(|f| local_functions(f))
+            .collect::<DfResult<Vec<_>>>()?;
+        self.0
+            .supports_filters_pushdown(&filters.iter().collect::<Vec<_>>())
+    }
+}
+
+fn provider_capsule<'py>(
+    py: Python<'py>,
+    provider: &Arc<dyn TableProvider>,
+    session: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyCapsule>> {
+    let codec = session_codec(session)?;
+    let ffi = FFI_TableProvider::new_with_ffi_codec(
+        Arc::new(LocalFunctions(Arc::clone(provider))),
+        true,
+        Some(runtime().handle().clone()),
+        codec,
+    );
+    PyCapsule::new(py, ffi, Some(c"datafusion_table_provider".into()))
+}
+
+/// A Zarr array, group or glob of stores, as `STORED AS ZARR` opens it.
+#[pyclass(module = "ndfusion", frozen)]
+struct ZarrTable {
+    provider: Arc<dyn TableProvider>,
+}
+
+#[pymethods]
+impl ZarrTable {
+    #[new]
+    #[pyo3(signature = (location, options=None))]
+    fn new(
+        py: Python<'_>,
+        location: String,
+        options: Option<HashMap<String, String>>,
+    ) -> PyResult<Self> {
+        let options =
+            ndfusion::ZarrOptions::from_sql(&options.unwrap_or_default()).map_err(error)?;
+        let table = py
+            .detach(|| runtime().block_on(ndfusion::ZarrTable::open_with(&location, options)))
+            .map_err(error)?;
+        Ok(ZarrTable {
+            provider: Arc::new(table),
+        })
+    }
+
+    fn __datafusion_table_provider__<'py>(
+        &self,
+        py: Python<'py>,
+        session: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        provider_capsule(py, &self.provider, &session)
+    }
+}
+
+/// A lance-nd table, as `STORED AS LANCE_ND` opens it.
+#[pyclass(module = "ndfusion", frozen)]
+struct LanceNdTable {
+    provider: Arc<dyn TableProvider>,
+}
+
+#[pymethods]
+impl LanceNdTable {
+    #[new]
+    #[pyo3(signature = (location, options=None))]
+    fn new(
+        py: Python<'_>,
+        location: String,
+        options: Option<HashMap<String, String>>,
+    ) -> PyResult<Self> {
+        let options =
+            ndfusion::LanceNdOptions::from_sql(&options.unwrap_or_default()).map_err(error)?;
+        let table = py
+            .detach(|| runtime().block_on(ndfusion::LanceNdTable::open_with(&location, options)))
+            .map_err(error)?;
+        Ok(LanceNdTable {
+            provider: Arc::new(table),
+        })
+    }
+
+    fn __datafusion_table_provider__<'py>(
+        &self,
+        py: Python<'py>,
+        session: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        provider_capsule(py, &self.provider, &session)
+    }
+}
+
+/// A table factory as `STORED AS ZARR` / `STORED AS LANCE_ND` use it, whose tables are
+/// wrapped as `ZarrTable`'s are.
+#[derive(Debug)]
+struct LocalFactory(Arc<dyn TableProviderFactory>);
+
+#[async_trait::async_trait]
+impl TableProviderFactory for LocalFactory {
+    /// Opened on the extension's runtime (the caller polls this on datafusion-python's,
+    /// where ndfusion's blocking tasks have no runtime); ndfusion's factories read only the
+    /// command, so a default session stands in for the caller's.
+    async fn create(
+        &self,
+        _state: &dyn Session,
+        cmd: &CreateExternalTable,
+    ) -> DfResult<Arc<dyn TableProvider>> {
+        let (factory, cmd) = (Arc::clone(&self.0), cmd.clone());
+        let table = runtime()
+            .spawn(async move {
+                let state = SessionStateBuilder::new().build();
+                factory.create(&state, &cmd).await
+            })
+            .await
+            .map_err(|e| DataFusionError::Execution(format!("opening the table failed: {e}")))??;
+        Ok(Arc::new(LocalFunctions(table)))
+    }
+}
+
+/// ndfusion's table factory for `STORED AS <format>` (`ZARR`, `LANCE_ND`).
+#[pyclass(module = "ndfusion", frozen)]
+struct TableFactory {
+    factory: Arc<dyn TableProviderFactory>,
+}
+
+#[pymethods]
+impl TableFactory {
+    #[new]
+    fn new(format: &str) -> PyResult<Self> {
+        let factory: Arc<dyn TableProviderFactory> = match format.to_ascii_uppercase().as_str() {
+            "ZARR" => Arc::new(ndfusion::ZarrTableFactory),
+            "LANCE_ND" => Arc::new(ndfusion::LanceNdTableFactory),
+            other => {
+                return Err(Error::new_err(format!(
+                    "no table factory for STORED AS {other}; known: ZARR, LANCE_ND"
+                )))
+            }
+        };
+        Ok(TableFactory { factory })
+    }
+
+    fn __datafusion_table_provider_factory__<'py>(
+        &self,
+        py: Python<'py>,
+        session: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        let codec = session_codec(&session)?;
+        let factory = Arc::new(LocalFactory(Arc::clone(&self.factory)));
+        let ffi = FFI_TableProviderFactory::new_with_ffi_codec(
+            factory,
+            Some(runtime().handle().clone()),
+            codec,
+        );
+        PyCapsule::new(py, ffi, Some(c"datafusion_table_provider_factory".into()))
+    }
+}
+
+#[pymodule]
+fn _ndfusion(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ZarrTable>()?;
+    m.add_class::<LanceNdTable>()?;
+    m.add_class::<TableFactory>()?;
+    m.add("Error", m.py().get_type::<Error>())?;
+    Ok(())
+}

@@ -1,0 +1,113 @@
+"""ndfusion's tables through datafusion-python (PyPI `datafusion` 54.x): every answer is
+one numpy, pyarrow or xarray computed when the fixtures were written (their expected.json)."""
+
+import json
+from pathlib import Path
+
+import datafusion
+import pytest
+
+import ndfusion
+
+DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
+
+
+def expected(kind):
+    return json.loads((DATA / kind / "expected.json").read_text())
+
+
+def one(ctx, sql):
+    table = ctx.sql(sql).to_arrow_table()
+    assert table.num_rows == 1, sql
+    return [table.column(i)[0].as_py() for i in range(table.num_columns)]
+
+
+def plan(ctx, sql):
+    rows = ctx.sql("EXPLAIN " + sql).to_arrow_table().to_pylist()
+    return "\n".join(r["plan"] for r in rows)
+
+
+@pytest.fixture
+def ctx():
+    return datafusion.SessionContext()
+
+
+def test_a_zarr_array_answers_and_selects_chunks(ctx):
+    ctx.register_table("s", ndfusion.ZarrTable(str(DATA / "zarr_v3" / "struct_1d.zarr")))
+    ids = expected("zarr_v3")["struct_1d"]["columns"]["id"]
+    assert one(ctx, "SELECT count(*), sum(id) FROM s") == [len(ids), sum(ids)]
+    assert one(ctx, "SELECT sum(id) FROM s WHERE dim_0 >= 8") == [sum(ids[8:])]
+    # The scan's own EXPLAIN line crosses the FFI: the dimension filter chose one chunk.
+    shown = plan(ctx, "SELECT id FROM s WHERE dim_0 >= 8")
+    assert "FFI_ExecutionPlan: ZarrScanExec: array=" in shown, shown
+    assert "chunks=1/3, selection=dim_0=[8..10]" in shown, shown
+
+
+def test_a_dataset_decodes_times_as_xarray_does(ctx):
+    ctx.register_table("o", ndfusion.ZarrTable(str(DATA / "datasets" / "ocean_v3.zarr")))
+    ocean = expected("datasets")["ocean_v3"]
+    assert one(ctx, "SELECT count(*) FROM o") == [ocean["rows"]]
+    answers = ocean["answers"]
+    count, = one(ctx, "SELECT count(temp) FROM o")
+    assert count == answers["count_temp_all"]
+
+
+def test_a_collection_is_chosen_by_its_members_attributes(ctx):
+    pattern = str(DATA / "collections" / "floats" / "*.zarr")
+    ctx.register_table("f", ndfusion.ZarrTable(pattern))
+    floats = expected("collections")["floats"]
+    assert one(ctx, "SELECT count(*) FROM f WHERE __global_attrs__.id = 'f2'") == [
+        floats["f2"]["rows"]
+    ]
+    shown = plan(ctx, "SELECT temp FROM f WHERE __global_attrs__.project = 'argo' "
+                      "AND __global_attrs__.id <> 'f4' AND level < 3")
+    assert "members=2/4" in shown, shown
+
+
+def test_lance_nd_filters_run_in_lance(ctx):
+    ctx.register_table("doc", ndfusion.LanceNdTable(str(DATA / "lance_nd" / "doc_example.lance")))
+    sql = expected("lance_nd")["doc_example"]["sql"]
+    got = one(ctx, "SELECT sum(temperature), count(*) FROM doc WHERE __global_attrs__.id = 'a'")
+    assert got == [sql["sum_temperature_a"], 12]
+    assert one(ctx, "SELECT count(*) FROM doc") == [sql["cells"]]
+    shown = plan(ctx, "SELECT temperature FROM doc WHERE __global_attrs__.id = 'a'")
+    assert "lance_filter=" in shown, shown
+
+
+def test_stored_as_goes_through_the_factories(ctx):
+    ndfusion.register_table_factories(ctx)
+    location = DATA / "collections" / "floats" / "*.zarr"
+    ctx.sql(f"CREATE EXTERNAL TABLE f STORED AS ZARR LOCATION '{location}'")
+    floats = expected("collections")["floats"]
+    assert one(ctx, "SELECT count(*) FROM f WHERE __global_attrs__.id = 'f3'") == [
+        floats["f3"]["rows"]
+    ]
+    doc = DATA / "lance_nd" / "doc_example.lance"
+    ctx.sql(f"CREATE EXTERNAL TABLE d STORED AS LANCE_ND LOCATION '{doc}'")
+    assert one(ctx, "SELECT count(*) FROM d") == [expected("lance_nd")["doc_example"]["sql"]["cells"]]
+
+
+def test_opening_errors_name_the_path_or_option():
+    with pytest.raises(ndfusion.Error, match="nope.zarr"):
+        ndfusion.ZarrTable(str(DATA / "nope.zarr"))
+    with pytest.raises(ndfusion.Error, match="invalid option 'batch_size'"):
+        ndfusion.ZarrTable(str(DATA / "zarr_v3" / "struct_1d.zarr"), {"batch_size": "x"})
+    with pytest.raises(ndfusion.Error, match="without the lance-nd marker"):
+        ndfusion.LanceNdTable(str(DATA / "lance_nd" / "bad_no_marker.lance"))
+    with pytest.raises(ndfusion.Error, match="STORED AS PARQUET"):
+        ndfusion.TableFactory("PARQUET")
+    assert issubclass(ndfusion.Error, Exception)
+
+
+def test_errors_during_a_query_carry_ndfusions_message(ctx):
+    ctx.register_table("f", ndfusion.ZarrTable(str(DATA / "collections" / "floats" / "*.zarr")))
+    # f4 holds a corrupt chunk.
+    with pytest.raises(Exception, match="cannot read chunk 'c/1' of .*f4.zarr"):
+        ctx.sql("SELECT sum(temp) FROM f").to_arrow_table()
+
+
+def test_bad_options_of_stored_as_name_the_option(ctx):
+    ndfusion.register_table_factories(ctx)
+    location = DATA / "zarr_v3" / "struct_1d.zarr"
+    with pytest.raises(Exception, match="invalid option 'nope'"):
+        ctx.sql(f"CREATE EXTERNAL TABLE g STORED AS ZARR LOCATION '{location}' OPTIONS ('nope' '1')")

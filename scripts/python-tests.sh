@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The Python package's tests: a virtual environment (Python 3.12 from pyenv) with datafusion
+# 54.x and pytest from PyPI, the extension built in the debug profile into this repository's
+# target directory (`maturin develop`), then pytest over python/tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=target/python-venv
+if [ ! -x "$venv/bin/python" ]; then
+    PYENV_VERSION=3.12.1 python3.12 -m venv "$venv"
+fi
+"$venv/bin/pip" install --quiet --disable-pip-version-check \
+    "datafusion>=54,<55" "maturin>=1.16,<2" "pyarrow>=14" "pytest>=8"
+(
+    cd python
+    VIRTUAL_ENV="$PWD/../$venv" PATH="$PWD/../$venv/bin:$PATH" CARGO_TARGET_DIR="$PWD/../target" \
+        "../$venv/bin/maturin" develop --quiet
+)
+"$venv/bin/python" -m pytest -q python/tests
