@@ -136,6 +136,15 @@ fn provider_capsule<'py>(
     PyCapsule::new(py, ffi, Some(c"datafusion_table_provider".into()))
 }
 
+/// The table `open` opens, on the extension's runtime with the GIL released.
+fn opened<T: TableProvider + 'static>(
+    py: Python<'_>,
+    open: impl std::future::Future<Output = ndfusion::Result<T>> + Send,
+) -> PyResult<Arc<dyn TableProvider>> {
+    let table = py.detach(|| runtime().block_on(open)).map_err(error)?;
+    Ok(Arc::new(table))
+}
+
 /// A Zarr array, group or glob of stores, as `STORED AS ZARR` opens it.
 #[pyclass(module = "ndfusion", frozen)]
 struct ZarrTable {
@@ -153,12 +162,8 @@ impl ZarrTable {
     ) -> PyResult<Self> {
         let options =
             ndfusion::ZarrOptions::from_sql(&options.unwrap_or_default()).map_err(error)?;
-        let table = py
-            .detach(|| runtime().block_on(ndfusion::ZarrTable::open_with(&location, options)))
-            .map_err(error)?;
-        Ok(ZarrTable {
-            provider: Arc::new(table),
-        })
+        let provider = opened(py, ndfusion::ZarrTable::open_with(&location, options))?;
+        Ok(ZarrTable { provider })
     }
 
     fn __datafusion_table_provider__<'py>(
@@ -187,12 +192,8 @@ impl LanceNdTable {
     ) -> PyResult<Self> {
         let options =
             ndfusion::LanceNdOptions::from_sql(&options.unwrap_or_default()).map_err(error)?;
-        let table = py
-            .detach(|| runtime().block_on(ndfusion::LanceNdTable::open_with(&location, options)))
-            .map_err(error)?;
-        Ok(LanceNdTable {
-            provider: Arc::new(table),
-        })
+        let provider = opened(py, ndfusion::LanceNdTable::open_with(&location, options))?;
+        Ok(LanceNdTable { provider })
     }
 
     fn __datafusion_table_provider__<'py>(

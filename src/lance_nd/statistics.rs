@@ -294,10 +294,14 @@ impl TableSummary {
         filtered: bool,
         limit: Option<usize>,
     ) -> Option<Statistics> {
-        let parts: Vec<&FragmentSummary> = fragments
-            .iter()
-            .map(|f| self.fragments.get(f).or(EMPTY.as_ref()))
-            .collect::<Option<_>>()?;
+        // A fragment with no live rows never appears in the summary pass.
+        let empty = FragmentSummary {
+            cells: Some(0),
+            ..Default::default()
+        };
+        let parts: Vec<&FragmentSummary> = (fragments.iter())
+            .map(|f| self.fragments.get(f).unwrap_or(&empty))
+            .collect();
         let cells = parts.iter().map(|p| p.cells).sum::<Option<u64>>()?;
         let mut column_statistics = Vec::with_capacity(columns.len());
         for (column, t) in columns.iter().zip(types) {
@@ -325,14 +329,6 @@ impl TableSummary {
         Some(statistics)
     }
 }
-
-/// A fragment with no live rows never appears in the summary pass.
-static EMPTY: std::sync::LazyLock<Option<FragmentSummary>> = std::sync::LazyLock::new(|| {
-    Some(FragmentSummary {
-        cells: Some(0),
-        ..Default::default()
-    })
-});
 
 /// An index column: 0 to the largest size - 1 where any grid has the dimension (every index
 /// below a grid's size occurs on it), NULL on the cells of the others.
