@@ -18,6 +18,8 @@ pub(crate) enum OptionKind {
     Flag,
     /// Comma-separated names, at least one.
     Names,
+    /// One of these words (lower case).
+    Choice(&'static [&'static str]),
 }
 
 /// One option of a format, declared once: parsing, printing (`to_sql`, EXPLAIN), checking and
@@ -58,6 +60,7 @@ pub(crate) enum OptionValue {
     Positive(usize),
     Flag(bool),
     Names(Vec<String>),
+    Choice(&'static str),
 }
 
 impl std::fmt::Display for OptionValue {
@@ -67,6 +70,7 @@ impl std::fmt::Display for OptionValue {
             OptionValue::Positive(n) => write!(f, "{n}"),
             OptionValue::Flag(b) => write!(f, "{b}"),
             OptionValue::Names(names) => f.write_str(&names.join(",")),
+            OptionValue::Choice(word) => f.write_str(word),
         }
     }
 }
@@ -100,6 +104,16 @@ impl OptionValue {
                 }
                 Ok(OptionValue::Names(names))
             }
+            OptionKind::Choice(words) => {
+                let wanted = value.trim().to_ascii_lowercase();
+                match words.iter().find(|w| **w == wanted) {
+                    Some(word) => Ok(OptionValue::Choice(word)),
+                    None => Err(invalid(format!(
+                        "expected one of {}, found '{value}'",
+                        words.join(", ")
+                    ))),
+                }
+            }
         }
     }
 }
@@ -122,11 +136,12 @@ impl FormatOptions {
 
     /// `OPTIONS (...)`: the format's keys (DataFusion prefixes keys without a dot with
     /// `format.`; both spellings are accepted) and the storage settings; any other key is an
-    /// error listing the known ones. `format` is the `STORED AS` name.
+    /// error listing the known ones. `taker` is what takes them, for that error
+    /// (`STORED AS ZARR`, `write_nd_batches`).
     pub(crate) fn from_sql(
         specs: &'static [OptionSpec],
         options: &HashMap<String, String>,
-        format: &str,
+        taker: &str,
     ) -> Result<(Self, StorageOptions)> {
         let mut own = FormatOptions::new(specs);
         let mut storage = StorageOptions::new();
@@ -146,7 +161,7 @@ impl FormatOptions {
                 return Err(Error::InvalidOption {
                     option: bare.to_string(),
                     reason: format!(
-                        "STORED AS {format} does not know this option; known: {}",
+                        "{taker} does not know this option; known: {}",
                         known.join(", ")
                     ),
                 });
@@ -187,6 +202,13 @@ impl FormatOptions {
     pub(crate) fn names(&self, spec: &OptionSpec) -> Option<&[String]> {
         match self.get(spec) {
             Some(OptionValue::Names(names)) => Some(names),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn choice(&self, spec: &OptionSpec) -> Option<&'static str> {
+        match self.get(spec) {
+            Some(OptionValue::Choice(word)) => Some(word),
             _ => None,
         }
     }
@@ -258,7 +280,7 @@ mod tests {
             ("variables".to_string(), " a, b ,".to_string()),
             ("aws.region".to_string(), "eu-west-1".to_string()),
         ]);
-        let (own, storage) = FormatOptions::from_sql(SPECS, &options, "ZARR").unwrap();
+        let (own, storage) = FormatOptions::from_sql(SPECS, &options, "STORED AS ZARR").unwrap();
         assert_eq!(own.positive(&SPECS[0]), Some(10));
         assert_eq!(
             own.names(&SPECS[1]),
@@ -272,7 +294,7 @@ mod tests {
         assert_eq!(storage.get("aws.region"), Some("eu-west-1"));
 
         let options = HashMap::from([("format.chunk_cache".to_string(), "1".to_string())]);
-        let err = FormatOptions::from_sql(SPECS, &options, "ZARR")
+        let err = FormatOptions::from_sql(SPECS, &options, "STORED AS ZARR")
             .unwrap_err()
             .to_string();
         assert!(
@@ -285,7 +307,7 @@ mod tests {
             ("variables", " , "),
         ] {
             let options = HashMap::from([(key.to_string(), value.to_string())]);
-            let err = FormatOptions::from_sql(SPECS, &options, "ZARR").unwrap_err();
+            let err = FormatOptions::from_sql(SPECS, &options, "STORED AS ZARR").unwrap_err();
             assert!(err.to_string().contains(&format!("'{key}'")), "{err}");
         }
     }

@@ -1,5 +1,6 @@
 """ndfusion's tables for datafusion-python: Zarr arrays, groups and collections, and
-lance-nd tables, with their filters pushed into the scan as in Rust."""
+lance-nd tables, with their filters pushed into the scan as in Rust; and lance-nd tables
+written from and read into xarray Datasets."""
 
 import datafusion as _datafusion
 
@@ -13,8 +14,16 @@ if _major != _SUPPORTED_MAJOR:
     )
 
 from ._ndfusion import Error, LanceNdTable, TableFactory, ZarrTable  # noqa: E402
+from .nd_batches import read_nd_batches, write_nd_batches  # noqa: E402
 
-__all__ = ["Error", "LanceNdTable", "ZarrTable", "register_table_factories"]
+__all__ = [
+    "Error",
+    "LanceNdTable",
+    "ZarrTable",
+    "read_nd_batches",
+    "register_table_factories",
+    "write_nd_batches",
+]
 
 
 def register_table_factories(ctx: _datafusion.SessionContext) -> None:

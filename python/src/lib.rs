@@ -1,6 +1,7 @@
 //! ndfusion's tables for datafusion-python: `ZarrTable` and `LanceNdTable` hand their
 //! providers over `datafusion-ffi` (`__datafusion_table_provider__`), opened on the
-//! extension's own tokio runtime, which also runs their scans.
+//! extension's own tokio runtime, which also runs their scans. `nd_batches.rs` writes and
+//! reads lance-nd tables for `ndfusion.write_nd_batches` / `read_nd_batches`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -23,6 +24,7 @@ use pyo3::types::PyCapsule;
 use tokio::runtime::Runtime;
 
 mod described_plan;
+mod nd_batches;
 
 use described_plan::DescribedPlan;
 
@@ -275,6 +277,8 @@ fn _ndfusion(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ZarrTable>()?;
     m.add_class::<LanceNdTable>()?;
     m.add_class::<TableFactory>()?;
+    m.add_function(wrap_pyfunction!(nd_batches::write_nd_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(nd_batches::read_nd_batches, m)?)?;
     m.add("Error", m.py().get_type::<Error>())?;
     Ok(())
 }

@@ -50,6 +50,17 @@ def test_a_dataset_decodes_times_as_xarray_does(ctx):
     answers = ocean["answers"]
     count, = one(ctx, "SELECT count(temp) FROM o")
     assert count == answers["count_temp_all"]
+    # Scaled, masked and time-decoded values, with coordinate filters choosing 2 of 6 blocks.
+    where = "time BETWEEN '2001-03-11' AND '2001-03-20' AND lat > 10"
+    mean, count = one(ctx, f"SELECT avg(temp), count(temp) FROM o WHERE {where}")
+    assert count == answers["count_temp_11_20_north_of_10"]
+    assert mean == pytest.approx(float(answers["avg_temp_11_20_north_of_10"]), rel=1e-6)
+    total, = one(ctx, "SELECT sum(sal) FROM o")
+    assert total == pytest.approx(float(answers["sum_sal_all"]), rel=1e-12)
+    assert one(ctx, "SELECT max(tide) FROM o") == [float(answers["max_tide"])]
+    shown = plan(ctx, f"SELECT temp FROM o WHERE {where}")
+    assert "FFI_ExecutionPlan: ZarrDatasetScanExec: group=" in shown, shown
+    assert "blocks=2/6" in shown, shown
 
 
 def test_a_collection_is_chosen_by_its_members_attributes(ctx):

@@ -88,7 +88,7 @@ impl LanceNdOptions {
     /// The options of `CREATE EXTERNAL TABLE ... STORED AS LANCE_ND OPTIONS (...)` (also what
     /// the Python package passes).
     pub fn from_sql(options: &HashMap<String, String>) -> Result<Self> {
-        let (set, storage) = FormatOptions::from_sql(OPTIONS, options, "LANCE_ND")?;
+        let (set, storage) = FormatOptions::from_sql(OPTIONS, options, "STORED AS LANCE_ND")?;
         Ok(LanceNdOptions { set, storage })
     }
 

@@ -1,5 +1,7 @@
 //! Reading a lance-nd table back as nd record batches.
 
+use std::collections::HashMap;
+
 use arrow::array::{AsArray, RecordBatch};
 use futures::TryStreamExt;
 
@@ -12,6 +14,14 @@ use crate::nd::arrow_encoding::{
 };
 use crate::nd::NdRecordBatch;
 use crate::storage::StorageOptions;
+use crate::table_options::{FormatOptions, OptionKind, OptionSpec};
+
+const ARRAYS: OptionSpec = OptionSpec::new(
+    "arrays",
+    OptionKind::Names,
+    "read only these arrays, comma-separated (default: every array)",
+);
+const READ_OPTIONS: &[OptionSpec] = &[ARRAYS];
 
 /// What [`read_nd_batches`] reads: which arrays, which rows, from where.
 ///
@@ -53,6 +63,19 @@ impl ReadOptions {
     pub fn with_storage(mut self, storage: StorageOptions) -> Self {
         self.storage = storage;
         self
+    }
+
+    /// The options as a map of strings (what the Python package passes): `arrays`
+    /// (comma-separated names) and the storage settings of [`StorageOptions`]; any other key
+    /// is an error listing the known ones. The filter is set apart, with
+    /// [`with_filter`](Self::with_filter).
+    pub fn from_map(options: &HashMap<String, String>) -> Result<Self> {
+        let (set, storage) = FormatOptions::from_sql(READ_OPTIONS, options, "read_nd_batches")?;
+        Ok(ReadOptions {
+            arrays: set.names(&ARRAYS).map(<[String]>::to_vec),
+            filter: None,
+            storage,
+        })
     }
 }
 
@@ -137,4 +160,33 @@ fn decode_rows(uri: &str, batch: &RecordBatch, first_row: usize) -> Result<Vec<N
             NdRecordBatch::try_new(arrays, globals).map_err(row_error)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_options_from_a_map_take_arrays_and_storage_settings() {
+        let options = ReadOptions::from_map(&HashMap::from([
+            ("arrays".to_string(), "temperature, x".to_string()),
+            ("aws.allow_http".to_string(), "true".to_string()),
+        ]))
+        .unwrap();
+        assert_eq!(
+            options.arrays.as_deref(),
+            Some(&["temperature".to_string(), "x".to_string()][..])
+        );
+        assert_eq!(options.storage.get("aws.allow_http"), Some("true"));
+        let err = ReadOptions::from_map(&HashMap::from([(
+            "filter".to_string(),
+            "x".to_string(),
+        )]))
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("invalid option 'filter': read_nd_batches does not know this option; known: arrays"),
+            "{err}"
+        );
+    }
 }

@@ -158,7 +158,7 @@ impl ZarrOptions {
 
     /// The options of `CREATE EXTERNAL TABLE ... OPTIONS (...)`.
     pub fn from_sql(options: &HashMap<String, String>) -> Result<Self> {
-        let (set, storage) = FormatOptions::from_sql(OPTIONS, options, "ZARR")?;
+        let (set, storage) = FormatOptions::from_sql(OPTIONS, options, "STORED AS ZARR")?;
         Ok(ZarrOptions { set, storage })
     }
 

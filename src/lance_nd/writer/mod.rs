@@ -30,6 +30,7 @@ use crate::error::{Error, Result};
 pub use crate::nd::Casting;
 use crate::nd::NdRecordBatch;
 use crate::storage::StorageOptions;
+use crate::table_options::{FormatOptions, OptionKind, OptionSpec};
 use encode::encode_rows;
 use schema_plan::{plan_schema, schema_additions};
 
@@ -40,6 +41,19 @@ fn invalid(uri: &str, reason: impl Into<String>) -> Error {
         reason: reason.into(),
     }
 }
+
+const CASTING: OptionSpec = OptionSpec::new(
+    "casting",
+    OptionKind::Choice(&["no", "safe", "unsafe"]),
+    "what a write may do when an array's values have another type than the table's: \
+     no (the default), safe (widen without loss) or unsafe (any cast Arrow can do)",
+);
+const STATISTICS: OptionSpec = OptionSpec::new(
+    "statistics",
+    OptionKind::Flag,
+    "also write `__stats__:<array>` columns of numeric arrays (default: false)",
+);
+const WRITE_OPTIONS: &[OptionSpec] = &[CASTING, STATISTICS];
 
 /// How [`write_nd_batches`] writes.
 ///
@@ -78,6 +92,24 @@ impl WriteOptions {
     pub fn with_storage(mut self, storage: StorageOptions) -> Self {
         self.storage = storage;
         self
+    }
+
+    /// The options as a map of strings (what the Python package passes): `casting` (`no`,
+    /// `safe`, `unsafe`), `statistics` (`true`, `false`) and the storage settings of
+    /// [`StorageOptions`]; any other key is an error listing the known ones.
+    pub fn from_map(options: &HashMap<String, String>) -> Result<Self> {
+        let (set, storage) = FormatOptions::from_sql(WRITE_OPTIONS, options, "write_nd_batches")?;
+        let casting = match set.choice(&CASTING) {
+            Some("safe") => Casting::Safe,
+            Some("unsafe") => Casting::Unsafe,
+            _ => Casting::No,
+        };
+        let statistics = set.flag(&STATISTICS).unwrap_or(false);
+        Ok(WriteOptions {
+            casting,
+            statistics,
+            storage,
+        })
     }
 }
 
@@ -224,4 +256,44 @@ async fn evolve_and_append(
     };
     let transaction = Transaction::new(manifest.version, operation, None);
     commit(uri, Arc::new(dataset), transaction).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        (pairs.iter())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn write_options_from_a_map_name_the_option_at_fault() {
+        let options = WriteOptions::from_map(&map(&[
+            ("casting", "Safe"),
+            ("statistics", "true"),
+            ("aws.region", "eu-west-1"),
+        ]))
+        .unwrap();
+        assert_eq!(options.casting, Casting::Safe);
+        assert!(options.statistics);
+        assert_eq!(options.storage.get("aws.region"), Some("eu-west-1"));
+        let defaults = WriteOptions::from_map(&HashMap::new()).unwrap();
+        assert_eq!((defaults.casting, defaults.statistics), (Casting::No, false));
+
+        let err = WriteOptions::from_map(&map(&[("casting", "lossy")])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid option 'casting': expected one of no, safe, unsafe, found 'lossy'"
+        );
+        let err = WriteOptions::from_map(&map(&[("cast", "safe")])).unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "invalid option 'cast': write_nd_batches does not know this option; known: \
+                 casting, statistics, aws.access_key_id"
+            ),
+            "{err}"
+        );
+    }
 }
