@@ -29,7 +29,10 @@ type PyNdArray<'py> = (
 type PyNdBatch<'py> = (Vec<PyNdArray<'py>>, Option<Bound<'py, PyAny>>);
 
 /// Attributes from a one-row record batch: one Arrow value per column.
-fn attrs_from_py(batch: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Vec<(String, ArrayRef)>> {
+fn attrs_from_py(
+    batch: Option<&Bound<'_, PyAny>>,
+    what: &str,
+) -> PyResult<Vec<(String, ArrayRef)>> {
     let Some(batch) = batch else {
         return Ok(Vec::new());
     };
@@ -82,7 +85,10 @@ fn batch_from_py(index: usize, (arrays, globals): &PyNdBatch<'_>) -> PyResult<Nd
             Ok((name.clone(), array))
         })
         .collect::<PyResult<Vec<_>>>()?;
-    let globals = attrs_from_py(globals.as_ref(), &format!("batch {index}, global attributes"))?;
+    let globals = attrs_from_py(
+        globals.as_ref(),
+        &format!("batch {index}, global attributes"),
+    )?;
     NdRecordBatch::try_new(arrays, globals).map_err(|e| error(format!("batch {index}: {e}")))
 }
 

@@ -178,14 +178,12 @@ mod tests {
             Some(&["temperature".to_string(), "x".to_string()][..])
         );
         assert_eq!(options.storage.get("aws.allow_http"), Some("true"));
-        let err = ReadOptions::from_map(&HashMap::from([(
-            "filter".to_string(),
-            "x".to_string(),
-        )]))
-        .unwrap_err();
+        let err = ReadOptions::from_map(&HashMap::from([("filter".to_string(), "x".to_string())]))
+            .unwrap_err();
         assert!(
-            err.to_string()
-                .starts_with("invalid option 'filter': read_nd_batches does not know this option; known: arrays"),
+            err.to_string().starts_with(
+                "invalid option 'filter': read_nd_batches does not know this option; known: arrays"
+            ),
             "{err}"
         );
     }

@@ -280,7 +280,10 @@ mod tests {
         assert!(options.statistics);
         assert_eq!(options.storage.get("aws.region"), Some("eu-west-1"));
         let defaults = WriteOptions::from_map(&HashMap::new()).unwrap();
-        assert_eq!((defaults.casting, defaults.statistics), (Casting::No, false));
+        assert_eq!(
+            (defaults.casting, defaults.statistics),
+            (Casting::No, false)
+        );
 
         let err = WriteOptions::from_map(&map(&[("casting", "lossy")])).unwrap_err();
         assert_eq!(
