@@ -2,9 +2,6 @@
 what ndfusion wrote, ndfusion reading what pylance wrote. Every answer is one xarray, numpy or
 pylance computed when the fixtures were written (their expected.json), or the input itself."""
 
-import json
-from pathlib import Path
-
 import datafusion
 import lance
 import numpy as np
@@ -12,19 +9,9 @@ import pytest
 import xarray as xr
 
 import ndfusion
+from answers import DATA, expected, one
 
-DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 OCEAN = DATA / "datasets" / "ocean_v3.zarr"
-
-
-def expected(kind):
-    return json.loads((DATA / kind / "expected.json").read_text())
-
-
-def one(ctx, sql):
-    table = ctx.sql(sql).to_arrow_table()
-    assert table.num_rows == 1, sql
-    return [table.column(i)[0].as_py() for i in range(table.num_columns)]
 
 
 @pytest.fixture(scope="module")

@@ -1,30 +1,17 @@
 """The same tables on the loopback S3 server (SeaweedFS, conftest.py): a Zarr dataset uploaded
 there, a lance-nd table written there from xarray. Answers are xarray's (expected.json)."""
 
-import json
-from pathlib import Path
-
 import datafusion
 import pytest
 import xarray as xr
 
 import ndfusion
+from answers import DATA, expected, one, plan
 from conftest import upload
 
-DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 OCEAN = DATA / "datasets" / "ocean_v3.zarr"
-ANSWERS = json.loads((DATA / "datasets" / "expected.json").read_text())["ocean_v3"]["answers"]
+ANSWERS = expected("datasets")["ocean_v3"]["answers"]
 RANGE = "time BETWEEN '2001-03-11' AND '2001-03-20' AND lat > 10"
-
-
-def one(ctx, sql):
-    table = ctx.sql(sql).to_arrow_table()
-    assert table.num_rows == 1, sql
-    return [table.column(i)[0].as_py() for i in range(table.num_columns)]
-
-
-def plan(ctx, sql):
-    return "\n".join(r["plan"] for r in ctx.sql("EXPLAIN " + sql).to_arrow_table().to_pylist())
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +32,25 @@ def test_a_zarr_dataset_on_s3_answers_as_xarray_and_selects_blocks(s3, remote_oc
     options = ", ".join(f"'{k}' '{v}'" for k, v in s3["options"].items())
     ctx.sql(f"CREATE EXTERNAL TABLE o2 STORED AS ZARR LOCATION '{remote_ocean}' OPTIONS ({options})")
     assert one(ctx, "SELECT count(sal) FROM o2") == [ANSWERS["count_sal_all"]]
+
+
+def test_a_zarr_array_and_a_collection_on_s3(s3):
+    upload(s3, DATA / "zarr_v3" / "struct_1d.zarr", "struct_1d.zarr")
+    for member in ("f1", "f2", "f3", "f4"):
+        upload(s3, DATA / "collections" / "floats" / f"{member}.zarr", f"floats/{member}.zarr")
+    ctx = datafusion.SessionContext()
+    bucket = s3["bucket"]
+    ctx.register_table("s", ndfusion.ZarrTable(f"s3://{bucket}/struct_1d.zarr", s3["options"]))
+    ids = expected("zarr_v3")["struct_1d"]["columns"]["id"]
+    assert one(ctx, "SELECT count(*), sum(id) FROM s WHERE dim_0 >= 8") == [len(ids[8:]), sum(ids[8:])]
+    assert "chunks=1/3" in plan(ctx, "SELECT id FROM s WHERE dim_0 >= 8")
+
+    ctx.register_table("f", ndfusion.ZarrTable(f"s3://{bucket}/floats/*.zarr", s3["options"]))
+    floats = expected("collections")["floats"]
+    assert one(ctx, "SELECT count(*) FROM f WHERE __global_attrs__.id = 'f2'") == [floats["f2"]["rows"]]
+    shown = plan(ctx, "SELECT temp FROM f WHERE __global_attrs__.project = 'argo' "
+                      "AND __global_attrs__.id <> 'f4' AND level < 3")
+    assert "members=2/4" in shown, shown
 
 
 def test_lance_nd_written_to_s3_from_xarray_reads_back(s3):

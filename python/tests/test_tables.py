@@ -1,30 +1,11 @@
 """ndfusion's tables through datafusion-python (PyPI `datafusion` 54.x): every answer is
 one numpy, pyarrow or xarray computed when the fixtures were written (their expected.json)."""
 
-import json
-from pathlib import Path
-
 import datafusion
 import pytest
 
 import ndfusion
-
-DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
-
-
-def expected(kind):
-    return json.loads((DATA / kind / "expected.json").read_text())
-
-
-def one(ctx, sql):
-    table = ctx.sql(sql).to_arrow_table()
-    assert table.num_rows == 1, sql
-    return [table.column(i)[0].as_py() for i in range(table.num_columns)]
-
-
-def plan(ctx, sql):
-    rows = ctx.sql("EXPLAIN " + sql).to_arrow_table().to_pylist()
-    return "\n".join(r["plan"] for r in rows)
+from answers import DATA, expected, one, plan
 
 
 @pytest.fixture
