@@ -30,6 +30,12 @@ use described_plan::DescribedPlan;
 
 create_exception!(ndfusion, Error, PyException, "An error ndfusion reports.");
 
+/// The allocator of the `ndfusion` binary, for what the extension allocates (Python's own
+/// objects keep Python's). Decoding allocates a buffer per chunk; glibc's allocator hands
+/// large ones back to the kernel each time, and the kernel zeroes fresh pages for the next.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The extension's runtime: tables open on it and their scans run on it.
 fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
