@@ -28,6 +28,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pyarrow as pa
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_DIR = Path(os.environ.get("NDFUSION_BENCH_DIR", ROOT / "target" / "bench-data"))
 DATASET = BENCH_DIR / "dataset_100M.zarr"
@@ -97,9 +99,7 @@ def ndfusion_python(runs):
     ctx.register_table("d", ndfusion.ZarrTable(str(DATASET)))
 
     def query(sql):
-        batches = ctx.sql(sql).collect()
-        import pyarrow as pa
-        return answer_of_table(pa.Table.from_batches(batches))
+        return answer_of_table(pa.Table.from_batches(ctx.sql(sql).collect()))
 
     return {k: median_time(lambda: query(sql), runs) for k, (_, sql) in QUERIES.items()}
 
@@ -131,7 +131,6 @@ def xarray_sql(ds, runs):
     ctx.from_dataset("d", ds, chunks={"time": 10, "lat": 100, "lon": 1000})
 
     def query(sql):
-        import pyarrow as pa
         return answer_of_table(pa.Table.from_batches(ctx.sql(sql).collect()))
 
     return {k: median_time(lambda: query(sql), runs) for k, (_, sql) in QUERIES.items()}

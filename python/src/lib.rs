@@ -144,13 +144,21 @@ fn provider_capsule<'py>(
     PyCapsule::new(py, ffi, Some(c"datafusion_table_provider".into()))
 }
 
+/// What `work` gives, run on the extension's runtime with the GIL released; its error as
+/// `ndfusion.Error`.
+fn blocking<T: Send>(
+    py: Python<'_>,
+    work: impl std::future::Future<Output = ndfusion::Result<T>> + Send,
+) -> PyResult<T> {
+    py.detach(|| runtime().block_on(work)).map_err(error)
+}
+
 /// The table `open` opens, on the extension's runtime with the GIL released.
 fn opened<T: TableProvider + 'static>(
     py: Python<'_>,
     open: impl std::future::Future<Output = ndfusion::Result<T>> + Send,
 ) -> PyResult<Arc<dyn TableProvider>> {
-    let table = py.detach(|| runtime().block_on(open)).map_err(error)?;
-    Ok(Arc::new(table))
+    Ok(Arc::new(blocking(py, open)?))
 }
 
 /// A Zarr array, group or glob of stores, as `STORED AS ZARR` opens it.

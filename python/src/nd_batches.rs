@@ -15,7 +15,7 @@ use datafusion::arrow::array::{make_array, ArrayData, ArrayRef, RecordBatch};
 use ndfusion::{Dim, NdArrowArray, NdRecordBatch, ReadOptions, WriteOptions};
 use pyo3::prelude::*;
 
-use crate::{error, runtime};
+use crate::{blocking, error};
 
 /// One nd array as it crosses: name, flat values, dimension names, sizes, attributes.
 type PyNdArray<'py> = (
@@ -28,21 +28,13 @@ type PyNdArray<'py> = (
 /// One nd record batch as it crosses: its arrays and its global attributes.
 type PyNdBatch<'py> = (Vec<PyNdArray<'py>>, Option<Bound<'py, PyAny>>);
 
-/// Attributes from a one-row record batch: one Arrow value per column.
-fn attrs_from_py(
-    batch: Option<&Bound<'_, PyAny>>,
-    what: &str,
-) -> PyResult<Vec<(String, ArrayRef)>> {
+/// Attributes from a one-row record batch: one Arrow value per column (`NdArrowArray` and
+/// `NdRecordBatch` check that each is one value).
+fn attrs_from_py(batch: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, ArrayRef)>> {
     let Some(batch) = batch else {
         return Ok(Vec::new());
     };
     let batch = RecordBatch::from_pyarrow_bound(batch)?;
-    if batch.num_rows() != 1 {
-        return Err(error(format!(
-            "{what}: attributes come as a record batch of one row, found {} rows",
-            batch.num_rows()
-        )));
-    }
     let schema = batch.schema();
     Ok((schema.fields().iter())
         .zip(batch.columns())
@@ -79,16 +71,13 @@ fn batch_from_py(index: usize, (arrays, globals): &PyNdBatch<'_>) -> PyResult<Nd
             let dims = (dims.iter().zip(shape))
                 .map(|(d, &s)| Dim::new(d.as_str(), s))
                 .collect();
-            let attrs = attrs_from_py(attrs.as_ref(), &context(name))?;
+            let attrs = attrs_from_py(attrs.as_ref())?;
             let array = NdArrowArray::try_new(values, dims, attrs)
                 .map_err(|e| error(format!("{}: {e}", context(name))))?;
             Ok((name.clone(), array))
         })
         .collect::<PyResult<Vec<_>>>()?;
-    let globals = attrs_from_py(
-        globals.as_ref(),
-        &format!("batch {index}, global attributes"),
-    )?;
+    let globals = attrs_from_py(globals.as_ref())?;
     NdRecordBatch::try_new(arrays, globals).map_err(|e| error(format!("batch {index}: {e}")))
 }
 
@@ -121,8 +110,10 @@ pub(crate) fn write_nd_batches(
     let batches = (batches.iter().enumerate())
         .map(|(i, b)| batch_from_py(i, b))
         .collect::<PyResult<Vec<_>>>()?;
-    py.detach(|| runtime().block_on(ndfusion::write_nd_batches(&location, &batches, &options)))
-        .map_err(error)
+    blocking(
+        py,
+        ndfusion::write_nd_batches(&location, &batches, &options),
+    )
 }
 
 /// The rows of the lance-nd table at `location` that pass `filter` (Lance SQL, such as
@@ -140,8 +131,6 @@ pub(crate) fn read_nd_batches<'py>(
     if let Some(filter) = filter {
         options = options.with_filter(filter);
     }
-    let batches = py
-        .detach(|| runtime().block_on(ndfusion::read_nd_batches(&location, &options)))
-        .map_err(error)?;
+    let batches = blocking(py, ndfusion::read_nd_batches(&location, &options))?;
     batches.iter().map(|b| batch_to_py(py, b)).collect()
 }
