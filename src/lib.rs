@@ -46,6 +46,7 @@
 #[cfg(feature = "cluster")]
 mod cluster;
 mod error;
+mod icechunk;
 mod lance_nd;
 mod limits;
 mod nd;
@@ -65,6 +66,9 @@ pub use cluster::{
     TOKEN_ENV,
 };
 pub use error::{Error, Result};
+pub use icechunk::{
+    IcechunkLogFunction, IcechunkOptions, IcechunkRefsFunction, IcechunkTable, IcechunkTableFactory,
+};
 pub use lance_nd::{
     read_nd_batches, write_nd_batches, Casting, LanceNdOptions, LanceNdTable, LanceNdTableFactory,
     ReadOptions, WriteOptions,
@@ -73,7 +77,7 @@ pub use limits::{parse_size, Limits, SizeError};
 pub use nd::{Dim, NdArrowArray, NdError, NdRecordBatch};
 pub use session::{
     new_session_context, new_session_context_with_config, new_session_context_with_runtime,
-    register_table_factories, LANCE_ND_FORMAT, ZARR_FORMAT,
+    register_table_factories, ICECHUNK_FORMAT, LANCE_ND_FORMAT, ZARR_FORMAT,
 };
 pub use storage::StorageOptions;
 pub use zarr::{ZarrOptions, ZarrTable, ZarrTableFactory};

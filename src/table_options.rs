@@ -20,6 +20,8 @@ pub(crate) enum OptionKind {
     Names,
     /// One of these words (lower case).
     Choice(&'static [&'static str]),
+    /// Any text that is not blank (a name, an id, an instant: the format checks it).
+    Text,
 }
 
 /// One option of a format, declared once: parsing, printing (`to_sql`, EXPLAIN), checking and
@@ -61,6 +63,7 @@ pub(crate) enum OptionValue {
     Flag(bool),
     Names(Vec<String>),
     Choice(&'static str),
+    Text(String),
 }
 
 impl std::fmt::Display for OptionValue {
@@ -71,6 +74,7 @@ impl std::fmt::Display for OptionValue {
             OptionValue::Flag(b) => write!(f, "{b}"),
             OptionValue::Names(names) => f.write_str(&names.join(",")),
             OptionValue::Choice(word) => f.write_str(word),
+            OptionValue::Text(text) => f.write_str(text),
         }
     }
 }
@@ -114,6 +118,10 @@ impl OptionValue {
                     ))),
                 }
             }
+            OptionKind::Text => match value.trim() {
+                "" => Err(invalid("expected a value, found nothing".into())),
+                text => Ok(OptionValue::Text(text.to_string())),
+            },
         }
     }
 }
@@ -143,7 +151,20 @@ impl FormatOptions {
         options: &HashMap<String, String>,
         taker: &str,
     ) -> Result<(Self, StorageOptions)> {
+        let (own, _, storage) = Self::from_sql_layered(specs, &[], options, taker)?;
+        Ok((own, storage))
+    }
+
+    /// Like [`from_sql`](Self::from_sql) for a format that takes another's options (`specs`)
+    /// and its own (`more`): both sets, then the storage settings. Unknown keys list all.
+    pub(crate) fn from_sql_layered(
+        specs: &'static [OptionSpec],
+        more: &'static [OptionSpec],
+        options: &HashMap<String, String>,
+        taker: &str,
+    ) -> Result<(Self, Self, StorageOptions)> {
         let mut own = FormatOptions::new(specs);
+        let mut extra = FormatOptions::new(more);
         let mut storage = StorageOptions::new();
         let mut keys: Vec<&String> = options.keys().collect();
         keys.sort();
@@ -152,10 +173,12 @@ impl FormatOptions {
             let bare = key.strip_prefix("format.").unwrap_or(key);
             if let Some(spec) = specs.iter().find(|s| s.key == bare) {
                 own.set(spec, OptionValue::parse(spec, value)?);
+            } else if let Some(spec) = more.iter().find(|s| s.key == bare) {
+                extra.set(spec, OptionValue::parse(spec, value)?);
             } else if StorageOptions::is_storage_key(bare) {
                 storage = storage.with(bare, value.clone())?;
             } else {
-                let known: Vec<&str> = (specs.iter().map(|s| s.key))
+                let known: Vec<&str> = (specs.iter().chain(more).map(|s| s.key))
                     .chain(StorageOptions::keys())
                     .collect();
                 return Err(Error::InvalidOption {
@@ -167,7 +190,7 @@ impl FormatOptions {
                 });
             }
         }
-        Ok((own, storage))
+        Ok((own, extra, storage))
     }
 
     /// Sets `spec` (one of this format's options) to `value`.
@@ -202,6 +225,13 @@ impl FormatOptions {
     pub(crate) fn names(&self, spec: &OptionSpec) -> Option<&[String]> {
         match self.get(spec) {
             Some(OptionValue::Names(names)) => Some(names),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn text(&self, spec: &OptionSpec) -> Option<&str> {
+        match self.get(spec) {
+            Some(OptionValue::Text(text)) => Some(text),
             _ => None,
         }
     }

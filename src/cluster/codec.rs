@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use super::allowed::AllowedLocations;
 use super::plan_guard::check_plan;
+use crate::icechunk::{parse_grants, IcechunkOptions, IcechunkTable};
 use crate::lance_nd::{LanceNdOptions, LanceNdTable};
 use crate::scan::OriginSlot;
 use crate::scan::ScanExec;
@@ -152,6 +153,8 @@ impl LogicalExtensionCodec for NdfusionLogicalCodec {
         let source = if let Some(table) = node.downcast_ref::<ZarrTable>() {
             table.source()
         } else if let Some(table) = node.downcast_ref::<LanceNdTable>() {
+            table.source()
+        } else if let Some(table) = node.downcast_ref::<IcechunkTable>() {
             table.source()
         } else {
             return self.inner.try_encode_table_provider(table_ref, node, buf);
@@ -369,6 +372,13 @@ async fn open_table(
         allowed.check(location).map_err(external)?;
     }
     allowed.check_options(&table.options).map_err(external)?;
+    // An Icechunk table's virtual chunks are read from their containers: each must be an
+    // allowed location too.
+    if let Some(containers) = table.options.get("virtual_chunk_containers") {
+        for grant in parse_grants(containers).map_err(external)? {
+            allowed.check(grant.prefix()).map_err(external)?;
+        }
+    }
     // The opening in the key tells a table created again from the one before.
     let key = String::from_utf8_lossy(&to_json(table)?).to_string();
     if let Some(provider) = opened.get(&key) {
@@ -405,6 +415,11 @@ async fn open_table_again(table: &EncodedTable) -> Result<Arc<dyn TableProvider>
                     .await
                     .map_err(external)?,
             )
+        }
+        ("icechunk", [location]) => {
+            let options = IcechunkOptions::from_sql(&options).map_err(external)?;
+            let table = IcechunkTable::open_with(location, options);
+            Arc::new(table.await.map_err(external)?)
         }
         ("lance_nd", [location]) => {
             let options = LanceNdOptions::from_sql(&options).map_err(external)?;

@@ -10,7 +10,7 @@ mod remote;
 
 use std::path::PathBuf;
 
-pub(crate) use location::Location;
+pub(crate) use location::{Location, Service};
 pub use options::StorageOptions;
 pub(crate) use remote::RemoteStore;
 

@@ -21,11 +21,11 @@ mod generated_hostile_inputs;
 mod generated_inputs;
 mod local_store;
 mod metadata;
-mod node_table;
+pub(crate) mod node_table;
 mod options;
 mod plan;
 mod read;
-mod store;
+pub(crate) mod store;
 pub(crate) mod table;
 
 pub use factory::ZarrTableFactory;

@@ -21,6 +21,16 @@ impl NodeTable {
     /// Opens the array or group at `location`.
     pub(crate) async fn open(location: &str, options: ZarrOptions) -> crate::Result<Self> {
         let store = ZarrStore::open(location, options.storage())?;
+        Self::open_in(store, location, options).await
+    }
+
+    /// Opens the array or group at the root of `store`, named `location` in messages and
+    /// EXPLAIN.
+    pub(crate) async fn open_in(
+        store: ZarrStore,
+        location: &str,
+        options: ZarrOptions,
+    ) -> crate::Result<Self> {
         Ok(match read_node(&store, location).await? {
             Node::Array(meta) => {
                 options.check_array_options(location)?;

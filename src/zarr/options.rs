@@ -162,6 +162,17 @@ impl ZarrOptions {
         Ok(ZarrOptions { set, storage })
     }
 
+    /// Zarr's options and those of a format built on Zarr (`more`: Icechunk's), from SQL
+    /// `OPTIONS`; `taker` names that format in messages.
+    pub(crate) fn from_sql_with(
+        options: &HashMap<String, String>,
+        more: &'static [OptionSpec],
+        taker: &str,
+    ) -> Result<(Self, FormatOptions)> {
+        let (set, extra, storage) = FormatOptions::from_sql_layered(OPTIONS, more, options, taker)?;
+        Ok((ZarrOptions { set, storage }, extra))
+    }
+
     /// The options as `OPTIONS (...)` keys, which [`from_sql`](Self::from_sql) reads back (a
     /// cluster sends them with the plan); an object store the application built has no keys.
     pub(crate) fn to_sql(&self) -> Result<HashMap<String, String>> {

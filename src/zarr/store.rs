@@ -18,6 +18,7 @@ use zarrs::storage::{
 };
 
 use crate::error::{BoxError, Error, Result};
+use crate::icechunk::store::{bounded, IcechunkStorage, IcechunkStore};
 use crate::limits::Limits;
 use crate::zarr::local_store::LocalStore;
 
@@ -30,6 +31,8 @@ pub(crate) enum ZarrStore {
     Local(Arc<LocalStore>),
     /// A prefix of an object store.
     Remote(RemoteStore),
+    /// A node of one snapshot of an Icechunk repository.
+    Icechunk(IcechunkStore),
 }
 
 impl std::fmt::Debug for ZarrStore {
@@ -37,6 +40,7 @@ impl std::fmt::Debug for ZarrStore {
         match self {
             ZarrStore::Local(_) => f.write_str("Local"),
             ZarrStore::Remote(r) => write!(f, "Remote({})", r.display("")),
+            ZarrStore::Icechunk(i) => i.fmt(f),
         }
     }
 }
@@ -59,8 +63,10 @@ impl ZarrStore {
         }
     }
 
+    /// Whether reads are asynchronous (an object store, an Icechunk session), not blocking
+    /// reads of local files.
     pub(crate) fn is_remote(&self) -> bool {
-        matches!(self, ZarrStore::Remote(_))
+        !matches!(self, ZarrStore::Local(_))
     }
 
     /// The whole chunk at `key`, of at most `limit` bytes (its size is checked before its
@@ -80,6 +86,11 @@ impl ZarrStore {
                 Ok(result) => Ok(Some(result.bytes().await?)),
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
                 Err(e) => Err(Box::new(e)),
+            },
+            ZarrStore::Icechunk(ice) => match ice.size(key).await? {
+                None => Ok(None),
+                Some(size) if size > limit => Err(Box::new(ChunkTooLarge { size, limit })),
+                Some(_) => ice.get(key, None).await,
             },
         }
     }
@@ -115,6 +126,11 @@ impl ZarrStore {
                 Ok(result) => Ok(Some(result.bytes().await?)),
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
                 Err(e) => Err(Box::new(e)),
+            },
+            ZarrStore::Icechunk(ice) => match ice.size(key).await? {
+                None => Ok(None),
+                Some(size) if size > max => Err(too_large(size)),
+                Some(_) => ice.get(key, None).await,
             },
         }
     }
@@ -156,6 +172,7 @@ impl ZarrStore {
                     Err(e) => Err(Box::new(e)),
                 }
             }
+            ZarrStore::Icechunk(ice) => ice.get_range(key, bounded(range)).await,
         }
     }
 
@@ -167,8 +184,14 @@ impl ZarrStore {
         key: &str,
         n: u64,
     ) -> Result<Option<(Bytes, u64)>, BoxError> {
-        let ZarrStore::Remote(remote) = self else {
-            return Err("a suffix request to a local store".into());
+        let remote = match self {
+            ZarrStore::Remote(remote) => remote,
+            ZarrStore::Icechunk(ice) => {
+                return ice
+                    .get_range(key, icechunk::format::ByteRange::Last(n))
+                    .await
+            }
+            ZarrStore::Local(_) => return Err("a suffix request to a local store".into()),
         };
         let path = remote.path(key);
         let options = GetOptions {
@@ -220,6 +243,7 @@ impl ZarrStore {
                     .filter_map(|p| p.filename().map(str::to_string))
                     .collect()
             }
+            ZarrStore::Icechunk(ice) => ice.list_children().await?,
         };
         names.sort();
         Ok(names)
@@ -230,6 +254,11 @@ impl ZarrStore {
         match self {
             ZarrStore::Local(_) => None,
             ZarrStore::Remote(remote) => remote.why_absent().await,
+            ZarrStore::Icechunk(_) => Some(
+                "no array or group at this path in this snapshot: the 'path' option must name \
+                 one"
+                .into(),
+            ),
         }
     }
 
@@ -241,6 +270,7 @@ impl ZarrStore {
                 TokioBlockingPool,
             )),
             ZarrStore::Remote(remote) => Arc::new(ObjectStoreStorage(remote.clone())),
+            ZarrStore::Icechunk(ice) => Arc::new(IcechunkStorage(ice.clone())),
         }
     }
 
@@ -248,7 +278,7 @@ impl ZarrStore {
     pub(crate) fn blocking(&self) -> Option<Arc<LocalStore>> {
         match self {
             ZarrStore::Local(fs) => Some(Arc::clone(fs)),
-            ZarrStore::Remote(_) => None,
+            ZarrStore::Remote(_) | ZarrStore::Icechunk(_) => None,
         }
     }
 }

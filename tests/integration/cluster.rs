@@ -794,3 +794,77 @@ fn an_exposed_process_without_a_token_refuses_to_start() {
     assert!(stderr.contains("without TLS"), "{stderr}");
     assert!(!stderr.contains("a token ("), "{stderr}");
 }
+
+/// An Icechunk table on a cluster: the scan travels with the snapshot the query was planned
+/// on (EXPLAIN names it, the executor reads it), the next query after a commit reads the new
+/// tip, and virtual chunk containers are held to the executors' allow list like locations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn icechunk_snapshots_travel_with_the_plan() {
+    use crate::icechunk::{commit_doubled_temperatures, expected, ocean_copy, temps, xarray_temps};
+    let want = expected();
+    let versions = &want["ocean"]["versions"];
+    let (dir, copy) = ocean_copy();
+    let virtual_repo = repo().join("tests/data/icechunk/virtual_local.icechunk");
+    let cluster = Cluster::start(
+        1,
+        &[
+            "--allow".into(),
+            dir.path().canonicalize().unwrap().display().to_string(),
+            "--allow".into(),
+            virtual_repo.canonicalize().unwrap().display().to_string(),
+        ],
+    );
+    let ctx = ndfusion::new_cluster_context(&cluster.url()).await.unwrap();
+    let location = copy.canonicalize().unwrap().display().to_string();
+    let sql = |s: String| {
+        let ctx = ctx.clone();
+        async move {
+            let df = ctx.sql(&s).await.map_err(|e| e.to_string())?;
+            df.collect().await.map_err(|e| e.to_string())
+        }
+    };
+    sql(format!(
+        "CREATE EXTERNAL TABLE s STORED AS ICECHUNK LOCATION '{location}' \
+         OPTIONS ('path' 'surface')"
+    ))
+    .await
+    .unwrap();
+    let query = "SELECT temp FROM s ORDER BY time, lat DESC, lon".to_string();
+    let before = sql(query.clone())
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.logs()));
+    assert_eq!(temps(&before), xarray_temps(&versions["main"]));
+    let plan = sql("EXPLAIN SELECT avg(temp) FROM s".into()).await.unwrap();
+    let text = arrow::util::pretty::pretty_format_batches(&plan)
+        .unwrap()
+        .to_string();
+    let tip = want["ocean"]["commits"]["points2"].as_str().unwrap();
+    assert!(text.contains(&format!("@{tip}/surface")), "{text}");
+
+    commit_doubled_temperatures(&copy).await;
+    let after = sql(query)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.logs()));
+    assert_eq!(temps(&after), xarray_temps(&versions["experiment"]));
+
+    // The container's files are outside the executors' allow list: refused there, though
+    // the client (which planned the query) could read them.
+    let nc = repo()
+        .join("tests/data/icechunk/nc")
+        .canonicalize()
+        .unwrap();
+    sql(format!(
+        "CREATE EXTERNAL TABLE v STORED AS ICECHUNK LOCATION '{}' \
+         OPTIONS ('virtual_chunk_containers' 'nc=file://{}/')",
+        virtual_repo.canonicalize().unwrap().display(),
+        nc.display()
+    ))
+    .await
+    .unwrap();
+    let err = sql("SELECT sum(sst) FROM v".into()).await.unwrap_err();
+    assert!(
+        err.contains(&format!("file://{}/", nc.display()))
+            && err.contains("this cluster only reads locations under"),
+        "{err}"
+    );
+}

@@ -8,6 +8,7 @@ mod zarr_fixtures;
 
 mod cli;
 mod cluster;
+mod icechunk;
 mod lance_nd;
 mod listener;
 mod object_stores;

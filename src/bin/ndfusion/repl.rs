@@ -13,12 +13,15 @@ const HELP: &str = "\
 Statements end with ';' and may span lines.
   \\d          list tables
   \\d NAME     describe a table
-  \\options    the OPTIONS of STORED AS ZARR and LANCE_ND
+  \\options    the OPTIONS of STORED AS ZARR, ICECHUNK and LANCE_ND
   \\?          this help
   \\q          quit (or Ctrl-D)
 Register your own data (local paths, s3://, gs://, az://, http(s)://):
   CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '/path/to/array.zarr';
   CREATE EXTERNAL TABLE n STORED AS LANCE_ND LOCATION '/path/to/table.lance';
+  CREATE EXTERNAL TABLE i STORED AS ICECHUNK LOCATION '/path/to/repo'
+    OPTIONS ('branch' 'main', 'path' 'ocean/surface');
+  SELECT * FROM icechunk_log('/path/to/repo');  -- and icechunk_refs(...)
   CREATE EXTERNAL TABLE s STORED AS ZARR LOCATION 's3://bucket/array.zarr'
     OPTIONS ('aws.region' 'us-east-1', 'aws.skip_signature' 'true');";
 
@@ -101,6 +104,10 @@ async fn meta_command(ctx: &SessionContext, command: &str, printer: &mut Printer
         (Some("\\options"), _) => {
             for (format, options) in [
                 ("ZARR", ndfusion::ZarrOptions::documented()),
+                (
+                    "ICECHUNK (and ZARR's)",
+                    ndfusion::IcechunkOptions::documented(),
+                ),
                 ("LANCE_ND", ndfusion::LanceNdOptions::documented()),
             ] {
                 println!("STORED AS {format}:");
@@ -138,6 +145,12 @@ async fn describe_options(ctx: &SessionContext, name: &str) {
         zarr.options().to_string()
     } else if let Some(lance) = table.downcast_ref::<ndfusion::LanceNdTable>() {
         lance.options().to_string()
+    } else if let Some(icechunk) = table.downcast_ref::<ndfusion::IcechunkTable>() {
+        format!(
+            "{}; snapshot {}",
+            icechunk.options(),
+            icechunk.snapshot_id()
+        )
     } else {
         return;
     };

@@ -1,0 +1,643 @@
+//! Icechunk repositories written by icechunk 2.3.0, xarray 2026.9.0 and VirtualiZarr 2.8.0
+//! (tests/data/icechunk/make_fixtures.py) read as xarray reads each snapshot
+//! (tests/data/icechunk/expected.json), locally and on the loopback S3 server.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::compute::concat_batches;
+use arrow::datatypes::{Float64Type, TimestampMicrosecondType};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use futures::StreamExt;
+use serde_json::Value;
+
+use ndfusion::{new_session_context, new_session_context_with_config, Error};
+
+use super::xarray_cells::{assert_rows, Cell};
+use crate::object_stores::{s3_options, s3_store, upload_fixtures, BUCKET};
+use crate::servers;
+
+const DIR: &str = "tests/data/icechunk";
+const OCEAN: &str = "tests/data/icechunk/ocean.icechunk";
+
+pub(crate) fn expected() -> Value {
+    let text = std::fs::read_to_string(format!("{DIR}/expected.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+type Options = Vec<(&'static str, String)>;
+
+fn options_sql(options: &[(&str, String)]) -> String {
+    let pairs: Vec<String> = (options.iter())
+        .map(|(k, v)| format!("'{k}' '{v}'"))
+        .collect();
+    match pairs.is_empty() {
+        true => String::new(),
+        false => format!("OPTIONS ({})", pairs.join(", ")),
+    }
+}
+
+async fn create(ctx: &SessionContext, name: &str, location: &str, options: &[(&str, String)]) {
+    let sql = format!(
+        "CREATE EXTERNAL TABLE {name} STORED AS ICECHUNK LOCATION '{location}' {}",
+        options_sql(options)
+    );
+    ctx.sql(&sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+async fn batch(ctx: &SessionContext, sql: &str) -> RecordBatch {
+    let df = ctx.sql(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let schema = Arc::new(df.schema().as_arrow().clone());
+    let batches = df.collect().await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    concat_batches(&schema, &batches).unwrap()
+}
+
+async fn error(ctx: &SessionContext, sql: &str) -> String {
+    let result = match ctx.sql(sql).await {
+        Ok(df) => df.collect().await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    Error::user_message(&result.expect_err(sql))
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    (v.as_array().unwrap().iter())
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The `surface` dataset and the `points` array of one version, as xarray and numpy read it.
+async fn assert_version(ctx: &SessionContext, suffix: &str, want: &Value, what: &str) {
+    let surface = &want["surface"];
+    let columns = strings(&surface["columns"]);
+    let got = batch(
+        ctx,
+        &format!("SELECT {} FROM surface_{suffix}", columns.join(", ")),
+    )
+    .await;
+    assert_eq!(
+        got.num_rows() as u64,
+        surface["rows"].as_u64().unwrap(),
+        "{what}"
+    );
+    let dtype = |c: &str| surface["dtypes"][c].as_str().unwrap().to_string();
+    assert_rows(what, &got, surface, &columns, dtype, 3);
+
+    let points = batch(
+        ctx,
+        &format!("SELECT id, depth, ok FROM points_{suffix} ORDER BY dim_0"),
+    )
+    .await;
+    for (i, field) in ["id", "depth", "ok"].into_iter().enumerate() {
+        let values = want["points"][field].as_array().unwrap();
+        let kind = if field == "depth" { "float64" } else { "" };
+        for (row, value) in values.iter().enumerate() {
+            let ours = Cell::from_arrow(points.column(i), row);
+            assert_eq!(
+                ours,
+                Cell::from_json(value, kind),
+                "{what}: points.{field}[{row}]"
+            );
+        }
+    }
+}
+
+/// Every version selector reads the snapshot xarray reads for it: a branch's tip, a tag, a
+/// snapshot id, a branch as of an instant; an array and a dataset of each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_version_selector_reads_what_xarray_reads() {
+    let want = expected();
+    let ocean = &want["ocean"];
+    let commits = &ocean["commits"];
+    // (table suffix, options choosing the version, the version's answers in expected.json)
+    let versions: Vec<(&str, Options, &str)> = vec![
+        ("main", vec![], "main"),
+        ("branch", vec![("branch", "main".into())], "main"),
+        ("tag", vec![("tag", "v1".into())], "v1"),
+        (
+            "snapshot",
+            vec![("snapshot", commits["appended"].as_str().unwrap().into())],
+            "appended",
+        ),
+        (
+            "experiment",
+            vec![("branch", "experiment".into())],
+            "experiment",
+        ),
+        (
+            "as_of",
+            vec![
+                ("branch", "main".into()),
+                ("as_of", ocean["as_of_first"].as_str().unwrap().into()),
+            ],
+            "v1",
+        ),
+    ];
+    let ctx = new_session_context();
+    for (suffix, selector, version) in &versions {
+        let mut options = selector.clone();
+        options.push(("path", "surface".into()));
+        create(&ctx, &format!("surface_{suffix}"), OCEAN, &options).await;
+        let mut options = selector.clone();
+        options.push(("path", "/points/".into()));
+        create(&ctx, &format!("points_{suffix}"), OCEAN, &options).await;
+        let what = format!("{suffix} ({selector:?})");
+        assert_version(&ctx, suffix, &ocean["versions"][version], &what).await;
+    }
+
+    // The mean xarray computes, through SQL.
+    let got = batch(&ctx, "SELECT avg(temp) FROM surface_experiment").await;
+    let mean = got.column(0).as_primitive::<Float64Type>().value(0);
+    let theirs: f64 = ocean["versions"]["experiment"]["mean_temp"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        (mean - theirs).abs() <= 1e-12 * theirs.abs(),
+        "{mean} vs {theirs}"
+    );
+
+    // Time filters prune as on any Zarr dataset; EXPLAIN names the snapshot read.
+    let plan = batch(
+        &ctx,
+        "EXPLAIN SELECT avg(temp) FROM surface_tag WHERE time >= '2026-01-11'",
+    )
+    .await;
+    let text = arrow::util::pretty::pretty_format_batches(&[plan])
+        .unwrap()
+        .to_string();
+    let first = commits["first"].as_str().unwrap();
+    assert!(
+        text.contains(&format!("ocean.icechunk@{first}/surface")),
+        "{text}"
+    );
+    let count = batch(
+        &ctx,
+        "SELECT count(*) FROM surface_tag WHERE time >= '2026-01-11'",
+    )
+    .await;
+    // Days 11 and 12 of the first 12, 3 x 4 cells each.
+    assert_eq!(
+        count
+            .column(0)
+            .as_primitive::<arrow::datatypes::Int64Type>()
+            .value(0),
+        24
+    );
+}
+
+/// `icechunk_log` and `icechunk_refs` list what icechunk's `ancestry`, `list_branches` and
+/// `list_tags` list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_and_refs_functions_list_what_icechunk_lists() {
+    let want = expected();
+    let ocean = &want["ocean"];
+    let ctx = new_session_context();
+    for (branch, call) in [
+        ("main", format!("icechunk_log('{OCEAN}')")),
+        (
+            "experiment",
+            format!("icechunk_log('{OCEAN}', 'experiment')"),
+        ),
+    ] {
+        let got = batch(
+            &ctx,
+            &format!("SELECT id, parent_id, written_at, message FROM {call}"),
+        )
+        .await;
+        let log = ocean["log"][branch].as_array().unwrap();
+        assert_eq!(got.num_rows(), log.len(), "{branch}");
+        for (row, snapshot) in log.iter().enumerate() {
+            assert_eq!(
+                got.column(0).as_string::<i32>().value(row),
+                snapshot["id"].as_str().unwrap()
+            );
+            let parent = got.column(1).as_string::<i32>();
+            match snapshot["parent_id"].as_str() {
+                Some(p) => assert_eq!(parent.value(row), p),
+                None => assert!(parent.is_null(row), "{branch}: the first has no parent"),
+            }
+            let at = got.column(2).as_primitive::<TimestampMicrosecondType>();
+            assert_eq!(
+                Some(at.value(row)),
+                snapshot["written_at_us"].as_i64(),
+                "{branch} {row}"
+            );
+            assert_eq!(
+                got.column(3).as_string::<i32>().value(row),
+                snapshot["message"].as_str().unwrap()
+            );
+        }
+    }
+    // What to pin: the newest snapshot of main.
+    let newest = batch(
+        &ctx,
+        &format!("SELECT id FROM icechunk_log('{OCEAN}') ORDER BY written_at DESC LIMIT 1"),
+    )
+    .await;
+    assert_eq!(
+        newest.column(0).as_string::<i32>().value(0),
+        ocean["commits"]["points2"].as_str().unwrap()
+    );
+
+    let refs = batch(
+        &ctx,
+        &format!(
+            "SELECT name, kind, snapshot_id FROM icechunk_refs('{OCEAN}') ORDER BY kind, name"
+        ),
+    )
+    .await;
+    let rows: Vec<(String, String, String)> = (0..refs.num_rows())
+        .map(|r| {
+            let s = |c: usize| refs.column(c).as_string::<i32>().value(r).to_string();
+            (s(0), s(1), s(2))
+        })
+        .collect();
+    let commits = &ocean["commits"];
+    let id = |k: &str| commits[k].as_str().unwrap().to_string();
+    assert_eq!(
+        rows,
+        vec![
+            ("experiment".into(), "branch".into(), id("experiment")),
+            ("main".into(), "branch".into(), id("points2")),
+            ("v1".into(), "tag".into(), id("first")),
+        ]
+    );
+    assert_eq!(strings(&ocean["branches"]), ["experiment", "main"]);
+    assert_eq!(strings(&ocean["tags"]), ["v1"]);
+
+    let err = error(
+        &ctx,
+        &format!("SELECT * FROM icechunk_log('{OCEAN}', 'nope')"),
+    )
+    .await;
+    assert!(
+        err.contains("no branch 'nope'") && err.contains("experiment, main"),
+        "{err}"
+    );
+    let err = error(&ctx, "SELECT * FROM icechunk_refs('tests/data/datasets')").await;
+    assert!(
+        err.contains("tests/data/datasets") && err.contains("not an Icechunk repository"),
+        "{err}"
+    );
+    let err = error(&ctx, &format!("SELECT * FROM icechunk_refs('{OCEAN}', 3)")).await;
+    assert!(
+        err.contains("argument 2") && err.contains("icechunk_refs('<location>'"),
+        "{err}"
+    );
+    let err = error(
+        &ctx,
+        &format!("SELECT * FROM icechunk_refs('{OCEAN}', MAP {{'aws.regoin': 'x'}})"),
+    )
+    .await;
+    assert!(err.contains("aws.regoin"), "{err}");
+}
+
+/// A copy of the ocean repository the test may commit to.
+pub(crate) fn ocean_copy() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("ocean.icechunk");
+    servers::copy_dir(&repo_root().join(OCEAN), &copy);
+    (dir, copy)
+}
+
+/// Commits to `main` the temperatures of branch `experiment` (doubled): every chunk of
+/// `surface/temp` copied over, as a writer would write them.
+pub(crate) async fn commit_doubled_temperatures(repo_dir: &Path) {
+    use icechunk::format::ByteRange;
+    use icechunk::repository::VersionInfo;
+    use tokio::sync::RwLock;
+    let storage = icechunk::new_local_filesystem_storage(repo_dir)
+        .await
+        .unwrap();
+    let repo = icechunk::Repository::open(storage).execute().await.unwrap();
+    let from = repo
+        .readonly_session(&VersionInfo::BranchTipRef("experiment".into()))
+        .await
+        .unwrap();
+    let from = icechunk::Store::from_session(Arc::new(RwLock::new(from))).await;
+    let to = repo.writable_session("main").await.unwrap();
+    let to = icechunk::Store::from_session(Arc::new(RwLock::new(to))).await;
+    let keys: Vec<String> = from
+        .list_prefix("surface/temp")
+        .await
+        .unwrap()
+        .map(|k| k.unwrap())
+        .collect()
+        .await;
+    let chunks: Vec<&String> = keys.iter().filter(|k| k.contains("/c/")).collect();
+    assert!(!chunks.is_empty(), "{keys:?}");
+    for key in chunks {
+        let bytes = from.get(key, &ByteRange::ALL).await.unwrap();
+        to.set(key, bytes).await.unwrap();
+    }
+    let session = to.session();
+    let mut session = session.write().await;
+    session
+        .commit("main: temperature doubled")
+        .execute()
+        .await
+        .unwrap();
+}
+
+pub(crate) fn temps(batches: &[RecordBatch]) -> Vec<Cell> {
+    (batches.iter())
+        .flat_map(|b| (0..b.num_rows()).map(move |r| Cell::from_arrow(b.column(0), r)))
+        .collect()
+}
+
+pub(crate) fn xarray_temps(version: &Value) -> Vec<Cell> {
+    (version["surface"]["values"]["temp"]
+        .as_array()
+        .unwrap()
+        .iter())
+    .map(|v| Cell::from_json(v, "float32"))
+    .collect()
+}
+
+/// A table on a branch reads the tip when each query is planned, and the whole query reads
+/// that snapshot: a commit landing while a query runs changes nothing in it; the next query
+/// sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_keeps_its_snapshot_while_a_commit_lands() {
+    let want = expected();
+    let versions = &want["ocean"]["versions"];
+    let (_dir, copy) = ocean_copy();
+    // One partition, one chunk at a time, small batches: the second chunk (the appended days)
+    // is read after the commit.
+    let ctx = new_session_context_with_config(SessionConfig::new().with_target_partitions(1));
+    let location = copy.display().to_string();
+    create(
+        &ctx,
+        "s",
+        &location,
+        &[
+            ("path", "surface".into()),
+            ("batch_size", "12".into()),
+            ("chunks_in_flight", "1".into()),
+        ],
+    )
+    .await;
+    let sql = "SELECT temp FROM s ORDER BY time, lat DESC, lon";
+    // Planned (and its snapshot chosen) and started before the commit.
+    let df = ctx.sql("SELECT temp FROM s").await.unwrap();
+    let mut stream = df.execute_stream().await.unwrap();
+    let mut running = vec![stream.next().await.unwrap().unwrap()];
+    commit_doubled_temperatures(&copy).await;
+    while let Some(b) = stream.next().await {
+        running.push(b.unwrap());
+    }
+    // Rows come in C order of (time, lat, lon), as xarray's to_dataframe lists them.
+    assert_eq!(
+        temps(&running),
+        xarray_temps(&versions["main"]),
+        "the running query"
+    );
+
+    let after = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    assert_eq!(
+        temps(&after),
+        xarray_temps(&versions["experiment"]),
+        "the next query"
+    );
+    let plan = batch(&ctx, "EXPLAIN SELECT temp FROM s").await;
+    let text = arrow::util::pretty::pretty_format_batches(&[plan])
+        .unwrap()
+        .to_string();
+    let log = batch(
+        &ctx,
+        &format!("SELECT id FROM icechunk_log('{location}') LIMIT 1"),
+    )
+    .await;
+    let tip = log.column(0).as_string::<i32>().value(0).to_string();
+    assert_ne!(tip, want["ocean"]["commits"]["points2"].as_str().unwrap());
+    assert!(text.contains(&format!("@{tip}/surface")), "{text}");
+}
+
+/// Virtual chunks (VirtualiZarr's references into netCDF4 files) read as xarray reads them,
+/// from containers the table authorizes; any other container is an error naming it and the
+/// option.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn virtual_chunks_read_from_authorized_containers_only() {
+    let want = expected();
+    let table = &want["virtual"]["table"];
+    let repo = format!("{DIR}/virtual_local.icechunk");
+    let nc = repo_root().join(DIR).join("nc").canonicalize().unwrap();
+    let here = format!("nc=file://{}/", nc.display());
+    let ctx = new_session_context();
+    create(
+        &ctx,
+        "v",
+        &repo,
+        &[("virtual_chunk_containers", here.clone())],
+    )
+    .await;
+    let columns = strings(&table["columns"]);
+    let got = batch(&ctx, &format!("SELECT {} FROM v", columns.join(", "))).await;
+    assert_eq!(got.num_rows() as u64, table["rows"].as_u64().unwrap());
+    let dtype = |c: &str| table["dtypes"][c].as_str().unwrap().to_string();
+    assert_rows("virtual", &got, table, &columns, dtype, 3);
+
+    // Not authorized: the table opens (the metadata is native), its chunks are refused.
+    create(&ctx, "refused", &repo, &[]).await;
+    let err = error(&ctx, "SELECT sum(sst) FROM refused").await;
+    assert!(
+        err.contains("virtual chunk in container")
+            && err.contains("(named nc)")
+            && err.contains("'virtual_chunk_containers'"),
+        "{err}"
+    );
+    // A container the repository does not have.
+    let sql = format!(
+        "CREATE EXTERNAL TABLE w STORED AS ICECHUNK LOCATION '{repo}' \
+         OPTIONS ('virtual_chunk_containers' 'file:///elsewhere/')"
+    );
+    let err = error(&ctx, &sql).await;
+    assert!(
+        err.contains("virtual_chunk_containers")
+            && err.contains("file:///elsewhere/")
+            && err.contains("it has: nc=file://"),
+        "{err}"
+    );
+}
+
+/// Each mistake is an error naming what is wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_name_the_version_option_path_or_location_at_fault() {
+    let ctx = new_session_context();
+    let cases: Vec<(String, Vec<&str>)> = vec![
+        (
+            format!("LOCATION '{OCEAN}' OPTIONS ('tag' 'v9')"),
+            vec!["no tag 'v9'", "its tags: v1"],
+        ),
+        (
+            format!("LOCATION '{OCEAN}' OPTIONS ('branch' 'dev')"),
+            vec!["no branch 'dev'", "experiment, main"],
+        ),
+        (
+            format!("LOCATION '{OCEAN}' OPTIONS ('snapshot' '0000000000000000000G')"),
+            vec!["no snapshot 0000000000000000000G"],
+        ),
+        (
+            format!("LOCATION '{OCEAN}' OPTIONS ('branch' 'main', 'tag' 'v1')"),
+            vec!["'branch' and 'tag' both choose a version"],
+        ),
+        (
+            format!("LOCATION '{OCEAN}' OPTIONS ('as_of' 'last tuesday')"),
+            vec!["invalid option 'as_of'", "'last tuesday'"],
+        ),
+        (
+            format!("LOCATION '{OCEAN}' OPTIONS ('as_of' '2000-01-01T00:00:00Z')"),
+            vec!["no snapshot on branch 'main' written at or before 2000-01-01"],
+        ),
+        (
+            format!("LOCATION '{OCEAN}' OPTIONS ('snapshot' 'abc')"),
+            vec!["invalid option 'snapshot'", "'abc' is not a snapshot id"],
+        ),
+        (
+            format!("LOCATION '{OCEAN}' OPTIONS ('path' 'ocean/deep')"),
+            vec![
+                "ocean.icechunk@",
+                "/ocean/deep",
+                "no array or group at this path",
+            ],
+        ),
+        (
+            "LOCATION 'tests/data/datasets' ".into(),
+            vec!["tests/data/datasets", "not an Icechunk repository"],
+        ),
+        (
+            "LOCATION 'tests/data/icechunk/missing.icechunk' ".into(),
+            vec!["tests/data/icechunk/missing.icechunk"],
+        ),
+        (
+            format!("LOCATION '{OCEAN}' OPTIONS ('tags' 'v1')"),
+            vec![
+                "invalid option 'tags'",
+                "known: batch_size",
+                "branch, tag, snapshot, as_of",
+            ],
+        ),
+        (
+            format!("LOCATION '{OCEAN}' OPTIONS ('path' 'points', 'variables' 'temp')"),
+            vec!["invalid option 'variables'", "is an array, not a group"],
+        ),
+    ];
+    for (rest, says) in cases {
+        let sql = format!("CREATE EXTERNAL TABLE e STORED AS ICECHUNK {rest}");
+        let err = error(&ctx, &sql).await;
+        for s in says {
+            assert!(err.contains(s), "{sql}\n{err}\nlacks: {s}");
+        }
+    }
+    // The v1 tag has no appended days: a path present in one version is absent in none here,
+    // but the first snapshot of the repository has no nodes at all.
+    let sql = format!(
+        "CREATE EXTERNAL TABLE e STORED AS ICECHUNK LOCATION '{OCEAN}' \
+         OPTIONS ('snapshot' '1CECHNKREP0F1RSTCMT0', 'path' 'surface')"
+    );
+    let err = error(&ctx, &sql).await;
+    assert!(err.contains("@1CECHNKREP0F1RSTCMT0/surface"), "{err}");
+}
+
+/// The same repositories on the loopback S3 server: versions, the log, and virtual chunks in
+/// the bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repositories_on_s3_read_as_local_ones() {
+    let want = expected();
+    let ocean = &want["ocean"];
+    let server = servers::seaweedfs(BUCKET);
+    upload_fixtures(&s3_store(&server)).await;
+    let storage = s3_options(&server);
+    let location = format!("s3://{BUCKET}/{OCEAN}");
+    let ctx = new_session_context();
+    for (suffix, selector, version) in [
+        ("main", ("branch", "main"), "main"),
+        ("tag", ("tag", "v1"), "v1"),
+        ("experiment", ("branch", "experiment"), "experiment"),
+    ] {
+        for (name, path) in [("surface", "surface"), ("points", "points")] {
+            let mut options: Vec<(&str, String)> = storage.clone();
+            options.push((selector.0, selector.1.into()));
+            options.push(("path", path.into()));
+            create(&ctx, &format!("{name}_{suffix}"), &location, &options).await;
+        }
+        assert_version(
+            &ctx,
+            suffix,
+            &ocean["versions"][version],
+            &format!("s3 {suffix}"),
+        )
+        .await;
+    }
+    let pairs: Vec<String> = (storage.iter())
+        .map(|(k, v)| format!("'{k}': '{v}'"))
+        .collect();
+    let log = batch(
+        &ctx,
+        &format!(
+            "SELECT id FROM icechunk_log('{location}', 'main', MAP {{{}}}) ORDER BY written_at DESC",
+            pairs.join(", ")
+        ),
+    )
+    .await;
+    let ids: Vec<&str> = (0..log.num_rows())
+        .map(|r| log.column(0).as_string::<i32>().value(r))
+        .collect();
+    let theirs: Vec<&str> = (ocean["log"]["main"].as_array().unwrap().iter())
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, theirs);
+
+    // VirtualiZarr's absolute s3:// references, read with the table's S3 settings.
+    let table = &want["virtual"]["table"];
+    let container = want["virtual_s3"]["container"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut options = storage.clone();
+    options.push(("virtual_chunk_containers", container.clone()));
+    create(
+        &ctx,
+        "vs3",
+        &format!("s3://{BUCKET}/{DIR}/virtual_s3.icechunk"),
+        &options,
+    )
+    .await;
+    let columns = strings(&table["columns"]);
+    let got = batch(&ctx, &format!("SELECT {} FROM vs3", columns.join(", "))).await;
+    let dtype = |c: &str| table["dtypes"][c].as_str().unwrap().to_string();
+    assert_eq!(got.num_rows() as u64, table["rows"].as_u64().unwrap());
+    assert_rows("virtual on S3", &got, table, &columns, dtype, 3);
+    // Without the grant, the chunks are refused naming the container.
+    create(
+        &ctx,
+        "vs3_refused",
+        &format!("s3://{BUCKET}/{DIR}/virtual_s3.icechunk"),
+        &storage,
+    )
+    .await;
+    let err = error(&ctx, "SELECT sum(sst) FROM vs3_refused").await;
+    assert!(
+        err.contains(&container) && err.contains("virtual_chunk_containers"),
+        "{err}"
+    );
+    // A prefix that holds no repository.
+    let mut options = storage.clone();
+    options.push(("path", "surface".into()));
+    let sql = format!(
+        "CREATE EXTERNAL TABLE nothing STORED AS ICECHUNK LOCATION 's3://{BUCKET}/nowhere' {}",
+        options_sql(&options)
+    );
+    let err = error(&ctx, &sql).await;
+    assert!(
+        err.contains("s3://data/nowhere") && err.contains("not an Icechunk repository"),
+        "{err}"
+    );
+}
