@@ -15,11 +15,12 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use datafusion::catalog::Session;
+use datafusion::catalog::{Session, TableProvider};
 use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
 
 use crate::error::Result;
-use crate::scan::ScanCall;
+use crate::scan::{ScanCall, ScanExec};
 
 /// How to open a table again.
 #[derive(Debug)]
@@ -131,4 +132,22 @@ impl ScanCall for ScanOrigin {
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// `provider`'s scan, which remembers that `source`'s table was scanned so (a cluster plans
+/// the same scan again from it).
+pub(crate) async fn scan_of(
+    source: &Arc<TableSource>,
+    provider: &dyn TableProvider,
+    state: &dyn Session,
+    projection: Option<&Vec<usize>>,
+    filters: &[Expr],
+    limit: Option<usize>,
+) -> datafusion::common::Result<Arc<dyn ExecutionPlan>> {
+    let plan = provider.scan(state, projection, filters, limit).await?;
+    let origin = ScanOrigin::new(source, state, projection, filters, limit);
+    if let Some(scan) = plan.downcast_ref::<ScanExec>() {
+        scan.origin().set(Arc::new(origin));
+    }
+    Ok(plan)
 }

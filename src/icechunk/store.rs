@@ -2,7 +2,6 @@
 //! read through an Icechunk session (native chunks from the repository's storage, inline
 //! chunks from its manifests, virtual chunks from their authorized containers).
 
-use std::ops::Range;
 use std::sync::Arc;
 
 use icechunk::format::manifest::VirtualReferenceErrorKind;
@@ -184,9 +183,4 @@ impl AsyncReadableStorageTraits for IcechunkStorage {
     fn supports_get_partial(&self) -> bool {
         true
     }
-}
-
-/// Bytes `range` of a chunk as Icechunk takes them.
-pub(crate) fn bounded(range: Range<u64>) -> ByteRange {
-    ByteRange::Bounded(range)
 }

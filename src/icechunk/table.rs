@@ -19,9 +19,8 @@ use crate::icechunk::options::IcechunkOptions;
 use crate::icechunk::repository::open_repository;
 use crate::icechunk::store::IcechunkStore;
 use crate::icechunk::version::Version;
-use crate::scan::ScanExec;
 use crate::table_options::check_external_table;
-use crate::table_source::{Opened, ScanOrigin, TableSource};
+use crate::table_source::{scan_of, Opened, TableSource};
 use crate::zarr::node_table::NodeTable;
 use crate::zarr::store::ZarrStore;
 
@@ -229,14 +228,8 @@ impl TableProvider for IcechunkTable {
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let at = self.now().await?;
-        let plan = (at.table.provider())
-            .scan(state, projection, filters, limit)
-            .await?;
-        let origin = ScanOrigin::new(&at.source, state, projection, filters, limit);
-        if let Some(scan) = plan.downcast_ref::<ScanExec>() {
-            scan.origin().set(Arc::new(origin));
-        }
-        Ok(plan)
+        let provider = at.table.provider();
+        scan_of(&at.source, provider, state, projection, filters, limit).await
     }
 
     fn supports_filters_pushdown(

@@ -18,7 +18,7 @@ use zarrs::storage::{
 };
 
 use crate::error::{BoxError, Error, Result};
-use crate::icechunk::store::{bounded, IcechunkStorage, IcechunkStore};
+use crate::icechunk::store::{IcechunkStorage, IcechunkStore};
 use crate::limits::Limits;
 use crate::zarr::local_store::LocalStore;
 
@@ -172,7 +172,9 @@ impl ZarrStore {
                     Err(e) => Err(Box::new(e)),
                 }
             }
-            ZarrStore::Icechunk(ice) => ice.get_range(key, bounded(range)).await,
+            ZarrStore::Icechunk(ice) => {
+                (ice.get_range(key, icechunk::format::ByteRange::Bounded(range))).await
+            }
         }
     }
 

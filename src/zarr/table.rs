@@ -11,8 +11,7 @@ use datafusion::datasource::{TableProvider, TableType};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
-use crate::scan::ScanExec;
-use crate::table_source::{Opened, ScanOrigin, TableSource};
+use crate::table_source::{scan_of, Opened, TableSource};
 use crate::zarr::collection::{expand, is_pattern, CollectionTable};
 use crate::zarr::node_table::NodeTable;
 use crate::zarr::options::ZarrOptions;
@@ -211,15 +210,15 @@ impl TableProvider for ZarrTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let plan = self
-            .provider()
-            .scan(state, projection, filters, limit)
-            .await?;
-        let origin = ScanOrigin::new(&self.source, state, projection, filters, limit);
-        if let Some(scan) = plan.downcast_ref::<ScanExec>() {
-            scan.origin().set(Arc::new(origin));
-        }
-        Ok(plan)
+        scan_of(
+            &self.source,
+            self.provider(),
+            state,
+            projection,
+            filters,
+            limit,
+        )
+        .await
     }
 
     fn supports_filters_pushdown(
