@@ -46,6 +46,7 @@
 #[cfg(feature = "cluster")]
 mod cluster;
 mod error;
+#[cfg(feature = "icechunk")]
 mod icechunk;
 mod lance_nd;
 mod limits;
@@ -66,6 +67,7 @@ pub use cluster::{
     TOKEN_ENV,
 };
 pub use error::{Error, Result};
+#[cfg(feature = "icechunk")]
 pub use icechunk::{
     IcechunkLogFunction, IcechunkOptions, IcechunkRefsFunction, IcechunkTable, IcechunkTableFactory,
 };
@@ -75,9 +77,11 @@ pub use lance_nd::{
 };
 pub use limits::{parse_size, Limits, SizeError};
 pub use nd::{Dim, NdArrowArray, NdError, NdRecordBatch};
+#[cfg(feature = "icechunk")]
+pub use session::ICECHUNK_FORMAT;
 pub use session::{
     new_session_context, new_session_context_with_config, new_session_context_with_runtime,
-    register_table_factories, ICECHUNK_FORMAT, LANCE_ND_FORMAT, ZARR_FORMAT,
+    register_table_factories, LANCE_ND_FORMAT, ZARR_FORMAT,
 };
 pub use storage::StorageOptions;
 pub use zarr::{ZarrOptions, ZarrTable, ZarrTableFactory};

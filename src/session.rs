@@ -8,6 +8,7 @@ use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
+#[cfg(feature = "icechunk")]
 use crate::icechunk::{IcechunkLogFunction, IcechunkRefsFunction, IcechunkTableFactory};
 use crate::lance_nd::LanceNdTableFactory;
 use crate::scan::{RunAggregates, ScanDerivedColumns};
@@ -18,6 +19,7 @@ pub const ZARR_FORMAT: &str = "ZARR";
 /// The `STORED AS` name of lance-nd tables.
 pub const LANCE_ND_FORMAT: &str = "LANCE_ND";
 /// The `STORED AS` name of Icechunk repositories.
+#[cfg(feature = "icechunk")]
 pub const ICECHUNK_FORMAT: &str = "ICECHUNK";
 
 /// Registers ndfusion's table factories (`STORED AS ZARR`, `STORED AS LANCE_ND`,
@@ -34,10 +36,13 @@ pub fn register_table_factories(ctx: &SessionContext) {
     let factories = state.table_factories_mut();
     factories.insert(ZARR_FORMAT.to_string(), Arc::new(ZarrTableFactory));
     factories.insert(LANCE_ND_FORMAT.to_string(), Arc::new(LanceNdTableFactory));
-    factories.insert(ICECHUNK_FORMAT.to_string(), Arc::new(IcechunkTableFactory));
-    drop(state);
-    ctx.register_udtf("icechunk_log", Arc::new(IcechunkLogFunction));
-    ctx.register_udtf("icechunk_refs", Arc::new(IcechunkRefsFunction));
+    #[cfg(feature = "icechunk")]
+    {
+        factories.insert(ICECHUNK_FORMAT.to_string(), Arc::new(IcechunkTableFactory));
+        drop(state);
+        ctx.register_udtf("icechunk_log", Arc::new(IcechunkLogFunction));
+        ctx.register_udtf("icechunk_refs", Arc::new(IcechunkRefsFunction));
+    }
 }
 
 /// A context with DataFusion's default features (struct field access included), the

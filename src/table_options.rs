@@ -21,6 +21,7 @@ pub(crate) enum OptionKind {
     /// One of these words (lower case).
     Choice(&'static [&'static str]),
     /// Any text that is not blank (a name, an id, an instant: the format checks it).
+    #[cfg_attr(not(feature = "icechunk"), allow(dead_code))]
     Text,
 }
 
@@ -229,6 +230,7 @@ impl FormatOptions {
         }
     }
 
+    #[cfg_attr(not(feature = "icechunk"), allow(dead_code))]
     pub(crate) fn text(&self, spec: &OptionSpec) -> Option<&str> {
         match self.get(spec) {
             Some(OptionValue::Text(text)) => Some(text),

@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use super::allowed::AllowedLocations;
 use super::plan_guard::check_plan;
+#[cfg(feature = "icechunk")]
 use crate::icechunk::{parse_grants, IcechunkOptions, IcechunkTable};
 use crate::lance_nd::{LanceNdOptions, LanceNdTable};
 use crate::scan::OriginSlot;
@@ -154,8 +155,8 @@ impl LogicalExtensionCodec for NdfusionLogicalCodec {
             table.source()
         } else if let Some(table) = node.downcast_ref::<LanceNdTable>() {
             table.source()
-        } else if let Some(table) = node.downcast_ref::<IcechunkTable>() {
-            table.source()
+        } else if let Some(source) = icechunk_source(node.as_ref()) {
+            source
         } else {
             return self.inner.try_encode_table_provider(table_ref, node, buf);
         };
@@ -281,6 +282,19 @@ impl PhysicalExtensionCodec for NdfusionPhysicalCodec {
     }
 }
 
+/// How an Icechunk table was opened; `None` for every other table.
+#[cfg(feature = "icechunk")]
+fn icechunk_source(table: &dyn TableProvider) -> Option<&Arc<TableSource>> {
+    table
+        .downcast_ref::<IcechunkTable>()
+        .map(IcechunkTable::source)
+}
+
+#[cfg(not(feature = "icechunk"))]
+fn icechunk_source(_table: &dyn TableProvider) -> Option<&Arc<TableSource>> {
+    None
+}
+
 /// The origin of one of ndfusion's scans; `None` for every other plan.
 fn origin_slot(plan: &dyn ExecutionPlan) -> Option<&OriginSlot> {
     plan.downcast_ref::<ScanExec>().map(ScanExec::origin)
@@ -374,6 +388,7 @@ async fn open_table(
     allowed.check_options(&table.options).map_err(external)?;
     // An Icechunk table's virtual chunks are read from their containers: each must be an
     // allowed location too.
+    #[cfg(feature = "icechunk")]
     if let Some(containers) = table.options.get("virtual_chunk_containers") {
         for grant in parse_grants(containers).map_err(external)? {
             allowed.check(grant.prefix()).map_err(external)?;
@@ -416,6 +431,7 @@ async fn open_table_again(table: &EncodedTable) -> Result<Arc<dyn TableProvider>
                     .map_err(external)?,
             )
         }
+        #[cfg(feature = "icechunk")]
         ("icechunk", [location]) => {
             let options = IcechunkOptions::from_sql(&options).map_err(external)?;
             let table = IcechunkTable::open_with(location, options);

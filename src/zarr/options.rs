@@ -164,6 +164,7 @@ impl ZarrOptions {
 
     /// Zarr's options and those of a format built on Zarr (`more`: Icechunk's), from SQL
     /// `OPTIONS`; `taker` names that format in messages.
+    #[cfg_attr(not(feature = "icechunk"), allow(dead_code))]
     pub(crate) fn from_sql_with(
         options: &HashMap<String, String>,
         more: &'static [OptionSpec],

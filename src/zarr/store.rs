@@ -18,6 +18,7 @@ use zarrs::storage::{
 };
 
 use crate::error::{BoxError, Error, Result};
+#[cfg(feature = "icechunk")]
 use crate::icechunk::store::{IcechunkStorage, IcechunkStore};
 use crate::limits::Limits;
 use crate::zarr::local_store::LocalStore;
@@ -32,6 +33,7 @@ pub(crate) enum ZarrStore {
     /// A prefix of an object store.
     Remote(RemoteStore),
     /// A node of one snapshot of an Icechunk repository.
+    #[cfg(feature = "icechunk")]
     Icechunk(IcechunkStore),
 }
 
@@ -40,6 +42,7 @@ impl std::fmt::Debug for ZarrStore {
         match self {
             ZarrStore::Local(_) => f.write_str("Local"),
             ZarrStore::Remote(r) => write!(f, "Remote({})", r.display("")),
+            #[cfg(feature = "icechunk")]
             ZarrStore::Icechunk(i) => i.fmt(f),
         }
     }
@@ -87,6 +90,7 @@ impl ZarrStore {
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
                 Err(e) => Err(Box::new(e)),
             },
+            #[cfg(feature = "icechunk")]
             ZarrStore::Icechunk(ice) => match ice.size(key).await? {
                 None => Ok(None),
                 Some(size) if size > limit => Err(Box::new(ChunkTooLarge { size, limit })),
@@ -127,6 +131,7 @@ impl ZarrStore {
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
                 Err(e) => Err(Box::new(e)),
             },
+            #[cfg(feature = "icechunk")]
             ZarrStore::Icechunk(ice) => match ice.size(key).await? {
                 None => Ok(None),
                 Some(size) if size > max => Err(too_large(size)),
@@ -172,6 +177,7 @@ impl ZarrStore {
                     Err(e) => Err(Box::new(e)),
                 }
             }
+            #[cfg(feature = "icechunk")]
             ZarrStore::Icechunk(ice) => {
                 (ice.get_range(key, icechunk::format::ByteRange::Bounded(range))).await
             }
@@ -188,6 +194,7 @@ impl ZarrStore {
     ) -> Result<Option<(Bytes, u64)>, BoxError> {
         let remote = match self {
             ZarrStore::Remote(remote) => remote,
+            #[cfg(feature = "icechunk")]
             ZarrStore::Icechunk(ice) => {
                 return ice
                     .get_range(key, icechunk::format::ByteRange::Last(n))
@@ -245,6 +252,7 @@ impl ZarrStore {
                     .filter_map(|p| p.filename().map(str::to_string))
                     .collect()
             }
+            #[cfg(feature = "icechunk")]
             ZarrStore::Icechunk(ice) => ice.list_children().await?,
         };
         names.sort();
@@ -256,6 +264,7 @@ impl ZarrStore {
         match self {
             ZarrStore::Local(_) => None,
             ZarrStore::Remote(remote) => remote.why_absent().await,
+            #[cfg(feature = "icechunk")]
             ZarrStore::Icechunk(_) => Some(
                 "no array or group at this path in this snapshot: the 'path' option must name \
                  one"
@@ -272,6 +281,7 @@ impl ZarrStore {
                 TokioBlockingPool,
             )),
             ZarrStore::Remote(remote) => Arc::new(ObjectStoreStorage(remote.clone())),
+            #[cfg(feature = "icechunk")]
             ZarrStore::Icechunk(ice) => Arc::new(IcechunkStorage(ice.clone())),
         }
     }
@@ -280,7 +290,9 @@ impl ZarrStore {
     pub(crate) fn blocking(&self) -> Option<Arc<LocalStore>> {
         match self {
             ZarrStore::Local(fs) => Some(Arc::clone(fs)),
-            ZarrStore::Remote(_) | ZarrStore::Icechunk(_) => None,
+            ZarrStore::Remote(_) => None,
+            #[cfg(feature = "icechunk")]
+            ZarrStore::Icechunk(_) => None,
         }
     }
 }
