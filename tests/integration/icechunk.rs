@@ -641,3 +641,54 @@ async fn repositories_on_s3_read_as_local_ones() {
         "{err}"
     );
 }
+
+/// Overwrites every file under `dir` of the repository copy with `bytes(len)`.
+fn damage(repo: &Path, dir: &str, bytes: impl Fn(usize) -> Vec<u8>) {
+    for entry in std::fs::read_dir(repo.join(dir)).unwrap() {
+        let path = entry.unwrap().path();
+        let len = std::fs::metadata(&path).unwrap().len() as usize;
+        std::fs::write(&path, bytes(len)).unwrap();
+    }
+}
+
+/// Damaged repositories (Icechunk's own files, or chunks) are errors naming the repository,
+/// and for chunks the chunk; never a panic or wrong rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damaged_repositories_are_errors_naming_what_is_damaged() {
+    let garbage = |len: usize| (0..len).map(|i| (i * 131 % 251) as u8).collect::<Vec<u8>>();
+    let truncated = |len: usize| vec![0x28; len.min(7)];
+    type Damage = (&'static str, Box<dyn Fn(usize) -> Vec<u8>>);
+    let cases: Vec<Damage> = vec![
+        ("snapshots", Box::new(garbage)),
+        ("manifests", Box::new(garbage)),
+        ("manifests", Box::new(truncated)),
+        ("chunks", Box::new(garbage)),
+        ("chunks", Box::new(truncated)),
+    ];
+    for (dir, bytes) in cases {
+        let (_tmp, copy) = ocean_copy();
+        damage(&copy, dir, bytes);
+        let location = copy.display().to_string();
+        let ctx = new_session_context();
+        let sql = format!(
+            "CREATE EXTERNAL TABLE d STORED AS ICECHUNK LOCATION '{location}' \
+             OPTIONS ('path' 'surface')"
+        );
+        let err = match ctx.sql(&sql).await {
+            Err(e) => Error::user_message(&e),
+            Ok(_) => error(&ctx, "SELECT sum(temp), sum(salt) FROM d").await,
+        };
+        assert!(err.contains(&location), "{dir}: {err}");
+        if dir == "chunks" {
+            assert!(err.contains("cannot read chunk 'temp/c/"), "{dir}: {err}");
+        }
+    }
+    // The repository's own description damaged: not a repository any more.
+    let (_tmp, copy) = ocean_copy();
+    std::fs::write(copy.join("repo"), b"not a repository").unwrap();
+    let location = copy.display().to_string();
+    let ctx = new_session_context();
+    let sql = format!("CREATE EXTERNAL TABLE d STORED AS ICECHUNK LOCATION '{location}'");
+    let err = error(&ctx, &sql).await;
+    assert!(err.contains(&location), "{err}");
+}
