@@ -16,7 +16,7 @@ use ndfusion::{new_session_context, new_session_context_with_config, Error};
 
 use super::xarray_cells::{assert_rows, Cell};
 use crate::object_stores::{s3_options, s3_store, upload_fixtures, BUCKET};
-use crate::servers;
+use crate::servers::{self, S3_KEY_ID, S3_SECRET};
 
 const DIR: &str = "tests/data/icechunk";
 const OCEAN: &str = "tests/data/icechunk/ocean.icechunk";
@@ -307,15 +307,20 @@ pub(crate) fn ocean_copy() -> (tempfile::TempDir, PathBuf) {
     (dir, copy)
 }
 
-/// Commits to `main` the temperatures of branch `experiment` (doubled): every chunk of
-/// `surface/temp` copied over, as a writer would write them.
+/// Commits to `main` of the repository at `repo_dir` the temperatures of branch `experiment`
+/// (doubled): every chunk of `surface/temp` copied over, as a writer would write them.
 pub(crate) async fn commit_doubled_temperatures(repo_dir: &Path) {
-    use icechunk::format::ByteRange;
-    use icechunk::repository::VersionInfo;
-    use tokio::sync::RwLock;
     let storage = icechunk::new_local_filesystem_storage(repo_dir)
         .await
         .unwrap();
+    commit_doubled_temperatures_in(storage).await
+}
+
+/// The same in the repository `storage` holds.
+async fn commit_doubled_temperatures_in(storage: Arc<dyn icechunk::Storage + Send + Sync>) {
+    use icechunk::format::ByteRange;
+    use icechunk::repository::VersionInfo;
+    use tokio::sync::RwLock;
     let repo = icechunk::Repository::open(storage).execute().await.unwrap();
     let from = repo
         .readonly_session(&VersionInfo::BranchTipRef("experiment".into()))
@@ -366,30 +371,36 @@ pub(crate) fn xarray_temps(version: &Value) -> Vec<Cell> {
 /// sees it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_query_keeps_its_snapshot_while_a_commit_lands() {
+    let (_dir, copy) = ocean_copy();
+    let location = copy.display().to_string();
+    let storage = icechunk::new_local_filesystem_storage(&copy).await.unwrap();
+    assert_commit_during_query(&location, &[], storage).await;
+}
+
+/// Runs a query on the tip of `main` of the ocean repository at `location`, lands a commit
+/// (through `storage`) after its first batch, and checks both queries' rows against xarray's.
+async fn assert_commit_during_query(
+    location: &str,
+    storage_keys: &[(&'static str, String)],
+    storage: Arc<dyn icechunk::Storage + Send + Sync>,
+) {
     let want = expected();
     let versions = &want["ocean"]["versions"];
-    let (_dir, copy) = ocean_copy();
     // One partition, one chunk at a time, small batches: the second chunk (the appended days)
     // is read after the commit.
     let ctx = new_session_context_with_config(SessionConfig::new().with_target_partitions(1));
-    let location = copy.display().to_string();
-    create(
-        &ctx,
-        "s",
-        &location,
-        &[
-            ("path", "surface".into()),
-            ("batch_size", "12".into()),
-            ("chunks_in_flight", "1".into()),
-        ],
-    )
-    .await;
-    let sql = "SELECT temp FROM s ORDER BY time, lat DESC, lon";
+    let mut options = storage_keys.to_vec();
+    options.extend([
+        ("path", "surface".to_string()),
+        ("batch_size", "12".into()),
+        ("chunks_in_flight", "1".into()),
+    ]);
+    create(&ctx, "s", location, &options).await;
     // Planned (and its snapshot chosen) and started before the commit.
     let df = ctx.sql("SELECT temp FROM s").await.unwrap();
     let mut stream = df.execute_stream().await.unwrap();
     let mut running = vec![stream.next().await.unwrap().unwrap()];
-    commit_doubled_temperatures(&copy).await;
+    commit_doubled_temperatures_in(storage).await;
     while let Some(b) = stream.next().await {
         running.push(b.unwrap());
     }
@@ -400,6 +411,7 @@ async fn a_query_keeps_its_snapshot_while_a_commit_lands() {
         "the running query"
     );
 
+    let sql = "SELECT temp FROM s ORDER BY time, lat DESC, lon";
     let after = ctx.sql(sql).await.unwrap().collect().await.unwrap();
     assert_eq!(
         temps(&after),
@@ -410,9 +422,16 @@ async fn a_query_keeps_its_snapshot_while_a_commit_lands() {
     let text = arrow::util::pretty::pretty_format_batches(&[plan])
         .unwrap()
         .to_string();
+    let pairs: Vec<String> = (storage_keys.iter())
+        .map(|(k, v)| format!("'{k}': '{v}'"))
+        .collect();
+    let map = match pairs.is_empty() {
+        true => String::new(),
+        false => format!(", 'main', MAP {{{}}}", pairs.join(", ")),
+    };
     let log = batch(
         &ctx,
-        &format!("SELECT id FROM icechunk_log('{location}') LIMIT 1"),
+        &format!("SELECT id FROM icechunk_log('{location}'{map}) LIMIT 1"),
     )
     .await;
     let tip = log.column(0).as_string::<i32>().value(0).to_string();
@@ -640,6 +659,31 @@ async fn repositories_on_s3_read_as_local_ones() {
         err.contains("s3://data/nowhere") && err.contains("not an Icechunk repository"),
         "{err}"
     );
+
+    // A commit landing on the S3 repository while a query runs.
+    let mut s3 = icechunk::config::S3Options::default();
+    s3.endpoint_url = Some(server.endpoint());
+    s3.region = Some("us-east-1".into());
+    s3.allow_http = true;
+    s3.force_path_style = true;
+    let credentials =
+        icechunk::config::S3Credentials::Static(icechunk::config::S3StaticCredentials {
+            access_key_id: S3_KEY_ID.into(),
+            secret_access_key: S3_SECRET.into(),
+            session_token: None,
+            expires_after: None,
+        });
+    let writer = icechunk::storage::new_s3_object_store_storage(
+        s3,
+        BUCKET.into(),
+        Some(OCEAN.into()),
+        Some(credentials),
+        Vec::new(),
+        Vec::new(),
+    )
+    .await
+    .unwrap();
+    assert_commit_during_query(&location, &storage, writer).await;
 }
 
 /// Overwrites every file under `dir` of the repository copy with `bytes(len)`.
