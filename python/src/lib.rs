@@ -221,6 +221,37 @@ impl LanceNdTable {
     }
 }
 
+/// An array or group of an Icechunk repository, as `STORED AS ICECHUNK` opens it: on a
+/// branch, each query reads the branch's tip when it is planned.
+#[pyclass(module = "ndfusion", frozen)]
+struct IcechunkTable {
+    provider: Arc<dyn TableProvider>,
+}
+
+#[pymethods]
+impl IcechunkTable {
+    #[new]
+    #[pyo3(signature = (location, options=None))]
+    fn new(
+        py: Python<'_>,
+        location: String,
+        options: Option<HashMap<String, String>>,
+    ) -> PyResult<Self> {
+        let options =
+            ndfusion::IcechunkOptions::from_sql(&options.unwrap_or_default()).map_err(error)?;
+        let provider = opened(py, ndfusion::IcechunkTable::open_with(&location, options))?;
+        Ok(IcechunkTable { provider })
+    }
+
+    fn __datafusion_table_provider__<'py>(
+        &self,
+        py: Python<'py>,
+        session: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        provider_capsule(py, &self.provider, &session)
+    }
+}
+
 /// A table factory as `STORED AS ZARR` / `STORED AS LANCE_ND` use it, whose tables are
 /// wrapped as `ZarrTable`'s are.
 #[derive(Debug)]
@@ -248,7 +279,7 @@ impl TableProviderFactory for LocalFactory {
     }
 }
 
-/// ndfusion's table factory for `STORED AS <format>` (`ZARR`, `LANCE_ND`).
+/// ndfusion's table factory for `STORED AS <format>` (`ZARR`, `ICECHUNK`, `LANCE_ND`).
 #[pyclass(module = "ndfusion", frozen)]
 struct TableFactory {
     factory: Arc<dyn TableProviderFactory>,
@@ -260,10 +291,11 @@ impl TableFactory {
     fn new(format: &str) -> PyResult<Self> {
         let factory: Arc<dyn TableProviderFactory> = match format.to_ascii_uppercase().as_str() {
             "ZARR" => Arc::new(ndfusion::ZarrTableFactory),
+            "ICECHUNK" => Arc::new(ndfusion::IcechunkTableFactory),
             "LANCE_ND" => Arc::new(ndfusion::LanceNdTableFactory),
             other => {
                 return Err(Error::new_err(format!(
-                    "no table factory for STORED AS {other}; known: ZARR, LANCE_ND"
+                    "no table factory for STORED AS {other}; known: ZARR, ICECHUNK, LANCE_ND"
                 )))
             }
         };
@@ -290,6 +322,7 @@ impl TableFactory {
 fn _ndfusion(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ZarrTable>()?;
     m.add_class::<LanceNdTable>()?;
+    m.add_class::<IcechunkTable>()?;
     m.add_class::<TableFactory>()?;
     m.add_function(wrap_pyfunction!(nd_batches::write_nd_batches, m)?)?;
     m.add_function(wrap_pyfunction!(nd_batches::read_nd_batches, m)?)?;
