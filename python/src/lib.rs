@@ -161,96 +161,61 @@ fn opened<T: TableProvider + 'static>(
     Ok(Arc::new(blocking(py, open)?))
 }
 
-/// A Zarr array, group or glob of stores, as `STORED AS ZARR` opens it.
-#[pyclass(module = "ndfusion", frozen)]
-struct ZarrTable {
-    provider: Arc<dyn TableProvider>,
+/// A Python class for one of ndfusion's tables: `Class(location, options=None)` opens it with
+/// the format's `OPTIONS` keys (`Options::from_sql`) on the extension's runtime, and hands it
+/// to datafusion-python as a foreign table provider.
+macro_rules! table_class {
+    ($(#[$doc:meta])* $class:ident, $options:ty, $table:ty) => {
+        $(#[$doc])*
+        #[pyclass(module = "ndfusion", frozen)]
+        struct $class {
+            provider: Arc<dyn TableProvider>,
+        }
+
+        #[pymethods]
+        impl $class {
+            #[new]
+            #[pyo3(signature = (location, options=None))]
+            fn new(
+                py: Python<'_>,
+                location: String,
+                options: Option<HashMap<String, String>>,
+            ) -> PyResult<Self> {
+                let options = <$options>::from_sql(&options.unwrap_or_default()).map_err(error)?;
+                let provider = opened(py, <$table>::open_with(&location, options))?;
+                Ok($class { provider })
+            }
+
+            fn __datafusion_table_provider__<'py>(
+                &self,
+                py: Python<'py>,
+                session: Bound<'py, PyAny>,
+            ) -> PyResult<Bound<'py, PyCapsule>> {
+                provider_capsule(py, &self.provider, &session)
+            }
+        }
+    };
 }
 
-#[pymethods]
-impl ZarrTable {
-    #[new]
-    #[pyo3(signature = (location, options=None))]
-    fn new(
-        py: Python<'_>,
-        location: String,
-        options: Option<HashMap<String, String>>,
-    ) -> PyResult<Self> {
-        let options =
-            ndfusion::ZarrOptions::from_sql(&options.unwrap_or_default()).map_err(error)?;
-        let provider = opened(py, ndfusion::ZarrTable::open_with(&location, options))?;
-        Ok(ZarrTable { provider })
-    }
-
-    fn __datafusion_table_provider__<'py>(
-        &self,
-        py: Python<'py>,
-        session: Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyCapsule>> {
-        provider_capsule(py, &self.provider, &session)
-    }
-}
-
-/// A lance-nd table, as `STORED AS LANCE_ND` opens it.
-#[pyclass(module = "ndfusion", frozen)]
-struct LanceNdTable {
-    provider: Arc<dyn TableProvider>,
-}
-
-#[pymethods]
-impl LanceNdTable {
-    #[new]
-    #[pyo3(signature = (location, options=None))]
-    fn new(
-        py: Python<'_>,
-        location: String,
-        options: Option<HashMap<String, String>>,
-    ) -> PyResult<Self> {
-        let options =
-            ndfusion::LanceNdOptions::from_sql(&options.unwrap_or_default()).map_err(error)?;
-        let provider = opened(py, ndfusion::LanceNdTable::open_with(&location, options))?;
-        Ok(LanceNdTable { provider })
-    }
-
-    fn __datafusion_table_provider__<'py>(
-        &self,
-        py: Python<'py>,
-        session: Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyCapsule>> {
-        provider_capsule(py, &self.provider, &session)
-    }
-}
-
-/// An array or group of an Icechunk repository, as `STORED AS ICECHUNK` opens it: on a
-/// branch, each query reads the branch's tip when it is planned.
-#[pyclass(module = "ndfusion", frozen)]
-struct IcechunkTable {
-    provider: Arc<dyn TableProvider>,
-}
-
-#[pymethods]
-impl IcechunkTable {
-    #[new]
-    #[pyo3(signature = (location, options=None))]
-    fn new(
-        py: Python<'_>,
-        location: String,
-        options: Option<HashMap<String, String>>,
-    ) -> PyResult<Self> {
-        let options =
-            ndfusion::IcechunkOptions::from_sql(&options.unwrap_or_default()).map_err(error)?;
-        let provider = opened(py, ndfusion::IcechunkTable::open_with(&location, options))?;
-        Ok(IcechunkTable { provider })
-    }
-
-    fn __datafusion_table_provider__<'py>(
-        &self,
-        py: Python<'py>,
-        session: Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyCapsule>> {
-        provider_capsule(py, &self.provider, &session)
-    }
-}
+table_class!(
+    /// A Zarr array, group or glob of stores, as `STORED AS ZARR` opens it.
+    ZarrTable,
+    ndfusion::ZarrOptions,
+    ndfusion::ZarrTable
+);
+table_class!(
+    /// A lance-nd table, as `STORED AS LANCE_ND` opens it.
+    LanceNdTable,
+    ndfusion::LanceNdOptions,
+    ndfusion::LanceNdTable
+);
+table_class!(
+    /// An array or group of an Icechunk repository, as `STORED AS ICECHUNK` opens it: on a
+    /// branch, each query reads the branch's tip when it is planned.
+    IcechunkTable,
+    ndfusion::IcechunkOptions,
+    ndfusion::IcechunkTable
+);
 
 /// A table factory as `STORED AS ZARR` / `STORED AS LANCE_ND` use it, whose tables are
 /// wrapped as `ZarrTable`'s are.

@@ -117,3 +117,19 @@ class Recorder:
     def write(self):
         (self.here / "expected.json").write_text(json.dumps(self.expected, indent=1, sort_keys=True) + "\n")
         print("wrote", ", ".join(sorted(self.expected)))
+
+
+def dataframe_column(values):
+    """One column of `to_dataframe()` as the dataset fixtures record it (floats as `repr`
+    strings, NaN and NaT as null, times as integer nanoseconds since 1970)."""
+    import pandas as pd  # only the xarray scripts have it
+
+    if np.issubdtype(values.dtype, np.datetime64):
+        return [None if pd.isna(v) else int(v) for v in values.astype("datetime64[ns]").astype("int64")]
+    if np.issubdtype(values.dtype, np.floating):
+        return [None if np.isnan(v) else repr(float(v)) for v in values]
+    if np.issubdtype(values.dtype, np.integer):
+        return [int(v) for v in values]
+    if values.dtype == bool:
+        return [bool(v) for v in values]
+    return [None if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in values]

@@ -15,6 +15,7 @@ It also writes broken groups under `bad/` for the error tests.
 
 import json
 import shutil
+import sys
 import warnings
 from pathlib import Path
 
@@ -26,6 +27,8 @@ import zarr
 assert xr.__version__ == "2026.9.0", xr.__version__
 assert zarr.__version__ == "3.4.2", zarr.__version__
 warnings.filterwarnings("ignore")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from fixture_common import dataframe_column  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 EXPECTED = {}
@@ -39,18 +42,6 @@ def fresh(name):
     return path
 
 
-def column(values):
-    if np.issubdtype(values.dtype, np.datetime64):
-        return [None if pd.isna(v) else int(v) for v in values.astype("datetime64[ns]").astype("int64")]
-    if np.issubdtype(values.dtype, np.floating):
-        return [None if np.isnan(v) else repr(float(v)) for v in values]
-    if np.issubdtype(values.dtype, np.integer):
-        return [int(v) for v in values]
-    if values.dtype == bool:
-        return [bool(v) for v in values]
-    return [None if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in values]
-
-
 def record(name, path, **open_kwargs):
     ds = xr.open_zarr(path, **open_kwargs)
     df = ds.to_dataframe().reset_index()
@@ -58,7 +49,7 @@ def record(name, path, **open_kwargs):
         "columns": list(df.columns),
         "dtypes": {c: str(df[c].dtype) for c in df.columns},
         "rows": len(df),
-        "values": {c: column(df[c].to_numpy()) for c in df.columns},
+        "values": {c: dataframe_column(df[c].to_numpy()) for c in df.columns},
         "attrs": {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in ds.attrs.items()},
     }
     return ds

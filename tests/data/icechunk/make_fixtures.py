@@ -30,6 +30,7 @@ branch (icechunk's `ancestry`), branches and tags, and `as_of` instants.
 import datetime as dt
 import json
 import shutil
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -44,6 +45,8 @@ assert icechunk.__version__ == "2.3.0", icechunk.__version__
 assert xr.__version__ == "2026.9.0", xr.__version__
 assert zarr.__version__ == "3.4.2", zarr.__version__
 warnings.filterwarnings("ignore")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from fixture_common import dataframe_column  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 EXPECTED = {}
@@ -59,27 +62,13 @@ def fresh(name):
     return path
 
 
-# As tests/data/datasets/make_fixtures.py records cells (that script writes its fixtures when
-# imported, so it is not imported here).
-def column(values):
-    if np.issubdtype(values.dtype, np.datetime64):
-        return [None if pd.isna(v) else int(v) for v in values.astype("datetime64[ns]").astype("int64")]
-    if np.issubdtype(values.dtype, np.floating):
-        return [None if np.isnan(v) else repr(float(v)) for v in values]
-    if np.issubdtype(values.dtype, np.integer):
-        return [int(v) for v in values]
-    if values.dtype == bool:
-        return [bool(v) for v in values]
-    return [None if v is None else str(v) for v in values]
-
-
 def table(ds):
     df = ds.to_dataframe().reset_index()
     return {
         "columns": list(df.columns),
         "dtypes": {c: str(df[c].dtype) for c in df.columns},
         "rows": len(df),
-        "values": {c: column(df[c].to_numpy()) for c in df.columns},
+        "values": {c: dataframe_column(df[c].to_numpy()) for c in df.columns},
         "attrs": {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in ds.attrs.items()},
     }
 
@@ -92,12 +81,12 @@ def version_answers(session):
     return {
         "surface": table(ds),
         # The stored times, as xarray shows them undecoded.
-        "raw_time": column(raw["time"].values),
+        "raw_time": dataframe_column(raw["time"].values),
         "count_temp": int(ds["temp"].count()),
         "sum_salt": repr(float(ds["salt"].sum(dtype="float64"))),
         # In float64, as SQL avg computes it (xarray averages float32 in float32).
         "mean_temp": repr(float(ds["temp"].mean(dtype="float64").values)),
-        "points": {name: column(points[name]) for name in points.dtype.names},
+        "points": {name: dataframe_column(points[name]) for name in points.dtype.names},
     }
 
 
