@@ -98,41 +98,6 @@ impl Version {
 
     /// The snapshot this version is now in `repo`, or an error naming what does not exist.
     pub(crate) async fn resolve(&self, repo: &Repository, location: &str) -> Result<SnapshotId> {
-        let missing = |what: String, known: String| Error::NotFound {
-            location: location.to_string(),
-            reason: format!("the repository has no {what}; {known}"),
-        };
-        let failed = |e: &dyn fmt::Display| Error::NotFound {
-            location: location.to_string(),
-            reason: format!("resolving {self}: {e}"),
-        };
-        // Names are checked against the lists first: icechunk's own error for a missing ref
-        // does not say which kind of ref was asked for.
-        let branch = match self {
-            Version::Branch(b) | Version::AsOf { branch: b, .. } => Some(b),
-            _ => None,
-        };
-        if let Some(branch) = branch {
-            let branches = repo.list_branches().await.map_err(|e| failed(&e))?;
-            if !branches.contains(branch) {
-                let known: Vec<&str> = branches.iter().map(String::as_str).collect();
-                return Err(missing(
-                    format!("branch '{branch}'"),
-                    format!("its branches: {}", known.join(", ")),
-                ));
-            }
-        }
-        if let Version::Tag(tag) = self {
-            let tags = repo.list_tags().await.map_err(|e| failed(&e))?;
-            if !tags.contains(tag) {
-                let known: Vec<&str> = tags.iter().map(String::as_str).collect();
-                let known = match known.is_empty() {
-                    true => "it has no tags".to_string(),
-                    false => format!("its tags: {}", known.join(", ")),
-                };
-                return Err(missing(format!("tag '{tag}'"), known));
-            }
-        }
         let info = match self {
             Version::Branch(b) => VersionInfo::BranchTipRef(b.clone()),
             Version::Tag(t) => VersionInfo::TagRef(t.clone()),
@@ -142,27 +107,66 @@ impl Version {
                 at: *at,
             },
         };
-        let id = repo.resolve_version(&info).await.map_err(|e| match self {
+        let resolved = match repo.resolve_version(&info).await {
+            Ok(id) => id,
+            Err(e) => return Err(self.why_unresolved(repo, location, e.to_string()).await),
+        };
+        // A snapshot id resolves to itself: check the snapshot is there before reading it.
+        if let Version::Snapshot(id) = self {
+            if let Err(e) = repo.lookup_snapshot(id).await {
+                return Err(self.why_unresolved(repo, location, e.to_string()).await);
+            }
+        }
+        Ok(resolved)
+    }
+
+    /// Why the version did not resolve: the branch or tag it names is missing (with the ones
+    /// there are: icechunk's own error does not say which kind of ref it looked for), the
+    /// snapshot is missing, or icechunk's error.
+    async fn why_unresolved(&self, repo: &Repository, location: &str, error: String) -> Error {
+        let missing = |what: String, known: String| Error::NotFound {
+            location: location.to_string(),
+            reason: format!("the repository has no {what}; {known}"),
+        };
+        let failed = || Error::NotFound {
+            location: location.to_string(),
+            reason: format!("resolving {self}: {error}"),
+        };
+        let listing = |names: std::collections::BTreeSet<String>| {
+            names.into_iter().collect::<Vec<_>>().join(", ")
+        };
+        match self {
+            Version::Branch(branch) | Version::AsOf { branch, .. } => {
+                let Ok(branches) = repo.list_branches().await else {
+                    return failed();
+                };
+                if !branches.contains(branch) {
+                    let known = format!("its branches: {}", listing(branches));
+                    return missing(format!("branch '{branch}'"), known);
+                }
+                match self {
+                    Version::AsOf { at, .. } => missing(
+                        format!("snapshot on branch '{branch}' written at or before {at:?}"),
+                        format!("({error})"),
+                    ),
+                    _ => failed(),
+                }
+            }
+            Version::Tag(tag) => match repo.list_tags().await {
+                Ok(tags) if !tags.contains(tag) => {
+                    let known = match tags.is_empty() {
+                        true => "it has no tags".to_string(),
+                        false => format!("its tags: {}", listing(tags)),
+                    };
+                    missing(format!("tag '{tag}'"), known)
+                }
+                _ => failed(),
+            },
             Version::Snapshot(id) => missing(
                 format!("snapshot {id}"),
                 "icechunk_log(...) lists a branch's snapshots".into(),
             ),
-            Version::AsOf { branch, at } => missing(
-                format!("snapshot on branch '{branch}' written at or before {at:?}"),
-                format!("({e})"),
-            ),
-            _ => failed(&e),
-        })?;
-        // A snapshot id is only a name: check the snapshot is there before reading through it.
-        if let Version::Snapshot(id) = self {
-            repo.lookup_snapshot(id).await.map_err(|_| {
-                missing(
-                    format!("snapshot {id}"),
-                    "icechunk_log(...) lists a branch's snapshots".into(),
-                )
-            })?;
         }
-        Ok(id)
     }
 }
 
