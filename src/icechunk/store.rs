@@ -165,15 +165,17 @@ impl AsyncReadableStorageTraits for IcechunkStorage {
         byte_ranges: ByteRangeIterator<'a>,
     ) -> Result<AsyncMaybeBytesIterator<'a>, StorageError> {
         use futures::StreamExt;
-        let mut parts = Vec::new();
-        for range in byte_ranges {
-            match self.0.get(key.as_str(), Some(icechunk_range(range))).await {
-                Ok(Some(bytes)) => parts.push(Ok(bytes)),
-                Ok(None) => return Ok(None),
-                Err(e) => return Err(storage_error(e)),
-            }
-        }
-        Ok(Some(futures::stream::iter(parts).boxed()))
+        // One key's ranges (a shard's chunks), fetched concurrently.
+        let reads = byte_ranges.map(|range| self.0.get(key.as_str(), Some(icechunk_range(range))));
+        let parts = futures::future::try_join_all(reads)
+            .await
+            .map_err(storage_error)?;
+        let Some(parts) = parts.into_iter().collect::<Option<Vec<Bytes>>>() else {
+            return Ok(None);
+        };
+        Ok(Some(
+            futures::stream::iter(parts.into_iter().map(Ok)).boxed(),
+        ))
     }
 
     async fn size_key(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {

@@ -736,3 +736,34 @@ async fn damaged_repositories_are_errors_naming_what_is_damaged() {
     let err = error(&ctx, &sql).await;
     assert!(err.contains(&location), "{err}");
 }
+
+/// A sharded array and an uncompressed one, read in byte ranges of their shards and chunks
+/// (zarrs' partial decoders over the repository), give what zarr-python reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_and_uncompressed_arrays_read_in_byte_ranges() {
+    let want = expected();
+    let repo = format!("{DIR}/sharded.icechunk");
+    let ctx = new_session_context();
+    create(&ctx, "sharded", &repo, &[("path", "sharded".into())]).await;
+    create(&ctx, "plain", &repo, &[("path", "plain".into())]).await;
+    for (table, kind, columns) in [("sharded", "", 6), ("plain", "float64", 4)] {
+        let values: Vec<Cell> = (want["sharded"][table]["values"].as_array().unwrap().iter())
+            .map(|v| Cell::from_json(v, kind))
+            .collect();
+        for (filter, rows) in [
+            ("true", 0..values.len() / columns),
+            ("dim_0 BETWEEN 5 AND 6", 5..7),
+        ] {
+            let sql = format!("SELECT value FROM {table} WHERE {filter} ORDER BY dim_0, dim_1");
+            let got = batch(&ctx, &sql).await;
+            let ours: Vec<Cell> = (0..got.num_rows())
+                .map(|r| Cell::from_arrow(got.column(0), r))
+                .collect();
+            assert_eq!(
+                ours,
+                values[rows.start * columns..rows.end * columns],
+                "{sql}"
+            );
+        }
+    }
+}
