@@ -29,8 +29,8 @@ use crate::zarr::store::ZarrStore;
 ///
 /// On a branch (the default: `main`), each query reads the branch's tip as it is when the
 /// query is planned, and only that snapshot: a commit landing during the query is seen by the
-/// next one. EXPLAIN names the snapshot (`array=<repository>@<snapshot id>/<path>`), and a
-/// cluster's executors read the same one.
+/// next one. EXPLAIN names the snapshot (`array=` or `group=<repository>@<snapshot id>/<path>`),
+/// and a cluster's executors read the same one.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
