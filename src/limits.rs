@@ -13,7 +13,8 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Limits {
-    /// Bytes of one metadata document (`zarr.json`, `.zarray`, `.zattrs`, `.zmetadata`).
+    /// Bytes of one metadata document (`zarr.json`, `.zarray`, `.zattrs`, `.zmetadata`; an
+    /// Icechunk `repo` file, snapshot or manifest).
     pub metadata_bytes: u64,
     /// Attribute keys of one node.
     pub attributes: usize,

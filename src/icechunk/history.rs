@@ -203,7 +203,7 @@ impl TableProvider for HistoryTable {
 
 impl HistoryTable {
     async fn log(&self) -> Result<RecordBatch> {
-        let repo = open_repository(&self.location, &self.storage, &[]).await?;
+        let (repo, _) = open_repository(&self.location, &self.storage, &[]).await?;
         let failed = |e: &dyn std::fmt::Display| Error::NotFound {
             location: self.location.clone(),
             reason: format!("listing the snapshots of branch '{}': {e}", self.branch),
@@ -248,7 +248,7 @@ impl HistoryTable {
     }
 
     async fn refs(&self) -> Result<RecordBatch> {
-        let repo = open_repository(&self.location, &self.storage, &[]).await?;
+        let (repo, _) = open_repository(&self.location, &self.storage, &[]).await?;
         let failed = |e: &dyn std::fmt::Display| Error::NotFound {
             location: self.location.clone(),
             reason: format!("listing branches and tags: {e}"),

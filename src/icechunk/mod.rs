@@ -12,6 +12,7 @@
 //! icechunk_log(...), icechunk_refs(...): history.rs
 //! ```
 
+mod bounds;
 mod containers;
 mod history;
 mod options;

@@ -9,19 +9,23 @@ use icechunk::virtual_chunks::VirtualChunkContainer;
 use icechunk::{ObjectStoreConfig, Repository, RepositoryConfig, Storage};
 
 use crate::error::{Error, Result};
+use crate::icechunk::bounds::RepositoryFiles;
 use crate::icechunk::containers::ContainerGrant;
 use crate::storage::{Location, Service, StorageOptions};
 
 /// Opens the repository at `location` (a local folder, `s3://`, `gs://` or `az://` prefix)
 /// with `storage`'s settings; `grants` are the virtual chunk containers its chunks may be
-/// read from (none: virtual chunks are refused).
+/// read from (none: virtual chunks are refused). Also returns its files as ndfusion sees
+/// them, to check sizes before Icechunk reads them.
 pub(crate) async fn open_repository(
     location: &str,
     storage: &StorageOptions,
     grants: &[ContainerGrant],
-) -> Result<Repository> {
+) -> Result<(Repository, RepositoryFiles)> {
     crate::limits::Limits::current()?;
     let backend = repository_storage(location, storage).await?;
+    let files = RepositoryFiles::new(location, storage)?;
+    files.check_repo_file().await?;
     let failed = |e: &dyn std::fmt::Display| Error::NotFound {
         location: location.to_string(),
         reason: e.to_string(),
@@ -42,12 +46,11 @@ pub(crate) async fn open_repository(
         .await
         .map_err(|e| failed(&e))?;
     if grants.is_empty() {
-        return Ok(repo);
+        return Ok((repo, files));
     }
     let (config, credentials) = authorize(location, repo.config(), grants, storage)?;
-    repo.reopen(Some(config), Some(credentials))
-        .await
-        .map_err(|e| failed(&e))
+    let repo = (repo.reopen(Some(config), Some(credentials)).await).map_err(|e| failed(&e))?;
+    Ok((repo, files))
 }
 
 /// The repository's virtual chunk containers as the table allows them: each grant names a

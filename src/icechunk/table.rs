@@ -15,6 +15,7 @@ use icechunk::format::SnapshotId;
 use icechunk::Repository;
 
 use crate::error::{Error, Result};
+use crate::icechunk::bounds::RepositoryFiles;
 use crate::icechunk::options::IcechunkOptions;
 use crate::icechunk::repository::open_repository;
 use crate::icechunk::store::IcechunkStore;
@@ -46,6 +47,7 @@ pub struct IcechunkTable {
     options: IcechunkOptions,
     version: Version,
     repo: Repository,
+    files: RepositoryFiles,
     schema: SchemaRef,
     /// The snapshot read last, with its table (re-opened when a branch moves).
     current: Mutex<Arc<AtSnapshot>>,
@@ -104,9 +106,9 @@ impl IcechunkTable {
     pub async fn open_with(location: &str, options: IcechunkOptions) -> Result<Self> {
         let version = options.version()?;
         let grants = options.grants()?;
-        let repo = open_repository(location, options.zarr().storage(), &grants).await?;
+        let (repo, files) = open_repository(location, options.zarr().storage(), &grants).await?;
         let snapshot = version.resolve(&repo, location).await?;
-        let at = open_at(&repo, location, &options, snapshot).await?;
+        let at = open_at(&repo, &files, location, &options, snapshot).await?;
         Ok(IcechunkTable {
             schema: at.table.provider().schema(),
             current: Mutex::new(Arc::new(at)),
@@ -118,6 +120,7 @@ impl IcechunkTable {
             options,
             version,
             repo,
+            files,
         })
     }
 
@@ -141,11 +144,12 @@ impl IcechunkTable {
         if !self.version.moves() {
             return Ok(current);
         }
+        self.files.check_repo_file().await?;
         let tip = self.version.resolve(&self.repo, &self.location).await?;
         if tip == current.snapshot {
             return Ok(current);
         }
-        let at = open_at(&self.repo, &self.location, &self.options, tip).await?;
+        let at = open_at(&self.repo, &self.files, &self.location, &self.options, tip).await?;
         let schema = at.table.provider().schema();
         if schema.fields() != self.schema.fields() {
             return Err(Error::InvalidTable {
@@ -190,10 +194,12 @@ fn node_location(location: &str, snapshot: &SnapshotId, path: &str) -> String {
 
 async fn open_at(
     repo: &Repository,
+    files: &RepositoryFiles,
     location: &str,
     options: &IcechunkOptions,
     snapshot: SnapshotId,
 ) -> Result<AtSnapshot> {
+    files.check_snapshot(repo, &snapshot).await?;
     let path = options.path();
     let store = IcechunkStore::open(repo, &snapshot, path, location).await?;
     let shown = node_location(location, &snapshot, path);

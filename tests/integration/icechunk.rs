@@ -767,3 +767,52 @@ async fn sharded_and_uncompressed_arrays_read_in_byte_ranges() {
         }
     }
 }
+
+/// Icechunk reads its own files whole: one larger than a metadata document may be (64 MiB)
+/// is refused before it is read, naming it and the limit (sparse files: nothing is written).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_icechunk_files_are_refused_before_they_are_read() {
+    let want = expected();
+    let tip = want["ocean"]["commits"]["points2"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let grow = |path: &Path| {
+        let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        file.set_len((64 << 20) + 1).unwrap();
+    };
+    let manifests = |repo: &Path| -> Vec<PathBuf> {
+        (std::fs::read_dir(repo.join("manifests")).unwrap())
+            .map(|e| e.unwrap().path())
+            .collect()
+    };
+    type Grow<'a> = Box<dyn Fn(&Path) + 'a>;
+    let cases: Vec<(&str, Grow)> = vec![
+        ("/repo", Box::new(|repo: &Path| grow(&repo.join("repo")))),
+        (
+            "/snapshots/",
+            Box::new(|repo: &Path| grow(&repo.join("snapshots").join(&tip))),
+        ),
+        (
+            "/manifests/",
+            Box::new(|repo: &Path| manifests(repo).iter().for_each(|m| grow(m))),
+        ),
+    ];
+    for (file, damage) in cases {
+        let (_tmp, copy) = ocean_copy();
+        damage(&copy);
+        let location = copy.display().to_string();
+        let ctx = new_session_context();
+        let sql = format!(
+            "CREATE EXTERNAL TABLE d STORED AS ICECHUNK LOCATION '{location}' \
+             OPTIONS ('path' 'surface')"
+        );
+        let err = error(&ctx, &sql).await;
+        assert!(
+            err.contains(&format!("{location}{file}"))
+                && err.contains("67108865 bytes")
+                && err.contains("NDFUSION_MAX_METADATA_BYTES"),
+            "{file}: {err}"
+        );
+    }
+}
