@@ -2,7 +2,6 @@
 //! chunk containers the table authorizes.
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use icechunk::config::Credentials;
 use icechunk::virtual_chunks::VirtualChunkContainer;
@@ -11,7 +10,7 @@ use icechunk::{ObjectStoreConfig, Repository, RepositoryConfig, Storage};
 use crate::error::{Error, Result};
 use crate::icechunk::bounds::RepositoryFiles;
 use crate::icechunk::containers::ContainerGrant;
-use crate::storage::{Location, Service, StorageOptions};
+use crate::storage::{local_folder, Location, Service, StorageOptions};
 
 /// Opens the repository at `location` (a local folder, `s3://`, `gs://` or `az://` prefix)
 /// with `storage`'s settings; `grants` are the virtual chunk containers its chunks may be
@@ -248,28 +247,13 @@ async fn repository_storage(
     };
     match Location::parse(location)? {
         Location::Local(path) => {
-            local_folder(location, &path)?;
+            // A missing folder is reported as such, not as an empty repository.
+            local_folder(location, &path, "an Icechunk repository folder")?;
             icechunk::new_local_filesystem_storage(&path)
                 .await
                 .map_err(|e| failed(&e))
         }
         Location::Remote { url, service } => remote_storage(location, &url, service, storage).await,
-    }
-}
-
-/// A local repository is a folder; a missing one is reported as such, not as an empty
-/// repository.
-fn local_folder(location: &str, path: &Path) -> Result<()> {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(Error::NotFound {
-            location: location.to_string(),
-            reason: "not a folder: LOCATION must name an Icechunk repository folder".into(),
-        }),
-        Err(e) => Err(Error::NotFound {
-            location: location.to_string(),
-            reason: e.to_string(),
-        }),
     }
 }
 

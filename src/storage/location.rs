@@ -96,6 +96,22 @@ pub(crate) fn redact_url(url: &Url) -> String {
     shown.to_string()
 }
 
+/// The folder a local `LOCATION` names, or an error naming the location: missing, or not a
+/// folder (`what` says which folder it must be, "a Zarr array folder").
+pub(crate) fn local_folder(location: &str, path: &std::path::Path, what: &str) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(Error::NotFound {
+            location: location.to_string(),
+            reason: format!("not a folder: LOCATION must name {what}"),
+        }),
+        Err(e) => Err(Error::NotFound {
+            location: location.to_string(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,9 +10,9 @@ mod remote;
 
 use std::path::PathBuf;
 
-pub(crate) use location::Location;
 #[cfg(feature = "icechunk")]
 pub(crate) use location::Service;
+pub(crate) use location::{local_folder, Location};
 pub use options::StorageOptions;
 pub(crate) use remote::RemoteStore;
 

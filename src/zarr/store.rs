@@ -3,7 +3,7 @@
 //! the file), or an object store, read asynchronously.
 
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
@@ -23,7 +23,7 @@ use crate::icechunk::store::{IcechunkStorage, IcechunkStore};
 use crate::limits::Limits;
 use crate::zarr::local_store::LocalStore;
 
-use crate::storage::{resolve, RemoteStore, Resolved, StorageOptions};
+use crate::storage::{local_folder, resolve, RemoteStore, Resolved, StorageOptions};
 
 /// The store of one Zarr array.
 #[derive(Clone)]
@@ -55,8 +55,9 @@ impl ZarrStore {
         Limits::current()?;
         match resolve(location, options)? {
             Resolved::Local(path) => {
-                let dir = local_dir(location, &path)?;
-                let store = LocalStore::new(&dir).map_err(|e| Error::NotFound {
+                // The array's folder, holding `zarr.json` or `.zarray`.
+                local_folder(location, &path, "a Zarr array folder")?;
+                let store = LocalStore::new(&path).map_err(|e| Error::NotFound {
                     location: location.to_string(),
                     reason: e.to_string(),
                 })?;
@@ -304,21 +305,6 @@ impl ZarrStore {
 pub(crate) struct ChunkTooLarge {
     pub size: u64,
     pub limit: u64,
-}
-
-/// A local LOCATION must be a folder (the array's, holding `zarr.json` or `.zarray`).
-fn local_dir(location: &str, path: &Path) -> Result<PathBuf> {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => Ok(path.to_path_buf()),
-        Ok(_) => Err(Error::NotFound {
-            location: location.to_string(),
-            reason: "not a folder: LOCATION must name a Zarr array folder".into(),
-        }),
-        Err(e) => Err(Error::NotFound {
-            location: location.to_string(),
-            reason: e.to_string(),
-        }),
-    }
 }
 
 /// Runs the filesystem store's reads on tokio's blocking pool. zarrs' filesystem store reads
