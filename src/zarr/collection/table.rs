@@ -69,9 +69,23 @@ impl CollectionTable {
         // One schema: the first member's columns, then new ones in member order.
         let mut fields: Vec<(Field, String)> = Vec::new();
         for (table, location) in tables.iter().zip(&locations) {
+            // A member's `__global_attrs__` is its attributes, which the collection's column
+            // of that name holds; a member without attributes that has such a column has a
+            // field of that name, which the collection's column would hide: refused, whether
+            // or not another member has attributes (the name is the collection's).
+            let own_attrs = GlobalAttrs::from_json(table.attributes()).is_some();
             for field in table.provider().schema().fields() {
                 if field.name() == GLOBAL_ATTRS_COLUMN {
-                    continue;
+                    if own_attrs {
+                        continue;
+                    }
+                    return Err(Error::InvalidMetadata {
+                        path: location.clone(),
+                        reason: format!(
+                            "it has a column named {GLOBAL_ATTRS_COLUMN}, which the collection \
+                             {pattern} keeps for its members' attributes"
+                        ),
+                    });
                 }
                 match fields.iter().find(|(f, _)| f.name() == field.name()) {
                     None => {
@@ -178,7 +192,6 @@ impl CollectionTable {
         self.members.len()
     }
 
-    #[cfg(feature = "cluster")]
     pub(crate) fn member_locations(&self) -> Vec<&str> {
         self.members.iter().map(|m| m.location.as_str()).collect()
     }
