@@ -102,6 +102,15 @@ pub enum Error {
         source: BoxError,
     },
 
+    /// A size (`512M`, `2G`: [`parse_size`](crate::parse_size)) that could not be read.
+    #[error("{reason}")]
+    InvalidSize {
+        /// The text given.
+        text: String,
+        /// Why it is not a size.
+        reason: String,
+    },
+
     /// A SQL option (`OPTIONS (...)`) or an option given from Rust is wrong.
     #[error("invalid option '{option}': {reason}")]
     InvalidOption {

@@ -75,7 +75,7 @@ pub use lance_nd::{
     read_nd_batches, write_nd_batches, Casting, LanceNdOptions, LanceNdTable, LanceNdTableFactory,
     ReadOptions, WriteOptions,
 };
-pub use limits::{parse_size, Limits, SizeError};
+pub use limits::{parse_size, Limits};
 pub use nd::{Dim, NdArrowArray, NdError, NdRecordBatch};
 #[cfg(feature = "icechunk")]
 pub use session::ICECHUNK_FORMAT;

@@ -107,9 +107,9 @@ impl Limits {
     }
 }
 
-/// Why a size could not be read.
+/// Why a size could not be read (the reason of [`Error::InvalidSize`]).
 #[derive(Debug, thiserror::Error)]
-pub enum SizeError {
+enum SizeError {
     /// A unit other than K, M, G, T.
     #[error("unknown unit {unit:?} in {text:?}: use K, M, G or T")]
     Unit {
@@ -127,8 +127,15 @@ pub enum SizeError {
 }
 
 /// `512M`, `2G`, `1.5G`, `100000`: a positive number, of bytes or of units K, M, G, T of
-/// 1024 (`MB`, `MiB` and lowercase also read).
-pub fn parse_size(text: &str) -> std::result::Result<u64, SizeError> {
+/// 1024 (`MB`, `MiB` and lowercase also read); otherwise [`Error::InvalidSize`].
+pub fn parse_size(text: &str) -> Result<u64> {
+    size(text).map_err(|e| Error::InvalidSize {
+        text: text.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+fn size(text: &str) -> std::result::Result<u64, SizeError> {
     let trimmed = text.trim();
     let split = trimmed
         .find(|c: char| c.is_ascii_alphabetic())
@@ -213,5 +220,22 @@ mod tests {
         for bad in ["12X", "lots", "0", "-5M", "1e30T"] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A size that cannot be read is the crate's one `Error`, naming the text.
+    #[test]
+    fn a_bad_size_is_the_crates_error() {
+        let err: Error = parse_size("12X").unwrap_err();
+        match &err {
+            Error::InvalidSize { text, reason } => {
+                assert_eq!(text, "12X");
+                assert_eq!(reason, "unknown unit \"X\" in \"12X\": use K, M, G or T");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            err.to_string(),
+            "unknown unit \"X\" in \"12X\": use K, M, G or T"
+        );
     }
 }
