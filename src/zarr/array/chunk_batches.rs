@@ -17,6 +17,7 @@ use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::derived_column::DerivedColumn;
 use crate::zarr::plan::gather::Gather;
 use crate::zarr::plan::row_filter::RowFilter;
+use crate::zarr::plan::selection::Selection;
 use crate::zarr::read::chunk_reader::{ChunkReader, ChunkSink};
 use crate::zarr::read::metrics::ChunkMetrics;
 use arrow::array::{RecordBatch, RecordBatchOptions};
@@ -65,19 +66,28 @@ impl ChunkBatches {
             .any(ColumnSource::reads_elements)
     }
 
-    /// What one chunk's read may hold at once: the fetched and the decoded chunk, the
-    /// positions of its selected elements and their C-order numbers (when they are not one
-    /// run: 8 bytes each), and its batches not yet taken by the scan (`held_bytes`).
-    pub(crate) fn unit_bytes(&self) -> u64 {
+    /// What one chunk's read may hold at once when the scan selects `selection`: the fetched
+    /// and the decoded chunk (when element bytes are needed at all; a missing chunk holds
+    /// none, but that is known only once it is fetched), the positions of its selected
+    /// elements and their C-order numbers (8 bytes each, when they are not one run in every
+    /// chunk), and its batches not yet taken by the scan (`held_bytes`).
+    pub(crate) fn unit_bytes(&self, selection: &Selection) -> u64 {
         let meta = &self.reader.array.meta;
         let elements = (meta.chunk_shape.iter()).fold(1u64, |n, &d| n.saturating_mul(d));
+        let stored = match self.needs_values() {
+            true => meta.chunk_bytes().saturating_mul(2),
+            false => 0,
+        };
+        let positions = match selection.runs_in_chunks(&meta.shape, &meta.chunk_shape) {
+            true => 0,
+            false => elements.saturating_mul(16),
+        };
         // A row's columns: 8 bytes each for the output, its element for the decoded fields.
         let row_bytes = ((self.columns.len() + self.derived.len()) as u64)
             .saturating_mul(8)
             .saturating_add(meta.element.size() as u64);
-        meta.chunk_bytes()
-            .saturating_mul(2)
-            .saturating_add(elements.saturating_mul(16))
+        stored
+            .saturating_add(positions)
             .saturating_add(held_bytes(elements.saturating_mul(row_bytes)))
     }
 

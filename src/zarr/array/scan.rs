@@ -51,8 +51,8 @@ impl GridReader for ChunkBatches {
         self.filter.as_ref().map(|f| f.display.as_str())
     }
 
-    fn unit_bytes(&self) -> u64 {
-        ChunkBatches::unit_bytes(self)
+    fn unit_bytes(&self, selection: &Selection) -> u64 {
+        ChunkBatches::unit_bytes(self, selection)
     }
 
     fn axis_columns(&self) -> Vec<AxisColumn<'_>> {

@@ -55,8 +55,8 @@ impl GridReader for BlockReader {
         self.filter.as_ref().map(|f| f.display.as_str())
     }
 
-    fn unit_bytes(&self) -> u64 {
-        self.block_bytes()
+    fn unit_bytes(&self, selection: &Selection) -> u64 {
+        self.block_bytes(selection)
     }
 
     fn with_derived_columns(&self, extra: Vec<DerivedColumn>, keep: &[usize]) -> Option<Self> {
@@ -326,25 +326,36 @@ impl BlockReader {
     }
 
     /// What reading one block holds at most: each needed variable's box under the block,
-    /// fetched and decoded (strings counted at 16 bytes a cell), with the positions of its
-    /// cells in it (8 bytes a cell), the numbers of the block's selected cells (8 bytes each,
-    /// when they are not one box), and its batches not yet taken by the scan (`held_bytes`, of
-    /// 8 bytes a cell of each needed column).
-    fn block_bytes(&self) -> u64 {
+    /// fetched and decoded (strings counted at 16 bytes a cell; a box that is a missing chunk
+    /// holds one element, but that is known only once it is fetched), the positions of its
+    /// cells in it (8 bytes a cell, unless the block's selected cells are one run of the
+    /// variable's elements), the numbers of the block's selected cells (8 bytes each, when
+    /// they are not one run), and its batches not yet taken by the scan (`held_bytes`, of 8
+    /// bytes a cell of each needed column).
+    fn block_bytes(&self, selection: &Selection) -> u64 {
         let dataset = &self.dataset;
         let cells = (dataset.block_shape.iter()).fold(1u64, |n, &d| n.saturating_mul(d));
+        let runs = selection.runs_in_chunks(&dataset.shape(), &dataset.block_shape);
+        let numbers = if runs { 0 } else { cells.saturating_mul(8) };
         let boxes = (self.variables.iter())
             .map(|&v| {
                 let var = &dataset.variables[v];
                 let var_cells =
                     (var.axes.iter()).fold(1u64, |n, &a| n.saturating_mul(dataset.block_shape[a]));
                 let stored = var_cells.saturating_mul(var.cell_bytes()).saturating_mul(2);
-                stored.saturating_add(cells.saturating_mul(8))
+                // A variable over every axis in order gathers a run; others, by position.
+                let on_grid = var.axes.iter().copied().eq(0..dataset.block_shape.len());
+                let positions = if runs && on_grid {
+                    0
+                } else {
+                    cells.saturating_mul(8)
+                };
+                stored.saturating_add(positions)
             })
             .fold(0u64, u64::saturating_add);
         let row_bytes = ((self.needed.len() + self.derived.len()) as u64).saturating_mul(8);
         boxes
-            .saturating_add(cells.saturating_mul(8))
+            .saturating_add(numbers)
             .saturating_add(held_bytes(cells.saturating_mul(row_bytes)))
     }
 

@@ -672,4 +672,31 @@ mod tests {
         assert_eq!((zero_d.len(), zero_d.rows_before(1)), (1, 1));
         assert_eq!(chunk_count(&[5, 3], &[2, 2]), 6);
     }
+
+    /// `Selection::runs_in_chunks` (what a scan reserves no positions for) never holds where a
+    /// chunk's read needs positions, and holds for whole arrays and intervals of axis 0.
+    #[test]
+    fn runs_in_chunks_only_where_every_read_is_one_run() {
+        let spans = |n: u64| (0..n).flat_map(move |s| (s + 1..=n).map(move |e| s..e));
+        let shape = [4u64, 4];
+        for chunk in [[1u64, 1], [2, 2], [3, 4], [4, 1], [4, 3], [2, 5]] {
+            for r0 in spans(4) {
+                for r1 in spans(4) {
+                    let b = vec![set(4, vec![r0.clone()]), set(4, vec![r1.clone()])];
+                    let selection = Selection::from_boxes(vec![b]).unwrap();
+                    let plan = ChunkPlan::new(&shape, &chunk, &selection);
+                    let all_runs = (0..plan.len())
+                        .all(|p| matches!(plan.read(p).gather(1), Gather::Strided { .. }));
+                    let claimed = selection.runs_in_chunks(&shape, &chunk);
+                    assert!(!claimed || all_runs, "{chunk:?} {r0:?} {r1:?}");
+                    if r1 == (0..4) && (chunk[1] == 1 || chunk[1] == 4) {
+                        assert!(claimed, "{chunk:?} {r0:?}");
+                    }
+                }
+            }
+        }
+        let two_runs = Selection::from_boxes(vec![vec![set(9, vec![0..2, 5..7])]]).unwrap();
+        assert!(!two_runs.runs_in_chunks(&[9], &[9]));
+        assert!(Selection::all(&[10]).runs_in_chunks(&[10], &[3]));
+    }
 }

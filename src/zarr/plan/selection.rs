@@ -126,6 +126,21 @@ impl Selection {
     pub(crate) fn is_all(&self, shape: &[u64]) -> bool {
         self.len() == shape.iter().product::<u64>()
     }
+
+    /// Whether the selection's part of every chunk (of `chunk_shape`, on an array of `shape`)
+    /// is one run of the chunk's C-order elements, read without a list of their positions:
+    /// one box of intervals that takes, along every axis after the first, whole chunks (all
+    /// of an axis the chunks divide evenly, or chunks one index wide).
+    pub(crate) fn runs_in_chunks(&self, shape: &[u64], chunk_shape: &[u64]) -> bool {
+        let [b] = self.boxes.as_slice() else {
+            return self.boxes.is_empty();
+        };
+        let whole_chunks = |d: usize| {
+            let (n, c) = (shape[d], chunk_shape[d]);
+            c == 1 || (b[d].len() == n && c > 0 && n % c == 0)
+        };
+        b.iter().all(|set| set.ranges().len() <= 1) && (1..b.len()).all(whole_chunks)
+    }
 }
 
 impl Selection {

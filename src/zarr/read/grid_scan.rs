@@ -51,8 +51,9 @@ pub(crate) trait GridReader: fmt::Debug + Send + Sync + Sized + 'static {
     fn grid(&self) -> (Vec<u64>, Vec<u64>);
     /// The row filter, as EXPLAIN shows it.
     fn row_filter(&self) -> Option<&str>;
-    /// What one unit holds while it is read (fetched and decoded).
-    fn unit_bytes(&self) -> u64;
+    /// What one unit holds at most while it is read (fetched, decoded, made into batches)
+    /// when the scan selects `selection` of the grid.
+    fn unit_bytes(&self, selection: &Selection) -> u64;
     /// The output columns that are grid axes (or expressions of one), and what they hold.
     fn axis_columns(&self) -> Vec<AxisColumn<'_>>;
     /// The output columns that are constants, and what they hold.
@@ -255,7 +256,7 @@ impl<R: GridReader> ScanSource for GridScan<R> {
         let reader = Arc::clone(&self.reader);
         let options = &self.settings.options;
         let reversed = self.settings.reversed;
-        let mut unit_bytes = self.reader.unit_bytes();
+        let mut unit_bytes = self.reader.unit_bytes(&self.settings.selection);
         if reversed {
             unit_bytes = unit_bytes.saturating_add(self.unit_output_bytes());
         }
