@@ -8,13 +8,19 @@
 //!   per dimension, one column per struct field. Dimension filters select chunks.
 //! - [`LanceNdTable`]: a lance-nd table (Lance rows holding nd record batches) as a table, each
 //!   row materialized onto its grid; `__global_attrs__` filters run inside Lance.
+//! - [`IcechunkTable`] (the `icechunk` feature): an array or group of an Icechunk repository
+//!   at a branch, tag or snapshot, read as a [`ZarrTable`] is; [`IcechunkLogFunction`] and
+//!   [`IcechunkRefsFunction`] are its history as tables.
 //! - [`write_nd_batches`] and [`read_nd_batches`] write and read lance-nd tables as
 //!   [`NdRecordBatch`]es of [`NdArrowArray`]s.
 //! - Tables live in local folders or object stores (`s3://`, `gs://`, `az://`, `abfs://`,
 //!   `http(s)://`), reached with [`StorageOptions`].
-//! - [`register_table_factories`] makes `CREATE EXTERNAL TABLE t STORED AS ZARR | LANCE_ND
-//!   LOCATION '...' [OPTIONS (...)]` work on a `SessionContext`; [`new_session_context`] builds
-//!   a context with it done.
+//! - [`register_table_factories`] makes `CREATE EXTERNAL TABLE t STORED AS ZARR | ICECHUNK |
+//!   LANCE_ND LOCATION '...' [OPTIONS (...)]` work on a `SessionContext`; [`new_session_context`]
+//!   builds a context with it done. [`table_kinds`] lists those kinds ([`TableKind`]: name,
+//!   factory, documented options).
+//! - [`Limits`] caps what a file may make ndfusion do (metadata bytes, attributes, coordinate
+//!   bytes, glob depth and entries, string chunk bytes), from `NDFUSION_MAX_*`.
 //!
 //! - With the `cluster` feature, [`new_cluster_context`] runs the same SQL on an Apache
 //!   DataFusion Ballista cluster ([`run_scheduler`], [`run_executor`]), and
@@ -37,9 +43,10 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Cargo features: `cli` (the `ndfusion` binary), `cluster` (Ballista), `s3`, `gcs`, `azure`,
-//! `http` (remote locations); all on by default. An application that needs none of the command line builds
-//! with `default-features = false` and the storage features it wants.
+//! Cargo features: `cli` (the `ndfusion` binary), `cluster` (Ballista), `icechunk` (Icechunk
+//! repositories), `s3`, `gcs`, `azure`, `http` (remote locations); all on by default. An
+//! application that needs none of the command line builds with `default-features = false` and
+//! the features it wants.
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
@@ -56,6 +63,7 @@ mod proptest_config;
 mod scan;
 mod session;
 mod storage;
+mod table_kind;
 mod table_options;
 mod table_source;
 mod zarr;
@@ -84,4 +92,5 @@ pub use session::{
     register_table_factories, LANCE_ND_FORMAT, ZARR_FORMAT,
 };
 pub use storage::StorageOptions;
+pub use table_kind::{table_kind, table_kind_of, table_kinds, NamedTableFunction, TableKind};
 pub use zarr::{ZarrOptions, ZarrTable, ZarrTableFactory};

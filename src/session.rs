@@ -8,11 +8,8 @@ use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
-#[cfg(feature = "icechunk")]
-use crate::icechunk::{IcechunkLogFunction, IcechunkRefsFunction, IcechunkTableFactory};
-use crate::lance_nd::LanceNdTableFactory;
 use crate::scan::{RunAggregates, ScanDerivedColumns};
-use crate::zarr::ZarrTableFactory;
+use crate::table_kind::table_kinds;
 
 /// The `STORED AS` name of Zarr tables.
 pub const ZARR_FORMAT: &str = "ZARR";
@@ -22,26 +19,27 @@ pub const LANCE_ND_FORMAT: &str = "LANCE_ND";
 #[cfg(feature = "icechunk")]
 pub const ICECHUNK_FORMAT: &str = "ICECHUNK";
 
-/// Registers ndfusion's table factories (`STORED AS ZARR`, `STORED AS LANCE_ND`,
-/// `STORED AS ICECHUNK`) and table functions (`icechunk_log`, `icechunk_refs`) on an existing
-/// context.
+/// Registers the factory of every kind of table ndfusion opens ([`table_kinds`]:
+/// `STORED AS ZARR`, `STORED AS LANCE_ND`, `STORED AS ICECHUNK`) and the table functions that
+/// come with them (`icechunk_log`, `icechunk_refs`) on an existing context.
 ///
 /// ```
 /// let ctx = datafusion::prelude::SessionContext::new();
 /// ndfusion::register_table_factories(&ctx);
 /// ```
 pub fn register_table_factories(ctx: &SessionContext) {
-    let state = ctx.state_ref();
-    let mut state = state.write();
-    let factories = state.table_factories_mut();
-    factories.insert(ZARR_FORMAT.to_string(), Arc::new(ZarrTableFactory));
-    factories.insert(LANCE_ND_FORMAT.to_string(), Arc::new(LanceNdTableFactory));
-    #[cfg(feature = "icechunk")]
     {
-        factories.insert(ICECHUNK_FORMAT.to_string(), Arc::new(IcechunkTableFactory));
-        drop(state);
-        ctx.register_udtf("icechunk_log", Arc::new(IcechunkLogFunction));
-        ctx.register_udtf("icechunk_refs", Arc::new(IcechunkRefsFunction));
+        let state = ctx.state_ref();
+        let mut state = state.write();
+        let factories = state.table_factories_mut();
+        for kind in table_kinds() {
+            factories.insert(kind.stored_as().to_string(), kind.factory());
+        }
+    }
+    for kind in table_kinds() {
+        for (name, function) in kind.table_functions() {
+            ctx.register_udtf(name, function);
+        }
     }
 }
 

@@ -32,9 +32,10 @@ pub(crate) struct TableSource {
 }
 
 /// What a table kind opened, as a cluster is told it: each kind implements this beside its
-/// table (`zarr/table.rs`, `lance_nd/table.rs`), and the codec opens the same again by format.
+/// table (`zarr/table.rs`, `icechunk/table.rs`, `lance_nd/table.rs`), and the kind's
+/// `TableKind::reopen` (`table_kind.rs`) opens the same again from it.
 pub(crate) trait Opened: std::fmt::Debug + Send + Sync {
-    /// The codec's name for how to open it: `zarr`, `zarr_many` or `lance_nd`.
+    /// The codec's name for how to open it: one of its kind's `TableKind::reopens`.
     fn format(&self) -> &'static str;
     fn locations(&self) -> Vec<String>;
     /// The version read, for tables that have versions.

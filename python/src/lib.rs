@@ -244,7 +244,7 @@ impl TableProviderFactory for LocalFactory {
     }
 }
 
-/// ndfusion's table factory for `STORED AS <format>` (`ZARR`, `ICECHUNK`, `LANCE_ND`).
+/// ndfusion's table factory for `STORED AS <format>` (any of `ndfusion::table_kinds()`).
 #[pyclass(module = "ndfusion", frozen)]
 struct TableFactory {
     factory: Arc<dyn TableProviderFactory>,
@@ -254,17 +254,19 @@ struct TableFactory {
 impl TableFactory {
     #[new]
     fn new(format: &str) -> PyResult<Self> {
-        let factory: Arc<dyn TableProviderFactory> = match format.to_ascii_uppercase().as_str() {
-            "ZARR" => Arc::new(ndfusion::ZarrTableFactory),
-            "ICECHUNK" => Arc::new(ndfusion::IcechunkTableFactory),
-            "LANCE_ND" => Arc::new(ndfusion::LanceNdTableFactory),
-            other => {
-                return Err(Error::new_err(format!(
-                    "no table factory for STORED AS {other}; known: ZARR, ICECHUNK, LANCE_ND"
-                )))
-            }
+        let Some(kind) = ndfusion::table_kind(format) else {
+            let known: Vec<&str> = (ndfusion::table_kinds().iter())
+                .map(|k| k.stored_as())
+                .collect();
+            return Err(Error::new_err(format!(
+                "no table factory for STORED AS {}; known: {}",
+                format.to_ascii_uppercase(),
+                known.join(", ")
+            )));
         };
-        Ok(TableFactory { factory })
+        Ok(TableFactory {
+            factory: kind.factory(),
+        })
     }
 
     fn __datafusion_table_provider_factory__<'py>(
@@ -292,5 +294,15 @@ fn _ndfusion(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(nd_batches::write_nd_batches, m)?)?;
     m.add_function(wrap_pyfunction!(nd_batches::read_nd_batches, m)?)?;
     m.add("Error", m.py().get_type::<Error>())?;
+    // Every kind of table has its class here (one `table_class!` line each).
+    for kind in ndfusion::table_kinds() {
+        if !m.hasattr(kind.python_class())? {
+            return Err(Error::new_err(format!(
+                "STORED AS {} has no Python class {} in the extension",
+                kind.stored_as(),
+                kind.python_class()
+            )));
+        }
+    }
     Ok(())
 }

@@ -10,7 +10,7 @@
 //! Options travel with the plan, credentials included (they are never shown: EXPLAIN and
 //! errors print `***`); without them each process uses its own environment's credentials.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -30,13 +30,10 @@ use serde::{Deserialize, Serialize};
 
 use super::allowed::AllowedLocations;
 use super::plan_guard::check_plan;
-#[cfg(feature = "icechunk")]
-use crate::icechunk::{parse_grants, IcechunkOptions, IcechunkTable};
-use crate::lance_nd::{LanceNdOptions, LanceNdTable};
 use crate::scan::OriginSlot;
 use crate::scan::ScanExec;
+use crate::table_kind::{reopening, source_of, Opening};
 use crate::table_source::{ScanOrigin, TableSource};
-use crate::zarr::{ZarrOptions, ZarrTable};
 
 /// Marks ndfusion's messages; Ballista's are protobuf, which never starts with this byte
 /// (field 9 of wire type 6 does not exist).
@@ -45,7 +42,7 @@ const MAGIC: &[u8] = b"NDFUSION1";
 /// A table as it travels.
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 struct EncodedTable {
-    /// `zarr`, `zarr_many` or `lance_nd`.
+    /// How the table's kind opens it again (`TableKind::reopens`: `zarr`, `lance_nd`, ...).
     format: String,
     locations: Vec<String>,
     /// The Lance version of a lance-nd table.
@@ -151,13 +148,7 @@ impl LogicalExtensionCodec for NdfusionLogicalCodec {
         node: Arc<dyn TableProvider>,
         buf: &mut Vec<u8>,
     ) -> Result<()> {
-        let source = if let Some(table) = node.downcast_ref::<ZarrTable>() {
-            table.source()
-        } else if let Some(table) = node.downcast_ref::<LanceNdTable>() {
-            table.source()
-        } else if let Some(source) = icechunk_source(node.as_ref()) {
-            source
-        } else {
+        let Some(source) = source_of(node.as_ref()) else {
             return self.inner.try_encode_table_provider(table_ref, node, buf);
         };
         buf.extend_from_slice(MAGIC);
@@ -282,19 +273,6 @@ impl PhysicalExtensionCodec for NdfusionPhysicalCodec {
     }
 }
 
-/// How an Icechunk table was opened; `None` for every other table.
-#[cfg(feature = "icechunk")]
-fn icechunk_source(table: &dyn TableProvider) -> Option<&Arc<TableSource>> {
-    table
-        .downcast_ref::<IcechunkTable>()
-        .map(IcechunkTable::source)
-}
-
-#[cfg(not(feature = "icechunk"))]
-fn icechunk_source(_table: &dyn TableProvider) -> Option<&Arc<TableSource>> {
-    None
-}
-
 /// The origin of one of ndfusion's scans; `None` for every other plan.
 fn origin_slot(plan: &dyn ExecutionPlan) -> Option<&OriginSlot> {
     plan.downcast_ref::<ScanExec>().map(ScanExec::origin)
@@ -386,68 +364,35 @@ async fn open_table(
         allowed.check(location).map_err(external)?;
     }
     allowed.check_options(&table.options).map_err(external)?;
-    // An Icechunk table's virtual chunks are read from their containers: each must be an
-    // allowed location too.
-    #[cfg(feature = "icechunk")]
-    if let Some(containers) = table.options.get("virtual_chunk_containers") {
-        for grant in parse_grants(containers).map_err(external)? {
-            allowed.check(grant.prefix()).map_err(external)?;
-        }
+    let kind = reopening(&table.format).ok_or_else(|| {
+        DataFusionError::Internal(format!(
+            "an ndfusion table of unknown format '{}' in a cluster plan",
+            table.format
+        ))
+    })?;
+    let options: HashMap<String, String> = table.options.clone().into_iter().collect();
+    // Locations the options name (an Icechunk table's virtual chunk containers) are read too.
+    for location in (kind.option_locations)(&options).map_err(external)? {
+        allowed.check(&location).map_err(external)?;
     }
     // The opening in the key tells a table created again from the one before.
     let key = String::from_utf8_lossy(&to_json(table)?).to_string();
     if let Some(provider) = opened.get(&key) {
         return Ok(provider);
     }
-    let provider = open_table_again(table).await?;
+    let provider = (kind.reopen)(Opening {
+        format: table.format.clone(),
+        locations: table.locations.clone(),
+        version: table.version,
+        options,
+    })
+    .await
+    .map_err(external)?;
     // What a pattern expanded to: each member, symlinks resolved, must be allowed too.
-    if let Some(zarr) = provider.downcast_ref::<ZarrTable>() {
-        for member in zarr.member_locations() {
-            allowed.check(member).map_err(external)?;
-        }
+    for member in (kind.read_locations)(provider.as_ref()) {
+        allowed.check(&member).map_err(external)?;
     }
     opened.put(key, Arc::clone(&provider));
-    Ok(provider)
-}
-
-async fn open_table_again(table: &EncodedTable) -> Result<Arc<dyn TableProvider>> {
-    let options: std::collections::HashMap<String, String> =
-        table.options.clone().into_iter().collect();
-    let provider: Arc<dyn TableProvider> = match (table.format.as_str(), table.locations.as_slice())
-    {
-        ("zarr", [location]) => {
-            let options = ZarrOptions::from_sql(&options).map_err(external)?;
-            Arc::new(
-                ZarrTable::open_with(location, options)
-                    .await
-                    .map_err(external)?,
-            )
-        }
-        ("zarr_many", locations) => {
-            let options = ZarrOptions::from_sql(&options).map_err(external)?;
-            Arc::new(
-                ZarrTable::open_many(locations, options)
-                    .await
-                    .map_err(external)?,
-            )
-        }
-        #[cfg(feature = "icechunk")]
-        ("icechunk", [location]) => {
-            let options = IcechunkOptions::from_sql(&options).map_err(external)?;
-            let table = IcechunkTable::open_with(location, options);
-            Arc::new(table.await.map_err(external)?)
-        }
-        ("lance_nd", [location]) => {
-            let options = LanceNdOptions::from_sql(&options).map_err(external)?;
-            let table = LanceNdTable::open_at(location, options, table.version);
-            Arc::new(table.await.map_err(external)?)
-        }
-        (format, _) => {
-            return Err(DataFusionError::Internal(format!(
-                "an ndfusion table of unknown format '{format}' in a cluster plan"
-            )))
-        }
-    };
     Ok(provider)
 }
 
@@ -517,7 +462,7 @@ fn changed(table: &EncodedTable, what: &str) -> DataFusionError {
     ))
 }
 
-fn external(e: crate::Error) -> DataFusionError {
+fn external(e: crate::error::Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 
@@ -545,6 +490,7 @@ mod tests {
 
     use super::*;
     use crate::zarr::table::ZarrOpened;
+    use crate::zarr::ZarrOptions;
 
     /// The rows of `plan`, sorted (partitions may interleave).
     async fn rows(plan: Arc<dyn ExecutionPlan>, ctx: &SessionContext) -> Vec<String> {
@@ -695,7 +641,7 @@ mod tests {
         let err = logical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &*strict)
             .unwrap_err();
         assert!(
-            crate::Error::user_message(&err).contains(
+            crate::error::Error::user_message(&err).contains(
                 "invalid location 'tests/data/zarr_v3/struct_1d.zarr': this cluster only reads \
                  locations under: s3://bucket"
             ),

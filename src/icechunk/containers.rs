@@ -17,7 +17,6 @@ pub(crate) enum ContainerGrant {
 
 impl ContainerGrant {
     /// Where the container's files are.
-    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) fn prefix(&self) -> &str {
         match self {
             ContainerGrant::Prefix(prefix) | ContainerGrant::Moved { prefix, .. } => prefix,

@@ -15,6 +15,7 @@
 mod bounds;
 mod containers;
 mod history;
+mod kind;
 mod options;
 mod repository;
 pub(crate) mod store;
@@ -25,5 +26,4 @@ pub use history::{IcechunkLogFunction, IcechunkRefsFunction};
 pub use options::IcechunkOptions;
 pub use table::{IcechunkTable, IcechunkTableFactory};
 
-#[cfg(feature = "cluster")]
-pub(crate) use containers::parse_grants;
+pub(crate) use kind::kind;

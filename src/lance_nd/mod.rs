@@ -11,6 +11,7 @@ mod damage;
 mod factory;
 mod filter;
 mod format;
+mod kind;
 mod location;
 mod materialize;
 mod options;
@@ -21,6 +22,7 @@ mod table;
 mod writer;
 
 pub use factory::LanceNdTableFactory;
+pub(crate) use kind::kind;
 pub use options::LanceNdOptions;
 pub use reader::{read_nd_batches, ReadOptions};
 pub use table::LanceNdTable;

@@ -197,7 +197,6 @@ impl LanceNdTable {
         &self.options
     }
 
-    #[cfg(feature = "cluster")]
     /// How the table was opened.
     pub(crate) fn source(&self) -> &Arc<TableSource> {
         &self.source

@@ -1,6 +1,7 @@
 //! Zarr arrays, groups and collections as tables.
 //!
-//! The folders follow a query down (see ARCHITECTURE.md): `store.rs` is where bytes come from;
+//! The folders follow a query down (see ARCHITECTURE.md): `store/` is where bytes come from
+//! (a `ZarrStore` over a local, remote or other backend);
 //! `metadata/` parses what a node is (array metadata v3 and v2, data types, fill values, the
 //! element layout, attributes, the table schema); `plan/` turns filters into the selection and
 //! the chunks it touches (pruning, index sets, selections, the row filter, chunk plans and
@@ -19,7 +20,7 @@ mod factory;
 mod generated_hostile_inputs;
 #[cfg(test)]
 mod generated_inputs;
-mod local_store;
+mod kind;
 mod metadata;
 pub(crate) mod node_table;
 mod options;
@@ -29,5 +30,6 @@ pub(crate) mod store;
 pub(crate) mod table;
 
 pub use factory::ZarrTableFactory;
+pub(crate) use kind::kind;
 pub use options::ZarrOptions;
 pub use table::ZarrTable;

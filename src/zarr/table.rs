@@ -82,7 +82,7 @@ impl Opened for ZarrOpened {
         }
     }
 
-    fn options_sql(&self) -> crate::Result<HashMap<String, String>> {
+    fn options_sql(&self) -> crate::error::Result<HashMap<String, String>> {
         match self {
             ZarrOpened::One { options, .. } | ZarrOpened::Many { options, .. } => options.to_sql(),
         }
@@ -99,12 +99,12 @@ impl ZarrTable {
     /// Opens the array or group at `location` with the default [`ZarrOptions`]: a local folder
     /// path, a `file://` URL, or an object-store URL (`s3://`, `gs://`, `az://`, `abfs://`,
     /// `http(s)://`). Credentials come from the environment.
-    pub async fn open(location: &str) -> crate::Result<Self> {
+    pub async fn open(location: &str) -> crate::error::Result<Self> {
         Self::open_with(location, ZarrOptions::new()).await
     }
 
     /// Opens the array, group or collection (a glob) at `location` with `options`.
-    pub async fn open_with(location: &str, options: ZarrOptions) -> crate::Result<Self> {
+    pub async fn open_with(location: &str, options: ZarrOptions) -> crate::error::Result<Self> {
         if is_pattern(location) {
             let (members, storage) = expand(location, options.storage()).await?;
             let member_options = options.clone().with_storage(storage);
@@ -132,11 +132,11 @@ impl ZarrTable {
     pub async fn open_many<S: AsRef<str>>(
         locations: &[S],
         options: ZarrOptions,
-    ) -> crate::Result<Self> {
+    ) -> crate::error::Result<Self> {
         let members: Vec<String> = locations.iter().map(|l| l.as_ref().to_string()).collect();
         let shown = match members.as_slice() {
             [] => {
-                return Err(crate::Error::InvalidLocation {
+                return Err(crate::error::Error::InvalidLocation {
                     location: String::new(),
                     reason: "no locations given".into(),
                 })
@@ -160,13 +160,11 @@ impl ZarrTable {
         &self.options
     }
 
-    #[cfg(feature = "cluster")]
     /// How the table was opened.
     pub(crate) fn source(&self) -> &Arc<TableSource> {
         &self.source
     }
 
-    #[cfg(feature = "cluster")]
     /// The locations of a collection's members (what its pattern expanded to); empty for an
     /// array or a dataset.
     pub(crate) fn member_locations(&self) -> Vec<&str> {

@@ -6,8 +6,8 @@ use datafusion::prelude::SessionContext;
 use rustyline::error::ReadlineError;
 use rustyline::DefaultEditor;
 
-use crate::cli::{error_message, run_sql, Args, Printer};
 use crate::demo;
+use crate::statements::{error_message, run_sql, Printer};
 
 const HELP: &str = "\
 Statements end with ';' and may span lines.
@@ -26,7 +26,7 @@ Register your own data (local paths, s3://, gs://, az://, http(s)://):
     OPTIONS ('aws.region' 'us-east-1', 'aws.skip_signature' 'true');";
 
 /// Runs the REPL until `\q` or end of input; returns the exit code.
-pub async fn run(ctx: &SessionContext, args: &Args) -> i32 {
+pub async fn run(ctx: &SessionContext, mut printer: Printer) -> i32 {
     let mut editor = match DefaultEditor::new() {
         Ok(e) => e,
         Err(e) => {
@@ -40,7 +40,6 @@ pub async fn run(ctx: &SessionContext, args: &Args) -> i32 {
     }
     print_banner(ctx);
 
-    let mut printer = Printer::new(args);
     let mut buffer = String::new();
     loop {
         let prompt = if buffer.is_empty() {
@@ -102,16 +101,12 @@ async fn meta_command(ctx: &SessionContext, command: &str, printer: &mut Printer
             return MetaOutcome::Continue;
         }
         (Some("\\options"), _) => {
-            for (format, options) in [
-                ("ZARR", ndfusion::ZarrOptions::documented()),
-                (
-                    "ICECHUNK (and ZARR's)",
-                    ndfusion::IcechunkOptions::documented(),
-                ),
-                ("LANCE_ND", ndfusion::LanceNdOptions::documented()),
-            ] {
-                println!("STORED AS {format}:");
-                for (key, doc) in options {
+            for kind in ndfusion::table_kinds() {
+                match kind.takes_options_of() {
+                    Some(other) => println!("STORED AS {} (and {other}'s):", kind.stored_as()),
+                    None => println!("STORED AS {}:", kind.stored_as()),
+                }
+                for (key, doc) in kind.documented_options() {
                     println!("  {key:<20} {doc}");
                 }
             }
@@ -141,20 +136,10 @@ async fn describe_options(ctx: &SessionContext, name: &str) {
     let Ok(table) = ctx.table_provider(name).await else {
         return;
     };
-    let options = if let Some(zarr) = table.downcast_ref::<ndfusion::ZarrTable>() {
-        zarr.options().to_string()
-    } else if let Some(lance) = table.downcast_ref::<ndfusion::LanceNdTable>() {
-        lance.options().to_string()
-    } else if let Some(icechunk) = table.downcast_ref::<ndfusion::IcechunkTable>() {
-        format!(
-            "{}; snapshot {}",
-            icechunk.options(),
-            icechunk.snapshot_id()
-        )
-    } else {
-        return;
-    };
-    println!("options: {options}");
+    let kind = ndfusion::table_kind_of(table.as_ref());
+    if let Some(options) = kind.and_then(|k| k.describe(table.as_ref())) {
+        println!("options: {options}");
+    }
 }
 
 fn print_banner(ctx: &SessionContext) {
