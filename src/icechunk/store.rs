@@ -16,6 +16,7 @@ use zarrs::storage::{
 };
 
 use crate::error::{BoxError, Error, Result};
+use crate::zarr::store::{Fetched, StoreBackend};
 
 /// The node at `prefix` of one snapshot.
 #[derive(Clone)]
@@ -93,7 +94,7 @@ impl IcechunkStore {
     }
 
     /// The names of the node's children (its arrays and groups), sorted.
-    pub(crate) async fn list_children(&self) -> Result<Vec<String>, BoxError> {
+    async fn list_children(&self) -> Result<Vec<String>, BoxError> {
         use futures::TryStreamExt;
         use icechunk::store::ListDirItem;
         let items = self.store.list_dir_items(&self.prefix).await?;
@@ -108,6 +109,50 @@ impl IcechunkStore {
             .await?;
         names.sort();
         Ok(names)
+    }
+}
+
+/// The snapshot's node as the Zarr reader reads it: sizes from its manifests, so a chunk's is
+/// known before it is fetched.
+#[async_trait::async_trait]
+impl StoreBackend for IcechunkStore {
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    async fn get_at_most(&self, key: &str, max: u64) -> Result<Option<Fetched>, BoxError> {
+        match self.size(key).await? {
+            None => Ok(None),
+            Some(size) if size > max => Ok(Some(Fetched::TooLarge(size))),
+            Some(_) => Ok(self.get(key, None).await?.map(Fetched::Bytes)),
+        }
+    }
+
+    async fn get_range(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+    ) -> Result<Option<(Bytes, u64)>, BoxError> {
+        IcechunkStore::get_range(self, key, ByteRange::Bounded(range)).await
+    }
+
+    async fn get_suffix(&self, key: &str, n: u64) -> Result<Option<(Bytes, u64)>, BoxError> {
+        IcechunkStore::get_range(self, key, ByteRange::Last(n)).await
+    }
+
+    async fn list_children(&self) -> Result<Vec<String>, BoxError> {
+        IcechunkStore::list_children(self).await
+    }
+
+    async fn why_absent(&self) -> Option<String> {
+        Some(
+            "no array or group at this path in this snapshot: the 'path' option must name one"
+                .into(),
+        )
+    }
+
+    fn zarrs_storage(&self) -> Arc<dyn AsyncReadableStorageTraits> {
+        Arc::new(IcechunkStorage(self.clone()))
     }
 }
 
@@ -137,7 +182,7 @@ fn absent_as_none<T>(result: std::result::Result<T, StoreError>) -> Result<Optio
 }
 
 /// The snapshot as zarrs reads it: an `Array`'s chunk keys, codecs and partial decoders.
-pub(crate) struct IcechunkStorage(pub IcechunkStore);
+struct IcechunkStorage(IcechunkStore);
 
 fn storage_error(e: BoxError) -> StorageError {
     StorageError::Other(crate::error::with_root_cause(e.as_ref()))

@@ -203,8 +203,12 @@ async fn open_at(
     let path = options.path();
     let store = IcechunkStore::open(repo, &snapshot, path, location).await?;
     let shown = node_location(location, &snapshot, path);
-    let table =
-        NodeTable::open_in(ZarrStore::Icechunk(store), &shown, options.zarr().clone()).await?;
+    let table = NodeTable::open_in(
+        ZarrStore::over(Arc::new(store)),
+        &shown,
+        options.zarr().clone(),
+    )
+    .await?;
     let source = TableSource::new(IcechunkOpened {
         location: location.to_string(),
         options: options.pinned(&snapshot.to_string()),
@@ -259,7 +263,7 @@ impl TableProvider for IcechunkTable {
 }
 
 impl IcechunkTable {
-    #[cfg(feature = "cluster")]
+    /// How the table was opened.
     pub(crate) fn source(&self) -> &Arc<TableSource> {
         &self.source
     }

@@ -13,13 +13,13 @@ use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::{Bytes, ReadableStorageTraits, StoreKey};
 
 use crate::error::{BoxError, Error, Result};
-use crate::zarr::local_store::LocalStore;
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::gather::Gather;
 use crate::zarr::read::array::{ReadStrategy, ZarrArray};
 use crate::zarr::read::metrics::ChunkMetrics;
 use crate::zarr::read::shard_index::ShardIndex;
 use crate::zarr::read::zstd_frame::decode_prefix;
+use crate::zarr::store::{LocalStore, ZarrStore};
 
 /// A chunk's shape as zarrs' codecs take it.
 fn chunk_shape(shape: &[u64]) -> Result<Vec<NonZeroU64>> {
@@ -120,8 +120,7 @@ impl ChunkReader {
         };
         let error = |e: &dyn std::fmt::Display| self.chunk_error(read, e.to_string().into());
         let key = StoreKey::new(self.array.chunk_key(&read.indices)).map_err(|e| error(&e))?;
-        let encoded = store
-            .get_chunk(&key, self.stored_limit(read)?)
+        let encoded = ZarrStore::get_local_chunk(&store, &key, self.stored_limit(read)?)
             .map_err(|e| self.chunk_error(read, e))?;
         self.count_fetch(&encoded, metrics);
         Ok(vec![self.decode(read, encoded, metrics, sink)?])

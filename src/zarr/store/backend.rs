@@ -1,0 +1,58 @@
+//! [`StoreBackend`]: what each place a Zarr node's objects live in (a local folder, an object
+//! store prefix, an Icechunk snapshot) offers the reader. The policies on top (how large a
+//! chunk or a metadata document may be, and the errors that say so) are [`ZarrStore`]'s,
+//! written once for every backend.
+//!
+//! [`ZarrStore`]: super::ZarrStore
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use zarrs::storage::{AsyncReadableStorageTraits, Bytes};
+
+use crate::error::BoxError;
+
+/// An object read whole unless it is larger than asked for.
+#[derive(Debug)]
+pub(crate) enum Fetched {
+    /// Its bytes.
+    Bytes(Bytes),
+    /// It holds this many bytes, more than asked for: its body was not read.
+    TooLarge(u64),
+}
+
+/// The objects of one Zarr node, keyed relative to it (`zarr.json`, `c/0/1`).
+#[async_trait::async_trait]
+pub(crate) trait StoreBackend: std::fmt::Debug + Send + Sync {
+    /// Whether reads are asynchronous (an object store, an Icechunk session), not blocking
+    /// reads of local files.
+    fn is_remote(&self) -> bool;
+
+    /// The object at `key` if it holds at most `max` bytes, its size learnt before its body
+    /// is read (remotely in the same request: the answer's length); `None` when there is none.
+    async fn get_at_most(&self, key: &str, max: u64) -> Result<Option<Fetched>, BoxError>;
+
+    /// Bytes `range` of the object at `key`, with the object's whole size, in one request;
+    /// `None` when there is no such object.
+    async fn get_range(
+        &self,
+        key: &str,
+        range: Range<u64>,
+    ) -> Result<Option<(Bytes, u64)>, BoxError>;
+
+    /// The last `n` bytes of the object at `key` (all of it when shorter), with its whole
+    /// size; `None` when there is no such object. Local folders are read on the thread that
+    /// decodes (`ZarrStore::blocking`) and need not answer.
+    async fn get_suffix(&self, key: &str, n: u64) -> Result<Option<(Bytes, u64)>, BoxError>;
+
+    /// The names of the node's children that may be nodes (folders, or key prefixes).
+    async fn list_children(&self) -> Result<Vec<String>, BoxError>;
+
+    /// Why the location holds no array, when the backend can tell.
+    async fn why_absent(&self) -> Option<String> {
+        None
+    }
+
+    /// The objects as zarrs reads them: chunk keys, codecs and partial decoders of an `Array`.
+    fn zarrs_storage(&self) -> Arc<dyn AsyncReadableStorageTraits>;
+}
