@@ -1,16 +1,14 @@
 //! The command line: run SQL from arguments, files or standard input, or start the REPL.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Read};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Instant;
 
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::Result;
 use datafusion::prelude::SessionContext;
-use datafusion::sql::parser::DFParser;
-use datafusion::sql::sqlparser::dialect::dialect_from_str;
 
-use crate::output::{self, OutputFormat};
+use crate::output::OutputFormat;
+use crate::statements::{error_message, run_sql, Printer};
 use crate::{demo, repl};
 
 /// Query N-dimensional data (Zarr, lance-nd) with SQL.
@@ -114,17 +112,8 @@ pub enum Process {
         /// Address to listen on for clients and executors.
         #[arg(long, default_value = "127.0.0.1:50050")]
         bind: SocketAddr,
-        /// Only tables under this location prefix may be read (repeatable; default: any).
-        #[arg(long = "allow", value_name = "PREFIX")]
-        allow: Vec<String>,
-        /// Tables may send requests to this endpoint (`aws.endpoint`, `azure.endpoint`;
-        /// repeatable; default: none, the processes' own stores only).
-        #[arg(long = "allow-endpoint", value_name = "URL")]
-        allow_endpoint: Vec<String>,
-        /// Listen on a non-loopback address without a token (anyone who reaches it may run
-        /// queries).
-        #[arg(long)]
-        insecure: bool,
+        #[command(flatten)]
+        access: AccessArgs,
         /// Seconds without a heartbeat after which an executor is lost and its tasks rerun.
         #[arg(long, default_value_t = 20)]
         executor_timeout: u64,
@@ -146,17 +135,37 @@ pub enum Process {
         /// Memory the executor's tasks may use, e.g. 4G (default: unlimited).
         #[arg(short = 'm', long, value_name = "SIZE", value_parser = parse_size)]
         memory_limit: Option<usize>,
-        /// Only tables under this location prefix may be read (repeatable; default: any).
-        #[arg(long = "allow", value_name = "PREFIX")]
-        allow: Vec<String>,
-        /// Tables may send requests to this endpoint (`aws.endpoint`, `azure.endpoint`;
-        /// repeatable; default: none, the processes' own stores only).
-        #[arg(long = "allow-endpoint", value_name = "URL")]
-        allow_endpoint: Vec<String>,
-        /// Listen on a non-loopback address without a token.
-        #[arg(long)]
-        insecure: bool,
+        #[command(flatten)]
+        access: AccessArgs,
     },
+}
+
+/// What a scheduler's or an executor's clients may reach: the same flags on both.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AccessArgs {
+    /// Only tables under this location prefix may be read (repeatable; default: any).
+    #[arg(long = "allow", value_name = "PREFIX")]
+    allow: Vec<String>,
+    /// Tables may send requests to this endpoint (`aws.endpoint`, `azure.endpoint`;
+    /// repeatable; default: none, the processes' own stores only).
+    #[arg(long = "allow-endpoint", value_name = "URL")]
+    allow_endpoint: Vec<String>,
+    /// Listen on a non-loopback address without a token (anyone who reaches it may run
+    /// queries).
+    #[arg(long)]
+    insecure: bool,
+}
+
+impl AccessArgs {
+    /// The locations tables may read. A cluster process never lets a client choose where its
+    /// own credentials go: endpoints are refused unless the operator names them.
+    fn allowed(&self) -> ndfusion::AllowedLocations {
+        match self.allow.is_empty() {
+            true => ndfusion::AllowedLocations::everything(),
+            false => ndfusion::AllowedLocations::prefixes(self.allow.clone()),
+        }
+        .with_endpoints(self.allow_endpoint.clone())
+    }
 }
 
 /// Seconds a process may take to stop after SIGTERM before it exits regardless (Ballista's
@@ -182,30 +191,19 @@ pub async fn run_process(process: Process, security: &SecurityArgs) -> i32 {
             std::process::exit(1);
         });
     }
-    // A cluster process never lets a client choose where its own credentials go: endpoints
-    // are refused unless the operator names them.
-    let allowed = |prefixes: Vec<String>, endpoints: Vec<String>| {
-        match prefixes.is_empty() {
-            true => ndfusion::AllowedLocations::everything(),
-            false => ndfusion::AllowedLocations::prefixes(prefixes),
-        }
-        .with_endpoints(endpoints)
-    };
     let result = match process {
         Process::Scheduler {
             bind,
-            allow,
-            allow_endpoint,
-            insecure,
+            access,
             executor_timeout,
         } => {
             eprintln!("ndfusion scheduler listening on {bind}");
             ndfusion::run_scheduler(ndfusion::SchedulerSettings {
                 bind,
-                allowed: allowed(allow, allow_endpoint),
+                allowed: access.allowed(),
                 executor_timeout_seconds: executor_timeout,
                 security,
-                insecure,
+                insecure: access.insecure,
             })
             .await
         }
@@ -215,9 +213,7 @@ pub async fn run_process(process: Process, security: &SecurityArgs) -> i32 {
             concurrency,
             work_dir,
             memory_limit,
-            allow,
-            allow_endpoint,
-            insecure,
+            access,
         } => {
             eprintln!("ndfusion executor on {bind}, scheduler {scheduler}");
             let defaults = ndfusion::ExecutorSettings::default();
@@ -227,9 +223,9 @@ pub async fn run_process(process: Process, security: &SecurityArgs) -> i32 {
                 concurrency: concurrency.unwrap_or(defaults.concurrency),
                 work_dir,
                 memory_limit: memory_limit.map(|m| m as u64),
-                allowed: allowed(allow, allow_endpoint),
+                allowed: access.allowed(),
                 security,
-                insecure,
+                insecure: access.insecure,
             })
             .await
         }
@@ -290,11 +286,11 @@ pub async fn run(args: Args, matches: &clap::ArgMatches) -> i32 {
             eprintln!("warning: demo tables not registered: {e}");
         }
     }
+    let mut printer = Printer::new(args.format, args.quiet);
     if interactive {
-        return repl::run(&ctx, &args).await;
+        return repl::run(&ctx, printer).await;
     }
 
-    let mut printer = Printer::new(&args);
     if sources.is_empty() {
         let mut sql = String::new();
         if let Err(e) = std::io::stdin().read_to_string(&mut sql) {
@@ -331,12 +327,6 @@ fn exit_code(result: Result<()>) -> i32 {
     }
 }
 
-/// The user-facing message of an error: ndfusion's own without DataFusion's "External
-/// error: " prefix.
-pub fn error_message(e: &DataFusionError) -> String {
-    ndfusion::Error::user_message(e)
-}
-
 /// `-c` and `-f` values in the order they were given.
 fn ordered_sources(args: &Args, matches: &clap::ArgMatches) -> Vec<Source> {
     let mut indexed: Vec<(usize, Source)> = Vec::new();
@@ -354,52 +344,4 @@ fn ordered_sources(args: &Args, matches: &clap::ArgMatches) -> Vec<Source> {
     }
     indexed.sort_by_key(|(i, _)| *i);
     indexed.into_iter().map(|(_, s)| s).collect()
-}
-
-/// Prints results and, unless quiet, a row-count and timing line.
-pub struct Printer {
-    format: OutputFormat,
-    quiet: bool,
-}
-
-impl Printer {
-    pub fn new(args: &Args) -> Self {
-        Printer {
-            format: args.format,
-            quiet: args.quiet,
-        }
-    }
-}
-
-/// Runs every statement in `sql`, printing each result; stops at the first error.
-pub async fn run_sql(ctx: &SessionContext, sql: &str, printer: &mut Printer) -> Result<()> {
-    let dialect_name = ctx
-        .state()
-        .config()
-        .options()
-        .sql_parser
-        .dialect
-        .to_string();
-    let dialect = dialect_from_str(&dialect_name)
-        .ok_or_else(|| DataFusionError::Plan(format!("unknown SQL dialect '{dialect_name}'")))?;
-    let statements = DFParser::parse_sql_with_dialect(sql, dialect.as_ref())?;
-    for statement in statements {
-        let start = Instant::now();
-        let plan = ctx.state().statement_to_plan(statement).await?;
-        let df = ctx.execute_logical_plan(plan).await?;
-        let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
-        let batches = df.collect().await?;
-        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-        let mut out = std::io::stdout().lock();
-        output::write_batches(&mut out, printer.format, &schema, &batches)?;
-        if !printer.quiet {
-            writeln!(
-                out,
-                "{rows} row(s) fetched. Elapsed {:.3} seconds.\n",
-                start.elapsed().as_secs_f64()
-            )?;
-        }
-        out.flush()?;
-    }
-    Ok(())
 }

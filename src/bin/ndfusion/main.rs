@@ -5,6 +5,7 @@ mod demo;
 mod output;
 mod process_log;
 mod repl;
+mod statements;
 
 use clap::{CommandFactory, FromArgMatches};
 use cli::{run, Args};
