@@ -32,8 +32,9 @@ pub(crate) fn check_plan(plan: &dyn ExecutionPlan, allowed: &AllowedLocations) -
     if !allowed.is_restricted() || plan.downcast_ref::<ScanExec>().is_some() {
         return Ok(());
     }
-    let refused =
-        |what: String| DataFusionError::External(Box::new(crate::Error::ClusterRefused { what }));
+    let refused = |what: String| {
+        DataFusionError::External(Box::new(crate::error::Error::ClusterRefused { what }))
+    };
     if plan.downcast_ref::<DataSinkExec>().is_some() {
         return Err(refused(
             "writing files (COPY TO, INSERT INTO a file table)".into(),

@@ -94,7 +94,7 @@ impl TableLocation {
                     .as_ref()
                     .and_then(|r| r.missing_container(&e.to_string()));
                 match missing {
-                    Some(reason) => Err(crate::Error::NotFound {
+                    Some(reason) => Err(crate::error::Error::NotFound {
                         location: self.shown.clone(),
                         reason,
                     }),
@@ -107,7 +107,7 @@ impl TableLocation {
     /// Opens the table and checks that it is lance-nd.
     pub(crate) async fn open(&self) -> Result<Dataset> {
         let Some(dataset) = self.open_lance().await? else {
-            return Err(crate::Error::NotFound {
+            return Err(crate::error::Error::NotFound {
                 location: self.shown.clone(),
                 reason: "no lance-nd table here (no Lance manifest)".into(),
             });

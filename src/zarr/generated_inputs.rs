@@ -279,7 +279,7 @@ fn open_and_read(location: &str, query: &str) {
                     match &result {
                         Ok(b) =>
                             format!("ok {} rows", b.iter().map(|b| b.num_rows()).sum::<usize>()),
-                        Err(e) => crate::Error::user_message(e),
+                        Err(e) => crate::error::Error::user_message(e),
                     }
                 );
             }

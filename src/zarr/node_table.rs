@@ -19,7 +19,7 @@ pub(crate) enum NodeTable {
 
 impl NodeTable {
     /// Opens the array or group at `location`.
-    pub(crate) async fn open(location: &str, options: ZarrOptions) -> crate::Result<Self> {
+    pub(crate) async fn open(location: &str, options: ZarrOptions) -> crate::error::Result<Self> {
         let store = ZarrStore::open(location, options.storage())?;
         Self::open_in(store, location, options).await
     }
@@ -30,7 +30,7 @@ impl NodeTable {
         store: ZarrStore,
         location: &str,
         options: ZarrOptions,
-    ) -> crate::Result<Self> {
+    ) -> crate::error::Result<Self> {
         Ok(match read_node(&store, location).await? {
             Node::Array(meta) => {
                 options.check_array_options(location)?;

@@ -47,7 +47,7 @@ impl ArrayTable {
         location: &str,
         meta: ArrayMeta,
         options: ZarrOptions,
-    ) -> crate::Result<Self> {
+    ) -> crate::error::Result<Self> {
         let array = ZarrArray::new(store, "", location, meta)?;
         let global_attrs = GlobalAttrs::from_json(&array.meta.attributes);
         let (schema, columns) =

@@ -34,7 +34,7 @@ impl DatasetTable {
         location: &str,
         group: Group,
         options: ZarrOptions,
-    ) -> crate::Result<Self> {
+    ) -> crate::error::Result<Self> {
         let dataset_options = DatasetOptions {
             variables: options.variables().map(<[String]>::to_vec),
             cf: options.cf(),

@@ -33,11 +33,16 @@ pub(crate) struct RowFilter<S = ColumnSource> {
 impl<S> RowFilter<S> {
     /// The rows the filter keeps, given its columns (`inputs`, in `columns` order) of `rows`
     /// rows; NULL keeps no row, as in a FilterExec. A failure is the query's filter's.
-    pub(crate) fn keep(&self, inputs: Vec<ArrayRef>, rows: usize) -> crate::Result<BooleanArray> {
+    pub(crate) fn keep(
+        &self,
+        inputs: Vec<ArrayRef>,
+        rows: usize,
+    ) -> crate::error::Result<BooleanArray> {
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
-        let batch = RecordBatch::try_new_with_options(Arc::clone(&self.schema), inputs, &options)
-            .map_err(|e| crate::Error::arrow("assembling the row filter's input", e))?;
-        let failed = |source| crate::Error::Filter {
+        let batch =
+            RecordBatch::try_new_with_options(Arc::clone(&self.schema), inputs, &options)
+                .map_err(|e| crate::error::Error::arrow("assembling the row filter's input", e))?;
+        let failed = |source| crate::error::Error::Filter {
             filter: self.display.clone(),
             source,
         };
