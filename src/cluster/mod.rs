@@ -17,6 +17,7 @@ mod allowed;
 mod codec;
 mod plan_guard;
 mod security;
+mod tls_check;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -125,6 +126,9 @@ pub async fn new_cluster_context_with(
     url: &str,
     security: &ClusterSecurity,
 ) -> Result<SessionContext> {
+    if let Some((host, port)) = (url.strip_prefix("df://")).and_then(|a| split_host_port(a).ok()) {
+        security.check_scheduler(&host, port).await?;
+    }
     let state = SessionStateBuilder::new()
         .with_config(client_config(SessionConfig::new(), security))
         .with_default_features()
@@ -187,6 +191,8 @@ pub async fn run_scheduler(settings: SchedulerSettings) -> Result<()> {
     let bind = settings.bind;
     let security = settings.security.clone();
     check_exposure(bind, &security, settings.insecure, "the scheduler")?;
+    // Clients reach the scheduler by names of their own: they check the name.
+    security.check_own_certificate("scheduler", None)?;
     let (logical, physical) = codecs(settings.allowed.clone());
     let config = SchedulerConfig {
         // Executors ask for work when they have free slots: tasks of an executor that was
@@ -309,7 +315,12 @@ pub async fn run_executor(settings: ExecutorSettings) -> Result<()> {
     check_exposure(settings.bind, &security, settings.insecure, "the executor")?;
     // Its Flight server (shuffle data, results) fails at start without a certificate.
     let flight_tls = security.server_tls("executor")?;
+    // The scheduler and other executors reach it at its bind address.
+    security.check_own_certificate("executor", Some(settings.bind.ip()))?;
     let (scheduler_host, scheduler_port) = split_host_port(&settings.scheduler)?;
+    security
+        .check_scheduler(&scheduler_host, scheduler_port)
+        .await?;
     let work_dir = match settings.work_dir {
         Some(dir) => dir,
         None => std::env::temp_dir().join(format!("ndfusion-executor-{}", std::process::id())),

@@ -11,7 +11,8 @@
 //! - the scheduler's gRPC server and the executors' Flight servers: assembled here (tonic
 //!   servers with a TLS identity and an interceptor that refuses a call without the token).
 
-use std::path::Path;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ballista_core::extension::EndpointOverrideFn;
@@ -19,6 +20,7 @@ use ballista_core::utils::{create_grpc_client_endpoint, GrpcClientConfig};
 use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
 use tonic::{Request, Status};
 
+use super::tls_check::{check_own_certificate, check_peer};
 use crate::error::{Error, Result};
 
 /// The environment variable that holds a cluster's token (instead of `--token-file`).
@@ -39,6 +41,9 @@ pub struct ClusterSecurity {
     /// cluster's certificates (everyone).
     certificate: Option<Arc<(Vec<u8>, Vec<u8>)>>,
     ca: Option<Arc<Vec<u8>>>,
+    /// The files they came from, for the errors that name them.
+    ca_file: Option<PathBuf>,
+    cert_file: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for ClusterSecurity {
@@ -87,10 +92,38 @@ impl ClusterSecurity {
     /// `key` (PEM) are this process's, required of a scheduler and an executor.
     pub fn with_tls(mut self, ca: &Path, certificate: Option<(&Path, &Path)>) -> Result<Self> {
         self.ca = Some(Arc::new(read(ca, "tls-ca")?));
+        self.ca_file = Some(ca.to_path_buf());
         if let Some((cert, key)) = certificate {
             self.certificate = Some(Arc::new((read(cert, "tls-cert")?, read(key, "tls-key")?)));
+            self.cert_file = Some(cert.to_path_buf());
         }
         Ok(self)
+    }
+
+    /// A scheduler's or an executor's own certificate, checked against the CA when it starts
+    /// (`tls_check.rs`): signed by it, valid now, not a CA itself, and covering `serves_on`
+    /// when peers reach the process at that address (an executor's). Nothing without TLS.
+    pub(crate) fn check_own_certificate(
+        &self,
+        what: &str,
+        serves_on: Option<IpAddr>,
+    ) -> Result<()> {
+        let (Some(ca), Some(ca_file)) = (&self.ca, &self.ca_file) else {
+            return Ok(());
+        };
+        let (Some(pair), Some(cert_file)) = (&self.certificate, &self.cert_file) else {
+            return Ok(());
+        };
+        check_own_certificate(what, (ca, ca_file), (&pair.0, cert_file), serves_on)
+    }
+
+    /// The scheduler at `host:port`, when TLS is on, shakes hands with a certificate the CA
+    /// vouches for (`tls_check.rs`): otherwise an error saying what rustls found.
+    pub(crate) async fn check_scheduler(&self, host: &str, port: u16) -> Result<()> {
+        match (&self.ca, &self.ca_file) {
+            (Some(ca), Some(ca_file)) => check_peer(host, port, (ca, ca_file)).await,
+            _ => Ok(()),
+        }
     }
 
     pub(crate) fn has_token(&self) -> bool {

@@ -158,6 +158,42 @@ impl Secrets {
             "-extfile",
             "ext.cnf",
         ]);
+        // A CA that signed nothing of this cluster's.
+        run(&[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                "other_ca.key",
+                "-out",
+                "other_ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=another CA",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+            ],
+        ]
+        .concat());
+        // A self-signed certificate as `openssl req -x509` makes it (CA:TRUE), for 127.0.0.1.
+        run(&[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                "self.key",
+                "-out",
+                "self.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=self-signed",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ],
+        ]
+        .concat());
         Secrets { dir }
     }
 
@@ -377,6 +413,16 @@ async fn a_scheduler_and_two_executors_answer_like_the_local_cli() {
             "no TLS",
             vec!["--token-file".into(), secrets.path("token")],
             "",
+        ),
+        (
+            "another CA",
+            vec![
+                "--token-file".into(),
+                secrets.path("token"),
+                "--tls-ca".into(),
+                secrets.path("other_ca.pem"),
+            ],
+            "is not signed by the cluster's CA",
         ),
     ] {
         let mut args = vec!["--cluster".to_string(), cluster.url()];
@@ -793,6 +839,49 @@ fn an_exposed_process_without_a_token_refuses_to_start() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("without TLS"), "{stderr}");
     assert!(!stderr.contains("a token ("), "{stderr}");
+}
+
+/// A self-signed certificate used as its own CA (the usual quick test certificate, which TLS
+/// refuses as a server's own) stops a scheduler and an executor at start with an error naming
+/// the file and saying so, not a connection failure later (issue 38).
+#[test]
+fn a_self_signed_certificate_as_its_own_ca_is_refused_at_start() {
+    let secrets = Secrets::new();
+    let tls = [
+        "--token-file".to_string(),
+        secrets.path("token"),
+        "--tls-ca".into(),
+        secrets.path("self.pem"),
+        "--tls-cert".into(),
+        secrets.path("self.pem"),
+        "--tls-key".into(),
+        secrets.path("self.key"),
+    ];
+    for process in [
+        vec!["scheduler", "--bind", "127.0.0.1:0"],
+        vec![
+            "executor",
+            "--scheduler",
+            "127.0.0.1:1",
+            "--bind",
+            "127.0.0.1:0",
+        ],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ndfusion"))
+            .args(&process)
+            .args(&tls)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{process:?}: {stderr}");
+        let file = format!("invalid option 'tls-cert': {}", secrets.path("self.pem"));
+        assert!(stderr.contains(&file), "{stderr}");
+        assert!(
+            stderr.contains("a self-signed certificate cannot serve as its own CA"),
+            "{stderr}"
+        );
+    }
 }
 
 /// An Icechunk table on a cluster: the scan travels with the snapshot the query was planned
