@@ -221,7 +221,8 @@ fn memory_limit_bounds_what_scans_hold() {
 /// A chunk read reserves what it holds (issue 38): one chunk of 10^8 uint8 elements
 /// (`tests/data/memory/make_big_chunks.py`, whose zarr-python values are asserted) holds 2 x
 /// 10^8 bytes fetched and decoded and a few batches, not 16 bytes of positions per element, so
-/// 256 MiB reads it: absent (the fill value 7), stored, and as a dataset's block.
+/// 256 MiB reads it: absent (the fill value 7), stored, and as a dataset's block (xarray 2026.9
+/// computes the same count, sum, min and max for the group: the fill value is not masked).
 #[test]
 fn memory_limit_counts_what_a_chunk_read_holds() {
     let cases = [
