@@ -20,7 +20,10 @@
 //!   builds a context with it done. [`table_kinds`] lists those kinds ([`TableKind`]: name,
 //!   factory, documented options).
 //! - [`Limits`] caps what a file may make ndfusion do (metadata bytes, attributes, coordinate
-//!   bytes, glob depth and entries, string chunk bytes), from `NDFUSION_MAX_*`.
+//!   bytes, glob depth and entries, string chunk bytes): a session's (`SET ndfusion.*`,
+//!   [`SessionLimits`]) over the process's defaults from `NDFUSION_MAX_*`.
+//! - Every kind's options are a [`KindOptions`] ([`ZarrOptions`], [`LanceNdOptions`]): its
+//!   keys, the storage settings and the limits, from SQL or builder methods.
 //!
 //! - With the `cluster` feature, [`new_cluster_context`] runs the same SQL on an Apache
 //!   DataFusion Ballista cluster ([`run_scheduler`], [`run_executor`]), and
@@ -80,10 +83,10 @@ pub use icechunk::{
     IcechunkLogFunction, IcechunkOptions, IcechunkRefsFunction, IcechunkTable, IcechunkTableFactory,
 };
 pub use lance_nd::{
-    read_nd_batches, write_nd_batches, Casting, LanceNdOptions, LanceNdTable, LanceNdTableFactory,
-    ReadOptions, WriteOptions,
+    read_nd_batches, write_nd_batches, Casting, LanceNdKeys, LanceNdOptions, LanceNdTable,
+    LanceNdTableFactory, ReadOptions, WriteOptions,
 };
-pub use limits::{parse_size, Limits};
+pub use limits::{parse_size, Limits, SessionLimits};
 pub use nd::{Dim, NdArrowArray, NdError, NdRecordBatch};
 #[cfg(feature = "icechunk")]
 pub use session::ICECHUNK_FORMAT;
@@ -93,4 +96,5 @@ pub use session::{
 };
 pub use storage::StorageOptions;
 pub use table_kind::{table_kind, table_kind_of, table_kinds, NamedTableFunction, TableKind};
-pub use zarr::{ZarrOptions, ZarrTable, ZarrTableFactory};
+pub use table_options::{KindOptions, OptionKeys};
+pub use zarr::{ZarrKeys, ZarrOptions, ZarrTable, ZarrTableFactory};

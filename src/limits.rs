@@ -1,15 +1,24 @@
 //! [`Limits`]: how much work a file may make ndfusion do before it is refused with an error
 //! naming the limit. Metadata is read whole, coordinates are read when a dataset opens,
 //! collection patterns walk folders and string chunks have no promised size: each is capped,
-//! so a few kilobytes cannot make gigabytes of work. The limits are the process's, like its
-//! memory: read once from the environment (`NDFUSION_MAX_*`, for the command line, executors
-//! and applications alike), or set by an application before it opens a table.
+//! so a few kilobytes cannot make gigabytes of work.
+//!
+//! The limits are a session's: `SET ndfusion.max_metadata_bytes = '256M'` ([`SessionLimits`],
+//! a DataFusion config extension every ndfusion session has), over defaults the process reads
+//! once from the environment (`NDFUSION_MAX_*`, for the command line, executors and
+//! applications alike). A table opened from Rust without a session takes
+//! [`StorageOptions::with_limits`](crate::StorageOptions::with_limits), else the defaults.
+//! What reaches the files is the [`Limits`] of the table's storage options: the factories put
+//! the session's there, and a cluster's executors read with their own (the options sent with
+//! a plan carry none: a client cannot raise an executor's limits).
 
 use std::sync::OnceLock;
 
+use datafusion::common::config::{ConfigEntry, ConfigExtension, ConfigOptions, ExtensionOptions};
+
 use crate::error::{Error, Result};
 
-/// The limits a process reads Zarr under.
+/// The limits a table is read under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Limits {
@@ -29,58 +38,150 @@ pub struct Limits {
     pub string_chunk_bytes: usize,
 }
 
-/// The environment variable of each limit, its default, and how it is written.
-const VARIABLES: [(&str, &str); 6] = [
-    ("NDFUSION_MAX_METADATA_BYTES", "64M"),
-    ("NDFUSION_MAX_ATTRIBUTES", "10000"),
-    ("NDFUSION_MAX_COORDINATE_BYTES", "1G"),
-    ("NDFUSION_MAX_GLOB_DEPTH", "32"),
-    ("NDFUSION_MAX_GLOB_ENTRIES", "1000000"),
-    ("NDFUSION_MAX_STRING_CHUNK_BYTES", "64M"),
+/// One limit: its `SET ndfusion.*` key, its environment variable, its default and what it
+/// bounds. Every limit is declared here once, for `SET`, `SHOW`, the environment and the
+/// errors that name it.
+#[derive(Debug)]
+pub(crate) struct Limit {
+    /// The key after `ndfusion.`.
+    pub key: &'static str,
+    /// The environment variable of the default.
+    pub variable: &'static str,
+    default: u64,
+    description: &'static str,
+}
+
+/// The limits, in the order of [`Limits`]' fields.
+const LIMITS: [Limit; 6] = [
+    Limit {
+        key: "max_metadata_bytes",
+        variable: "NDFUSION_MAX_METADATA_BYTES",
+        default: 64 << 20,
+        description: "bytes of one metadata document (zarr.json, .zarray, .zattrs, .zmetadata; \
+                      an Icechunk repo file, snapshot or manifest), read whole",
+    },
+    Limit {
+        key: "max_attributes",
+        variable: "NDFUSION_MAX_ATTRIBUTES",
+        default: 10_000,
+        description: "attribute keys of one node",
+    },
+    Limit {
+        key: "max_coordinate_bytes",
+        variable: "NDFUSION_MAX_COORDINATE_BYTES",
+        default: 1 << 30,
+        description: "bytes of one dataset coordinate's values, read whole when the table opens",
+    },
+    Limit {
+        key: "max_glob_depth",
+        variable: "NDFUSION_MAX_GLOB_DEPTH",
+        default: 32,
+        description: "folder levels a collection pattern's ** walks",
+    },
+    Limit {
+        key: "max_glob_entries",
+        variable: "NDFUSION_MAX_GLOB_ENTRIES",
+        default: 1_000_000,
+        description: "folder entries (objects, remotely) a collection pattern visits",
+    },
+    Limit {
+        key: "max_string_chunk_bytes",
+        variable: "NDFUSION_MAX_STRING_CHUNK_BYTES",
+        default: 64 << 20,
+        description: "bytes one chunk of strings decompresses to (its metadata promises no size)",
+    },
 ];
 
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            metadata_bytes: 64 << 20,
-            attributes: 10_000,
-            coordinate_bytes: 1 << 30,
-            glob_depth: 32,
-            glob_entries: 1_000_000,
-            string_chunk_bytes: 64 << 20,
-        }
+/// The limits errors name.
+pub(crate) const METADATA_BYTES: &Limit = &LIMITS[0];
+pub(crate) const ATTRIBUTES: &Limit = &LIMITS[1];
+pub(crate) const COORDINATE_BYTES: &Limit = &LIMITS[2];
+pub(crate) const GLOB_ENTRIES: &Limit = &LIMITS[4];
+
+impl std::fmt::Display for Limit {
+    /// How a user raises it, as errors say: `SET ndfusion.max_attributes, or
+    /// NDFUSION_MAX_ATTRIBUTES`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SET ndfusion.{}, or {}", self.key, self.variable)
     }
 }
 
-/// The limits in force, or the environment variable that could not be read and why.
-static LIMITS: OnceLock<std::result::Result<Limits, (String, String)>> = OnceLock::new();
+impl Default for Limits {
+    fn default() -> Self {
+        let mut limits = Limits {
+            metadata_bytes: 0,
+            attributes: 0,
+            coordinate_bytes: 0,
+            glob_depth: 0,
+            glob_entries: 0,
+            string_chunk_bytes: 0,
+        };
+        for (i, limit) in LIMITS.iter().enumerate() {
+            limits.put(i, limit.default);
+        }
+        limits
+    }
+}
+
+/// The process's defaults, or the environment variable that could not be read and why.
+static DEFAULTS: OnceLock<std::result::Result<Limits, (String, String)>> = OnceLock::new();
 
 impl Limits {
-    /// The limits in force: those an application set, else the environment's, else the
-    /// defaults. An environment variable that is not a number (or a size such as `256M`) is
-    /// an error naming it, for every table opened.
-    pub fn current() -> Result<Limits> {
-        LIMITS
+    /// The process's defaults: those an application set with [`Limits::set`], else the
+    /// environment's (`NDFUSION_MAX_*`, read once), else the built-in ones. An environment
+    /// variable that is not a number (or a size such as `256M`) is an error naming it, for
+    /// every table opened.
+    pub fn from_env() -> Result<Limits> {
+        DEFAULTS
             .get_or_init(|| Limits::from_vars(|name| std::env::var(name).ok()))
             .clone()
             .map_err(|(option, reason)| Error::InvalidOption { option, reason })
     }
 
-    /// The limits in force, where a bad environment cannot arise any more: every table opens
-    /// through [`Limits::current`] first, so its error has been reported there.
-    pub(crate) fn get() -> Limits {
-        Limits::current().unwrap_or_default()
+    /// The limits a session reads under: what `SET ndfusion.*` changed there, over the
+    /// process's defaults.
+    pub(crate) fn of_session(config: &ConfigOptions) -> Result<Limits> {
+        match config.extensions.get::<SessionLimits>() {
+            Some(session) => session.limits(),
+            None => Limits::from_env(),
+        }
     }
 
-    /// Makes `self` the process's limits. Only before any table is opened (the limits are
-    /// read once): afterwards it returns the limits in force as the error.
+    /// Makes `self` the process's defaults, in place of the environment's. Only before any
+    /// table is opened (the defaults are read once): afterwards it returns the defaults in
+    /// force as the error. A session changes its own with `SET ndfusion.*`.
     pub fn set(self) -> std::result::Result<(), Limits> {
-        LIMITS.set(Ok(self)).map_err(|_| {
-            LIMITS
+        DEFAULTS.set(Ok(self)).map_err(|_| {
+            DEFAULTS
                 .get()
                 .and_then(|l| l.clone().ok())
                 .unwrap_or_default()
         })
+    }
+
+    /// The value of limit `i` of [`LIMITS`].
+    fn value(&self, i: usize) -> u64 {
+        match i {
+            0 => self.metadata_bytes,
+            1 => self.attributes as u64,
+            2 => self.coordinate_bytes,
+            3 => self.glob_depth as u64,
+            4 => self.glob_entries as u64,
+            _ => self.string_chunk_bytes as u64,
+        }
+    }
+
+    /// Sets limit `i` of [`LIMITS`]; counts past `usize` (32-bit targets) saturate.
+    fn put(&mut self, i: usize, value: u64) {
+        let count = usize::try_from(value).unwrap_or(usize::MAX);
+        match i {
+            0 => self.metadata_bytes = value,
+            1 => self.attributes = count,
+            2 => self.coordinate_bytes = value,
+            3 => self.glob_depth = count,
+            4 => self.glob_entries = count,
+            _ => self.string_chunk_bytes = count,
+        }
     }
 
     /// The defaults, with each `NDFUSION_MAX_*` variable `var` gives in place of its default.
@@ -88,22 +189,115 @@ impl Limits {
         var: impl Fn(&str) -> Option<String>,
     ) -> std::result::Result<Limits, (String, String)> {
         let mut limits = Limits::default();
-        for (name, _) in VARIABLES {
-            let Some(text) = var(name) else { continue };
-            let refused = |reason: String| (name.to_string(), reason);
-            let value = parse_size(&text).map_err(|e| refused(e.to_string()))?;
-            let count =
-                || usize::try_from(value).map_err(|_| refused(format!("{text:?} is too large")));
-            match name {
-                "NDFUSION_MAX_METADATA_BYTES" => limits.metadata_bytes = value,
-                "NDFUSION_MAX_ATTRIBUTES" => limits.attributes = count()?,
-                "NDFUSION_MAX_COORDINATE_BYTES" => limits.coordinate_bytes = value,
-                "NDFUSION_MAX_GLOB_DEPTH" => limits.glob_depth = count()?,
-                "NDFUSION_MAX_GLOB_ENTRIES" => limits.glob_entries = count()?,
-                _ => limits.string_chunk_bytes = count()?,
+        for (i, limit) in LIMITS.iter().enumerate() {
+            let Some(text) = var(limit.variable) else {
+                continue;
+            };
+            let value =
+                parse_size(&text).map_err(|e| (limit.variable.to_string(), e.to_string()))?;
+            limits.put(i, value);
+        }
+        Ok(limits)
+    }
+}
+
+/// The limits of one session, under `SET ndfusion.*`: the values set there, over the
+/// process's defaults ([`Limits::from_env`]). Every session ndfusion makes has it; an
+/// application's own `SessionConfig` gets it with
+/// `config.with_option_extension(SessionLimits::default())`, or with chosen limits from
+/// [`SessionLimits::new`].
+///
+/// ```
+/// # async fn demo() -> datafusion::error::Result<()> {
+/// let ctx = ndfusion::new_session_context();
+/// ctx.sql("SET ndfusion.max_metadata_bytes = '256M'").await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct SessionLimits {
+    /// What `SET` gave, by [`LIMITS`]' order; `None`: the process's default.
+    set: [Option<u64>; LIMITS.len()],
+}
+
+impl SessionLimits {
+    /// A session reading under `limits`, whatever the environment says.
+    pub fn new(limits: Limits) -> Self {
+        let mut set = [None; LIMITS.len()];
+        for (i, value) in set.iter_mut().enumerate() {
+            *value = Some(limits.value(i));
+        }
+        SessionLimits { set }
+    }
+
+    /// The limits in force: the session's, over the process's defaults.
+    pub fn limits(&self) -> Result<Limits> {
+        let mut limits = match self.set.iter().all(Option::is_some) {
+            // Set whole: a bad environment does not matter.
+            true => Limits::default(),
+            false => Limits::from_env()?,
+        };
+        for (i, value) in self.set.iter().enumerate() {
+            if let Some(value) = value {
+                limits.put(i, *value);
             }
         }
         Ok(limits)
+    }
+}
+
+impl ConfigExtension for SessionLimits {
+    const PREFIX: &'static str = "ndfusion";
+}
+
+impl ExtensionOptions for SessionLimits {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+
+    fn cloned(&self) -> Box<dyn ExtensionOptions> {
+        Box::new(self.clone())
+    }
+
+    /// `key` without the `ndfusion.` prefix; the value is a size (`256M`) or a count.
+    fn set(&mut self, key: &str, value: &str) -> datafusion::common::Result<()> {
+        let refused = |reason: String| {
+            datafusion::error::DataFusionError::Configuration(
+                Error::InvalidOption {
+                    option: format!("ndfusion.{key}"),
+                    reason,
+                }
+                .to_string(),
+            )
+        };
+        let Some(i) = LIMITS.iter().position(|l| l.key == key) else {
+            let known: Vec<String> = LIMITS
+                .iter()
+                .map(|l| format!("ndfusion.{}", l.key))
+                .collect();
+            return Err(refused(format!(
+                "no such setting; known: {}",
+                known.join(", ")
+            )));
+        };
+        let size = parse_size(value).map_err(|e| refused(e.to_string()))?;
+        self.set[i] = Some(size);
+        Ok(())
+    }
+
+    /// Every limit with the value in force (none when the environment's cannot be read).
+    fn entries(&self) -> Vec<ConfigEntry> {
+        let limits = self.limits().ok();
+        (LIMITS.iter().enumerate())
+            .map(|(i, limit)| ConfigEntry {
+                key: format!("{}.{}", Self::PREFIX, limit.key),
+                value: limits.map(|l| l.value(i).to_string()),
+                description: limit.description,
+            })
+            .collect()
     }
 }
 
@@ -192,23 +386,71 @@ mod tests {
             Limits::from_vars(vars(&[("NDFUSION_MAX_ATTRIBUTES", "lots")])).unwrap_err();
         assert_eq!(name, "NDFUSION_MAX_ATTRIBUTES");
         assert!(reason.contains("unknown unit \"lots\""), "{reason}");
-        // The table of variables and the defaults agree.
-        let defaults: Vec<u64> = VARIABLES
-            .iter()
-            .map(|(_, d)| parse_size(d).unwrap())
-            .collect();
+        // Each limit's default is its field's.
         let d = Limits::default();
         assert_eq!(
-            defaults,
-            [
-                d.metadata_bytes,
-                d.attributes as u64,
-                d.coordinate_bytes,
-                d.glob_depth as u64,
-                d.glob_entries as u64,
-                d.string_chunk_bytes as u64
-            ]
+            [d.metadata_bytes, d.attributes as u64, d.glob_entries as u64],
+            [64 << 20, 10_000, 1_000_000]
         );
+        for (i, limit) in LIMITS.iter().enumerate() {
+            assert_eq!(d.value(i), limit.default, "{}", limit.key);
+        }
+    }
+
+    /// `SET ndfusion.*` changes one session's limits, reads sizes, refuses what is not one
+    /// (naming the key) and unknown keys (listing the known); `SHOW` lists them with values.
+    #[test]
+    fn sessions_set_their_own_limits() {
+        let mut config = ConfigOptions::new();
+        config.extensions.insert(SessionLimits::default());
+        let other = config.clone();
+        config.set("ndfusion.max_metadata_bytes", "256M").unwrap();
+        config.set("ndfusion.max_attributes", "20000").unwrap();
+        let limits = Limits::of_session(&config).unwrap();
+        assert_eq!(limits.metadata_bytes, 256 << 20);
+        assert_eq!(limits.attributes, 20_000);
+        assert_eq!(limits.glob_depth, Limits::from_env().unwrap().glob_depth);
+        // The session cloned before is unchanged.
+        assert_eq!(
+            Limits::of_session(&other).unwrap(),
+            Limits::from_env().unwrap()
+        );
+        let err = config
+            .set("ndfusion.max_glob_depth", "deep")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("invalid option 'ndfusion.max_glob_depth'")
+                && err.contains("unknown unit \"deep\""),
+            "{err}"
+        );
+        let err = config
+            .set("ndfusion.max_rows", "1")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("'ndfusion.max_rows'") && err.contains("ndfusion.max_string_chunk_bytes"),
+            "{err}"
+        );
+        let entries = config.entries();
+        let entry = entries
+            .iter()
+            .find(|e| e.key == "ndfusion.max_metadata_bytes")
+            .unwrap();
+        assert_eq!(entry.value.as_deref(), Some("268435456"));
+        assert_eq!(
+            entries
+                .iter()
+                .filter(|e| e.key.starts_with("ndfusion."))
+                .count(),
+            LIMITS.len()
+        );
+        // Limits chosen whole in Rust.
+        let chosen = Limits {
+            glob_entries: 5,
+            ..Limits::default()
+        };
+        assert_eq!(SessionLimits::new(chosen).limits().unwrap(), chosen);
     }
 
     #[test]

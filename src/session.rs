@@ -8,6 +8,7 @@ use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
+use crate::limits::SessionLimits;
 use crate::scan::{RunAggregates, ScanDerivedColumns};
 use crate::table_kind::table_kinds;
 
@@ -21,7 +22,9 @@ pub const ICECHUNK_FORMAT: &str = "ICECHUNK";
 
 /// Registers the factory of every kind of table ndfusion opens ([`table_kinds`]:
 /// `STORED AS ZARR`, `STORED AS LANCE_ND`, `STORED AS ICECHUNK`) and the table functions that
-/// come with them (`icechunk_log`, `icechunk_refs`) on an existing context.
+/// come with them (`icechunk_log`, `icechunk_refs`) on an existing context, and gives it the
+/// limits ndfusion reads under ([`SessionLimits`]: `SET ndfusion.max_metadata_bytes = ...`)
+/// unless its configuration has them already.
 ///
 /// ```
 /// let ctx = datafusion::prelude::SessionContext::new();
@@ -31,6 +34,10 @@ pub fn register_table_factories(ctx: &SessionContext) {
     {
         let state = ctx.state_ref();
         let mut state = state.write();
+        let extensions = &mut state.config_mut().options_mut().extensions;
+        if extensions.get::<SessionLimits>().is_none() {
+            extensions.insert(SessionLimits::default());
+        }
         let factories = state.table_factories_mut();
         for kind in table_kinds() {
             factories.insert(kind.stored_as().to_string(), kind.factory());

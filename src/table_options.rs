@@ -1,17 +1,21 @@
-//! `CREATE EXTERNAL TABLE ... OPTIONS (...)` as both formats read them: the format's own keys
-//! and the storage settings, every other key an error that lists the known ones.
+//! `CREATE EXTERNAL TABLE ... OPTIONS (...)` as every kind reads them: the kind's own keys
+//! (each declared once as an [`OptionSpec`]) and the storage settings, every other key an
+//! error that lists the known ones; and [`KindOptions`], the one options type of every kind,
+//! which parses them, writes them back for a cluster and shows them in EXPLAIN.
 
 use std::collections::HashMap;
+use std::marker::PhantomData;
 
 use datafusion::common::plan_err;
 use datafusion::logical_expr::CreateExternalTable;
 
 use crate::error::{Error, Result};
+use crate::limits::Limits;
 use crate::storage::StorageOptions;
 
 /// What values a format option takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OptionKind {
+pub enum OptionKind {
     /// A count of at least 1.
     Positive,
     /// `true` or `false`.
@@ -28,7 +32,7 @@ pub(crate) enum OptionKind {
 /// One option of a format, declared once: parsing, printing (`to_sql`, EXPLAIN), checking and
 /// the list of known keys in errors all read this.
 #[derive(Debug)]
-pub(crate) struct OptionSpec {
+pub struct OptionSpec {
     pub key: &'static str,
     pub kind: OptionKind,
     /// What it sets, and its default.
@@ -266,6 +270,144 @@ impl FormatOptions {
         (self.specs.iter())
             .find(|s| s.groups_only && self.get(s).is_some())
             .map(|s| s.key)
+    }
+}
+
+mod keys {
+    /// What a kind's [`OptionKeys`](super::OptionKeys) declare. In a private module: only
+    /// ndfusion's kinds have keys.
+    pub trait Declared {
+        /// The keys, in the order EXPLAIN shows them.
+        const SPECS: &'static [super::OptionSpec];
+        /// What takes them, in messages (`STORED AS ZARR`).
+        const TAKER: &'static str;
+    }
+}
+
+pub(crate) use keys::Declared;
+
+/// The `OPTIONS (...)` keys of one kind of table, which make a [`KindOptions`] that kind's
+/// options: [`ZarrKeys`](crate::ZarrKeys), [`LanceNdKeys`](crate::LanceNdKeys).
+pub trait OptionKeys:
+    keys::Declared + Copy + Default + std::fmt::Debug + Send + Sync + 'static
+{
+}
+
+/// How a table of one kind is read: the kind's options and the storage settings, from SQL
+/// `OPTIONS (...)` ([`from_sql`](Self::from_sql)) or from Rust (the kind's builder methods,
+/// [`with_storage`](Self::with_storage), [`with_limits`](Self::with_limits)). Each kind names
+/// its own: [`ZarrOptions`](crate::ZarrOptions), [`LanceNdOptions`](crate::LanceNdOptions).
+#[derive(Clone)]
+pub struct KindOptions<K: OptionKeys> {
+    pub(crate) set: FormatOptions,
+    storage: StorageOptions,
+    keys: PhantomData<K>,
+}
+
+impl<K: OptionKeys> Default for KindOptions<K> {
+    fn default() -> Self {
+        KindOptions {
+            set: FormatOptions::new(K::SPECS),
+            storage: StorageOptions::default(),
+            keys: PhantomData,
+        }
+    }
+}
+
+impl<K: OptionKeys> std::fmt::Debug for KindOptions<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KindOptions")
+            .field("of", &K::TAKER)
+            .field("set", &self.set)
+            .field("storage", &self.storage)
+            .finish()
+    }
+}
+
+impl<K: OptionKeys> KindOptions<K> {
+    /// The defaults: none of the kind's options set, storage credentials from the
+    /// environment, the process's limits.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How remote locations are reached.
+    pub fn with_storage(mut self, storage: StorageOptions) -> Self {
+        self.storage = storage;
+        self
+    }
+
+    /// The storage settings.
+    pub fn storage(&self) -> &StorageOptions {
+        &self.storage
+    }
+
+    /// Reads under `limits` instead of the process's defaults (a session's factories give
+    /// the session's: `SET ndfusion.*`).
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.storage = self.storage.with_limits(limits);
+        self
+    }
+
+    /// Every `OPTIONS (...)` key of the kind (storage settings aside) and what it sets.
+    pub fn documented() -> Vec<(&'static str, &'static str)> {
+        FormatOptions::new(K::SPECS).documented()
+    }
+
+    /// The options of `CREATE EXTERNAL TABLE ... OPTIONS (...)` (also what the Python
+    /// package passes).
+    pub fn from_sql(options: &HashMap<String, String>) -> Result<Self> {
+        let (set, storage) = FormatOptions::from_sql(K::SPECS, options, K::TAKER)?;
+        Ok(KindOptions::of(set, storage))
+    }
+
+    pub(crate) fn of(set: FormatOptions, storage: StorageOptions) -> Self {
+        KindOptions {
+            set,
+            storage,
+            keys: PhantomData,
+        }
+    }
+
+    /// The options as `OPTIONS (...)` keys, which [`from_sql`](Self::from_sql) reads back (a
+    /// cluster sends them with the plan; not the limits, executors keep their own); an object
+    /// store the application built has no keys.
+    pub(crate) fn to_sql(&self) -> Result<HashMap<String, String>> {
+        let mut map = self.storage.to_sql()?;
+        map.extend(self.set.to_sql());
+        Ok(map)
+    }
+
+    /// The options set by the user, as EXPLAIN shows them (secrets as `***`); empty when all
+    /// are defaults.
+    pub(crate) fn describe_set(&self) -> String {
+        self.described(self.set.described().collect())
+    }
+
+    /// The values in force of the kind's counts, as EXPLAIN VERBOSE shows them, with the
+    /// storage settings.
+    pub(crate) fn describe_in_force(&self, in_force: &[(&OptionSpec, usize)]) -> String {
+        let parts = (in_force.iter())
+            .map(|(spec, n)| format!("{}={n}", spec.key))
+            .collect();
+        self.described(parts)
+    }
+
+    fn described(&self, mut parts: Vec<String>) -> String {
+        if !self.storage.is_empty() {
+            parts.push(format!("{:?}", self.storage));
+        }
+        parts.join(", ")
+    }
+}
+
+impl<K: OptionKeys> std::fmt::Display for KindOptions<K> {
+    /// The options set (secrets as `***`), or `defaults`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.describe_set() {
+            set if set.is_empty() => f.write_str("defaults"),
+            set => f.write_str(&set),
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! Icechunk reads its own files whole (the repository's `repo` file, a snapshot, its
 //! manifests): each one's size is checked before Icechunk reads it, against the bound of a
-//! metadata document (`NDFUSION_MAX_METADATA_BYTES`, 64 MiB), so a crafted repository cannot
+//! metadata document (`ndfusion.max_metadata_bytes`, 64 MiB by default), so a crafted repository cannot
 //! make a table allocate what it likes.
 
 use std::path::PathBuf;
@@ -11,7 +11,7 @@ use icechunk::Repository;
 use object_store::ObjectStoreExt;
 
 use crate::error::{Error, Result};
-use crate::limits::Limits;
+use crate::limits::{Limits, METADATA_BYTES};
 use crate::storage::{resolve, RemoteStore, Resolved, StorageOptions};
 
 /// Manifests whose sizes are asked for at once (remote: HEAD requests).
@@ -22,6 +22,7 @@ const SIZES_IN_FLIGHT: usize = 16;
 pub(crate) struct RepositoryFiles {
     location: String,
     at: FilesAt,
+    limits: Limits,
 }
 
 #[derive(Debug, Clone)]
@@ -31,6 +32,7 @@ enum FilesAt {
 }
 
 impl RepositoryFiles {
+    /// The files of the repository at `location`, checked under the storage's limits.
     pub(crate) fn new(location: &str, storage: &StorageOptions) -> Result<Self> {
         let at = match resolve(location, storage)? {
             Resolved::Local(path) => FilesAt::Local(path),
@@ -39,7 +41,13 @@ impl RepositoryFiles {
         Ok(RepositoryFiles {
             location: location.to_string(),
             at,
+            limits: storage.limits()?,
         })
+    }
+
+    /// The limits the repository is read under.
+    pub(crate) fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// The size of `file` (`repo`, `snapshots/<id>`); `None` when there is none.
@@ -64,13 +72,13 @@ impl RepositoryFiles {
 
     /// An error when `file` is larger than a metadata document may be.
     async fn check(&self, file: &str) -> Result<()> {
-        let max = Limits::get().metadata_bytes;
+        let max = self.limits.metadata_bytes;
         match self.size(file).await? {
             Some(size) if size > max => Err(Error::InvalidMetadata {
                 path: format!("{}/{file}", self.location.trim_end_matches('/')),
                 reason: format!(
                     "the file is {size} bytes, more than the {max} an Icechunk file may have \
-                     (NDFUSION_MAX_METADATA_BYTES); it is not read"
+                     ({METADATA_BYTES}); it is not read"
                 ),
             }),
             _ => Ok(()),

@@ -117,11 +117,12 @@ fn history_table(listing: Listing, args: TableFunctionArgs) -> DfResult<Arc<dyn 
     let Some(location) = location else {
         return plan_err!("{name} needs a repository location: {usage}");
     };
+    let limits = crate::limits::Limits::of_session(args.session().config_options())?;
     Ok(Arc::new(HistoryTable {
         listing,
         location,
         branch: branch.unwrap_or_else(|| "main".into()),
-        storage,
+        storage: storage.with_limits(limits),
     }))
 }
 

@@ -124,6 +124,13 @@ impl IcechunkOptions {
         self
     }
 
+    /// Reads under `limits` instead of the process's defaults (a session's factory gives the
+    /// session's: `SET ndfusion.*`).
+    pub fn with_limits(mut self, limits: crate::Limits) -> Self {
+        self.zarr = self.zarr.with_limits(limits);
+        self
+    }
+
     /// The Zarr options (and storage settings) the table reads with.
     pub fn zarr(&self) -> &ZarrOptions {
         &self.zarr

@@ -21,9 +21,9 @@ pub(crate) async fn open_repository(
     storage: &StorageOptions,
     grants: &[ContainerGrant],
 ) -> Result<(Repository, RepositoryFiles)> {
-    crate::limits::Limits::current()?;
-    let backend = repository_storage(location, storage).await?;
+    // First: a bad NDFUSION_MAX_* variable is reported before anything is read.
     let files = RepositoryFiles::new(location, storage)?;
+    let backend = repository_storage(location, storage).await?;
     files.check_repo_file().await?;
     let failed = |e: &dyn std::fmt::Display| Error::NotFound {
         location: location.to_string(),

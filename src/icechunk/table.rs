@@ -204,7 +204,7 @@ async fn open_at(
     let store = IcechunkStore::open(repo, &snapshot, path, location).await?;
     let shown = node_location(location, &snapshot, path);
     let table = NodeTable::open_in(
-        ZarrStore::over(Arc::new(store)),
+        ZarrStore::over(Arc::new(store), files.limits()),
         &shown,
         options.zarr().clone(),
     )
@@ -277,11 +277,12 @@ pub struct IcechunkTableFactory;
 impl TableProviderFactory for IcechunkTableFactory {
     async fn create(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         cmd: &CreateExternalTable,
     ) -> DfResult<Arc<dyn TableProvider>> {
         check_external_table(cmd, "ICECHUNK")?;
-        let options = IcechunkOptions::from_sql(&cmd.options)?;
+        let limits = crate::limits::Limits::of_session(state.config_options())?;
+        let options = IcechunkOptions::from_sql(&cmd.options)?.with_limits(limits);
         let table = IcechunkTable::open_with(&cmd.location, options).await;
         Ok(Arc::new(table.map_err(DataFusionError::from)?))
     }

@@ -23,7 +23,7 @@ mod writer;
 
 pub use factory::LanceNdTableFactory;
 pub(crate) use kind::kind;
-pub use options::LanceNdOptions;
+pub use options::{LanceNdKeys, LanceNdOptions};
 pub use reader::{read_nd_batches, ReadOptions};
 pub use table::LanceNdTable;
 pub use writer::{write_nd_batches, Casting, WriteOptions};

@@ -9,6 +9,7 @@ use std::time::Duration;
 use object_store::ObjectStore;
 
 use crate::error::{Error, Result};
+use crate::limits::Limits;
 
 /// A storage setting ndfusion knows: its key and what it is for.
 struct Setting {
@@ -75,6 +76,8 @@ const SETTINGS: &[Setting] = &[
 pub struct StorageOptions {
     values: BTreeMap<String, String>,
     object_store: Option<Arc<dyn ObjectStore>>,
+    /// The limits reads go under; `None`: the process's defaults. Never sent to a cluster.
+    limits: Option<Limits>,
 }
 
 impl StorageOptions {
@@ -106,6 +109,20 @@ impl StorageOptions {
     pub fn with_object_store(mut self, store: Arc<dyn ObjectStore>) -> Self {
         self.object_store = Some(store);
         self
+    }
+
+    /// Reads under `limits` (what a file may make ndfusion do) instead of the process's
+    /// defaults. A session's factories set its limits here; they are not sent with a plan
+    /// (executors read under their own).
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = Some(limits);
+        self
+    }
+
+    /// The limits reads go under: those given, else the process's defaults (an error naming
+    /// the environment variable that cannot be read).
+    pub(crate) fn limits(&self) -> Result<Limits> {
+        self.limits.map_or_else(Limits::from_env, Ok)
     }
 
     /// The settings as `OPTIONS (...)` keys, secrets included (a cluster sends them with the

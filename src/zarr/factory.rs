@@ -8,6 +8,7 @@ use datafusion::common::Result;
 use datafusion::datasource::TableProvider;
 use datafusion::logical_expr::CreateExternalTable;
 
+use crate::limits::Limits;
 use crate::table_options::check_external_table;
 use crate::zarr::options::ZarrOptions;
 use crate::zarr::table::ZarrTable;
@@ -24,11 +25,12 @@ pub struct ZarrTableFactory;
 impl TableProviderFactory for ZarrTableFactory {
     async fn create(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         cmd: &CreateExternalTable,
     ) -> Result<Arc<dyn TableProvider>> {
         check_external_table(cmd, "ZARR")?;
-        let options = ZarrOptions::from_sql(&cmd.options)?;
+        let limits = Limits::of_session(state.config_options())?;
+        let options = ZarrOptions::from_sql(&cmd.options)?.with_limits(limits);
         Ok(Arc::new(
             ZarrTable::open_with(&cmd.location, options).await?,
         ))

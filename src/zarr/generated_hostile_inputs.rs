@@ -60,6 +60,7 @@ fn sharded_meta() -> crate::zarr::metadata::array_meta::ArrayMeta {
                 "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
                 "index_location": "end"}}],
         }),
+        Limits::default().attributes,
     )
     .unwrap()
 }
@@ -232,12 +233,13 @@ proptest! {
         let checked = index.check_shard(&shard);
         prop_assert_eq!(checked.is_ok(), inside, "{:?}", checked);
         if inside {
-            crate::zarr::read::bounded_codecs::install();
-            let array = zarrs::array::Array::new_with_metadata(
-                std::sync::Arc::new(zarrs::storage::store::MemoryStore::new()),
-                "/",
-                meta.zarrs_metadata.clone(),
-            )
+            let array = crate::zarr::read::bounded_codecs::with_bounded_codecs(64 << 20, || {
+                zarrs::array::Array::new_with_metadata(
+                    std::sync::Arc::new(zarrs::storage::store::MemoryStore::new()),
+                    "/",
+                    meta.zarrs_metadata.clone(),
+                )
+            })
             .unwrap();
             let decoded = zarrs::array::ArrayToBytesCodecTraits::decode(
                 &*array.codecs(),
@@ -268,8 +270,9 @@ proptest! {
             "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
             "codecs": [{"name": "bytes"}], "attributes": attributes.clone(),
         });
-        let parsed = parse_v3_value("generated", doc);
-        prop_assert_eq!(parsed.is_ok(), count <= Limits::get().attributes, "{:?}", parsed.err());
+        let max = Limits::default().attributes;
+        let parsed = parse_v3_value("generated", doc, max);
+        prop_assert_eq!(parsed.is_ok(), count <= max, "{:?}", parsed.err());
         let named: Vec<(String, &Map<String, Value>)> =
             (0..members).map(|m| (format!("m{m}"), &attributes)).collect();
         let union = GlobalAttrs::union(&named).unwrap();
@@ -283,7 +286,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let paths = tree.make(dir.path());
         let pattern = format!("{}/**/*", dir.path().display());
-        match walk_local(&pattern) {
+        match walk_local(&pattern, &Limits::default()) {
             Ok(members) => {
                 let mut canonical: Vec<_> = (members.iter())
                     .map(|m| Path::new(m).canonicalize().unwrap())
@@ -324,7 +327,7 @@ proptest! {
             });
             std::fs::write(group.join(name).join("zarr.json"), doc.to_string()).unwrap();
         }
-        let fits = n.checked_mul(8).is_some_and(|b| b <= Limits::get().coordinate_bytes);
+        let fits = n.checked_mul(8).is_some_and(|b| b <= Limits::default().coordinate_bytes);
         match open_count(&group.to_string_lossy()) {
             Ok(rows) => {
                 prop_assert!(fits, "{n}: opened");

@@ -196,12 +196,12 @@ proptest! {
 
     #[test]
     fn zarr_json_documents_parse_or_fail_cleanly(doc in zarr_json()) {
-        let _ = parse_v3_value("generated/zarr.json", doc);
+        let _ = parse_v3_value("generated/zarr.json", doc, 10_000);
     }
 
     #[test]
     fn zarray_documents_parse_or_fail_cleanly(doc in zarray(), attrs in prop::option::of(any_json())) {
-        let _ = parse_v2_value("generated/.zarray", doc, attrs);
+        let _ = parse_v2_value("generated/.zarray", doc, attrs, 10_000);
     }
 
     #[test]

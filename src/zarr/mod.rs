@@ -31,5 +31,5 @@ pub(crate) mod table;
 
 pub use factory::ZarrTableFactory;
 pub(crate) use kind::kind;
-pub use options::ZarrOptions;
+pub use options::{ZarrKeys, ZarrOptions};
 pub use table::ZarrTable;

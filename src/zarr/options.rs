@@ -3,8 +3,9 @@
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
-use crate::storage::StorageOptions;
-use crate::table_options::{FormatOptions, OptionKind, OptionSpec, OptionValue};
+use crate::table_options::{
+    Declared, FormatOptions, KindOptions, OptionKeys, OptionKind, OptionSpec, OptionValue,
+};
 use crate::zarr::decode::cf::CfOptions;
 
 /// Chunks each partition fetches ahead of the one it decodes, from local folders: enough to
@@ -64,12 +65,23 @@ pub(crate) const OPTIONS: &[OptionSpec] = &[
     MASK_AND_SCALE,
 ];
 
+/// The keys of `STORED AS ZARR` (what makes a [`KindOptions`] a [`ZarrOptions`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ZarrKeys;
+
+impl Declared for ZarrKeys {
+    const SPECS: &'static [OptionSpec] = OPTIONS;
+    const TAKER: &'static str = "STORED AS ZARR";
+}
+
+impl OptionKeys for ZarrKeys {}
+
 /// How a Zarr table is read.
 ///
 /// From SQL, as `OPTIONS` of `CREATE EXTERNAL TABLE ... STORED AS ZARR`: `batch_size`,
 /// `chunks_in_flight`, `piece_bytes`; for groups `variables` (comma-separated),
 /// `decode_times` and `mask_and_scale` (`true`/`false`, xarray's names); and the storage
-/// settings of [`StorageOptions`]. From Rust, with the builder methods:
+/// settings of [`StorageOptions`](crate::StorageOptions). From Rust, with the builder methods:
 ///
 /// ```no_run
 /// # async fn demo() -> ndfusion::Result<()> {
@@ -80,28 +92,12 @@ pub(crate) const OPTIONS: &[OptionSpec] = &[
 /// let table = ZarrTable::open_with("s3://bucket/ocean.zarr", options).await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
-pub struct ZarrOptions {
-    set: FormatOptions,
-    storage: StorageOptions,
-}
+///
+/// The defaults: the session's batch size, 2 chunks in flight locally (16 remotely), 1 MiB
+/// pieces, storage credentials from the environment.
+pub type ZarrOptions = KindOptions<ZarrKeys>;
 
-impl Default for ZarrOptions {
-    fn default() -> Self {
-        ZarrOptions {
-            set: FormatOptions::new(OPTIONS),
-            storage: StorageOptions::default(),
-        }
-    }
-}
-
-impl ZarrOptions {
-    /// The defaults: the session's batch size, 2 chunks in flight locally (16 remotely),
-    /// 1 MiB pieces, storage credentials from the environment.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
+impl KindOptions<ZarrKeys> {
     /// Rows per output batch (at least 1), instead of the session's batch size.
     pub fn with_batch_size(mut self, rows: usize) -> Self {
         (self.set).set(&BATCH_SIZE, OptionValue::Positive(rows.max(1)));
@@ -140,28 +136,6 @@ impl ZarrOptions {
         self
     }
 
-    /// How remote locations are reached.
-    pub fn with_storage(mut self, storage: StorageOptions) -> Self {
-        self.storage = storage;
-        self
-    }
-
-    /// The storage settings.
-    pub fn storage(&self) -> &StorageOptions {
-        &self.storage
-    }
-
-    /// Every `OPTIONS (...)` key of the format (storage settings aside) and what it sets.
-    pub fn documented() -> Vec<(&'static str, &'static str)> {
-        ZarrOptions::new().set.documented()
-    }
-
-    /// The options of `CREATE EXTERNAL TABLE ... OPTIONS (...)`.
-    pub fn from_sql(options: &HashMap<String, String>) -> Result<Self> {
-        let (set, storage) = FormatOptions::from_sql(OPTIONS, options, "STORED AS ZARR")?;
-        Ok(ZarrOptions { set, storage })
-    }
-
     /// Zarr's options and those of a format built on Zarr (`more`: Icechunk's), from SQL
     /// `OPTIONS`; `taker` names that format in messages.
     #[cfg_attr(not(feature = "icechunk"), allow(dead_code))]
@@ -171,15 +145,7 @@ impl ZarrOptions {
         taker: &str,
     ) -> Result<(Self, FormatOptions)> {
         let (set, extra, storage) = FormatOptions::from_sql_layered(OPTIONS, more, options, taker)?;
-        Ok((ZarrOptions { set, storage }, extra))
-    }
-
-    /// The options as `OPTIONS (...)` keys, which [`from_sql`](Self::from_sql) reads back (a
-    /// cluster sends them with the plan); an object store the application built has no keys.
-    pub(crate) fn to_sql(&self) -> Result<HashMap<String, String>> {
-        let mut map = self.storage.to_sql()?;
-        map.extend(self.set.to_sql());
-        Ok(map)
+        Ok((KindOptions::of(set, storage), extra))
     }
 
     pub(crate) fn variables(&self) -> Option<&[String]> {
@@ -228,37 +194,11 @@ impl ZarrOptions {
 
     /// The options in force, as EXPLAIN VERBOSE shows them (secrets as `***`).
     pub(crate) fn describe(&self, session_batch_size: usize, remote: bool) -> String {
-        let in_force = [
+        self.describe_in_force(&[
             (&BATCH_SIZE, self.batch_size(session_batch_size)),
             (&CHUNKS_IN_FLIGHT, self.chunks_in_flight(remote)),
             (&PIECE_BYTES_OPTION, self.piece_bytes()),
-        ];
-        let mut parts: Vec<String> = (in_force.iter())
-            .map(|(spec, n)| format!("{}={n}", spec.key))
-            .collect();
-        if !self.storage.is_empty() {
-            parts.push(format!("{:?}", self.storage));
-        }
-        parts.join(", ")
-    }
-
-    /// The options set by the user, as EXPLAIN shows them; empty when all are defaults.
-    pub(crate) fn describe_set(&self) -> String {
-        let mut parts: Vec<String> = self.set.described().collect();
-        if !self.storage.is_empty() {
-            parts.push(format!("{:?}", self.storage));
-        }
-        parts.join(", ")
-    }
-}
-
-impl std::fmt::Display for ZarrOptions {
-    /// The options set (secrets as `***`), or `defaults`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.describe_set() {
-            set if set.is_empty() => f.write_str("defaults"),
-            set => f.write_str(&set),
-        }
+        ])
     }
 }
 

@@ -353,8 +353,8 @@ fn a_missing_chunk_reads_in_a_small_process() {
     assert!(peak < 256 * MIB, "peak RSS {} MiB", peak / MIB);
 }
 
-/// The limits on what a file may make ndfusion do are the process's, from `NDFUSION_MAX_*`
-/// (README, "Limits"): a limit lowered refuses a file it did not before, naming the variable;
+/// The defaults of the limits on what a file may make ndfusion do are the process's, from
+/// `NDFUSION_MAX_*` (README, "Limits"; `SET ndfusion.*` in sql/limits.slt): a limit lowered refuses a file it did not before, naming the variable;
 /// raised, it reads a file the default refuses (an array with 20,000 attributes); a variable
 /// that is not a size is an error naming it.
 #[test]

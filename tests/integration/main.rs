@@ -10,6 +10,7 @@ mod cli;
 mod cluster;
 mod icechunk;
 mod lance_nd;
+mod limits;
 mod listener;
 mod object_stores;
 mod servers;

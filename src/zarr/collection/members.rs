@@ -9,7 +9,7 @@ use glob::{MatchOptions, Pattern};
 use url::Url;
 
 use crate::error::{Error, Result};
-use crate::limits::Limits;
+use crate::limits::{Limits, GLOB_ENTRIES};
 use crate::storage::{Location, RemoteStore, StorageOptions};
 
 /// The files that make a folder a Zarr node.
@@ -32,7 +32,7 @@ pub(crate) async fn expand(
     pattern: &str,
     storage: &StorageOptions,
 ) -> Result<(Vec<String>, StorageOptions)> {
-    Limits::current()?;
+    let limits = storage.limits()?;
     let mut shared = storage.clone();
     let invalid = |reason: String| Error::InvalidLocation {
         location: pattern.to_string(),
@@ -42,7 +42,7 @@ pub(crate) async fn expand(
         Location::Local(path) if storage.object_store().is_none() => {
             // Walking folders blocks: off the async workers.
             let text = path.to_string_lossy().to_string();
-            tokio::task::spawn_blocking(move || walk_local(&text))
+            tokio::task::spawn_blocking(move || walk_local(&text, &limits))
                 .await
                 .map_err(|e| Error::Internal(format!("walking {pattern}: {e}")))?
                 .map_err(|e| invalid(e.to_string()))?
@@ -55,7 +55,7 @@ pub(crate) async fn expand(
             let text = path.to_string_lossy().trim_start_matches('/').to_string();
             let (prefix, _) = literal_prefix(&text);
             let remote = RemoteStore::given(given, Path::new(prefix))?;
-            list_matches(&remote, &text, Limits::get().glob_entries)
+            list_matches(&remote, &text, limits.glob_entries)
                 .await?
                 .into_iter()
                 .map(|key| format!("/{key}"))
@@ -69,7 +69,7 @@ pub(crate) async fn expand(
             base.set_path(&format!("/{prefix}"));
             let remote = RemoteStore::open(&base, service, storage)?;
             shared = storage.clone().with_object_store(remote.store.clone());
-            list_matches(&remote, &decoded, Limits::get().glob_entries)
+            list_matches(&remote, &decoded, limits.glob_entries)
                 .await?
                 .into_iter()
                 .map(|key| member_url(&url, &key))
@@ -86,8 +86,8 @@ pub(crate) async fn expand(
 }
 
 // Folder entries a local pattern may visit (objects an object-store pattern may list), and
-// how deep below its literal folder a `**` may go, are `Limits::glob_entries` and
-// `Limits::glob_depth`: a pattern over a large or looping tree is an error, not an endless
+// how deep below its literal folder a `**` may go, are the storage's `Limits::glob_entries`
+// and `Limits::glob_depth`: a pattern over a large or looping tree is an error, not an endless
 // walk.
 
 /// Why a local pattern could not be walked.
@@ -97,12 +97,12 @@ pub(crate) enum WalkError {
     Pattern(#[source] glob::PatternError),
     #[error(
         "the pattern visits more than {max} folder entries below '{root}': name a narrower \
-         folder (or raise NDFUSION_MAX_GLOB_ENTRIES)"
+         folder (or raise it: SET ndfusion.max_glob_entries, or NDFUSION_MAX_GLOB_ENTRIES)"
     )]
     TooManyEntries { root: String, max: usize },
     #[error(
         "the pattern reaches more than {max} folders deep below '{root}': name a narrower \
-         folder (or raise NDFUSION_MAX_GLOB_DEPTH)"
+         folder (or raise it: SET ndfusion.max_glob_depth, or NDFUSION_MAX_GLOB_DEPTH)"
     )]
     TooDeep { root: String, max: usize },
 }
@@ -110,9 +110,11 @@ pub(crate) enum WalkError {
 /// The Zarr nodes below the literal folder of `pattern` whose path matches it, sorted: a
 /// node's own folders are not entered (its chunks are no members), and a folder reached twice
 /// (through symlinks) is walked once, so every member is listed once.
-pub(crate) fn walk_local(pattern: &str) -> std::result::Result<Vec<String>, WalkError> {
+pub(crate) fn walk_local(
+    pattern: &str,
+    limits: &Limits,
+) -> std::result::Result<Vec<String>, WalkError> {
     let matcher = Pattern::new(pattern).map_err(WalkError::Pattern)?;
-    let limits = Limits::get();
     let (prefix, rest) = literal_prefix(pattern);
     let depth = match rest.contains("**") {
         true => limits.glob_depth,
@@ -232,7 +234,7 @@ async fn list_matches(
                 location: pattern.to_string(),
                 reason: format!(
                     "the pattern lists more than {max_objects} objects below {}: name a \
-                     narrower prefix",
+                     narrower prefix (or raise it: {GLOB_ENTRIES})",
                     remote.display("")
                 ),
             });
@@ -353,14 +355,17 @@ mod tests {
     fn a_pattern_over_too_deep_a_tree_is_an_error_naming_the_limit() {
         let dir = tempfile::tempdir().unwrap();
         let mut deep = dir.path().to_path_buf();
-        let max = Limits::get().glob_depth;
+        let max = Limits::default().glob_depth;
         for i in 0..max + 2 {
             deep = deep.join(format!("l{i}"));
         }
         std::fs::create_dir_all(&deep).unwrap();
-        let err = walk_local(&format!("{}/**/*.zarr", dir.path().display()))
-            .unwrap_err()
-            .to_string();
+        let err = walk_local(
+            &format!("{}/**/*.zarr", dir.path().display()),
+            &Limits::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains(&format!("more than {max} folders deep"))
                 && err.contains("NDFUSION_MAX_GLOB_DEPTH"),

@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::coordinate::Coordinate;
 use super::variable::{is_char, Variable};
 use crate::error::{Error, Result};
-use crate::limits::Limits;
+use crate::limits::COORDINATE_BYTES;
 use crate::zarr::decode::cf::CfOptions;
 use crate::zarr::metadata::attributes::GlobalAttrs;
 use crate::zarr::metadata::element::{ElementType, ScalarKind};
@@ -222,11 +222,11 @@ impl Dataset {
                         .iter()
                         .product::<u64>()
                         .saturating_mul(var.cell_bytes());
-                    let max = Limits::get().coordinate_bytes;
+                    let max = store.limits().coordinate_bytes;
                     if bytes > max {
                         return Err(invalid(format!(
                             "coordinate '{name}' holds {bytes} bytes of values, more than the \
-                             {max} a dataset reads when it opens (NDFUSION_MAX_COORDINATE_BYTES)"
+                             {max} a dataset reads when it opens ({COORDINATE_BYTES})"
                         )));
                     }
                     // Read before any scan: its counters go nowhere.

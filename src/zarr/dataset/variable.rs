@@ -27,6 +27,7 @@ use crate::zarr::metadata::node::{Member, MemberArray};
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::gather::Gather;
 use crate::zarr::read::array::ZarrArray;
+use crate::zarr::read::bounded_codecs::with_bounded_codecs;
 use crate::zarr::read::box_reader::{read_box, read_box_local, BoxElements};
 use crate::zarr::read::chunk_reader::ChunkReader;
 use crate::zarr::read::metrics::ChunkMetrics;
@@ -191,24 +192,27 @@ impl Variable {
             }
             MemberArray::Strings(meta) => {
                 let node = format!("/{}", member.name);
-                crate::zarr::read::bounded_codecs::install();
-                let zarrs = ZarrsArray::new_with_metadata(
-                    store.zarrs_storage(),
-                    &node,
-                    meta.zarrs_metadata.clone(),
-                )
-                .map_err(|e| invalid(e.to_string()))?;
-                let blocking = match store.blocking() {
-                    Some(fs) => Some(
-                        ZarrsArray::new_with_metadata(
-                            fs as Arc<dyn ReadableStorageTraits>,
-                            &node,
-                            meta.zarrs_metadata,
-                        )
-                        .map_err(|e| invalid(e.to_string()))?,
-                    ),
-                    None => None,
-                };
+                let cap = store.limits().string_chunk_bytes;
+                let (zarrs, blocking) = with_bounded_codecs(cap, || {
+                    let zarrs = ZarrsArray::new_with_metadata(
+                        store.zarrs_storage(),
+                        &node,
+                        meta.zarrs_metadata.clone(),
+                    )
+                    .map_err(|e| invalid(e.to_string()))?;
+                    let blocking = match store.blocking() {
+                        Some(fs) => Some(
+                            ZarrsArray::new_with_metadata(
+                                fs as Arc<dyn ReadableStorageTraits>,
+                                &node,
+                                meta.zarrs_metadata.clone(),
+                            )
+                            .map_err(|e| invalid(e.to_string()))?,
+                        ),
+                        None => None,
+                    };
+                    Ok::<_, Error>((zarrs, blocking))
+                })?;
                 let cf_decoder =
                     CfDecoder::new(&member.name, &DataType::Utf8, &meta.attributes, cf)
                         .map_err(|e| invalid(e.to_string()))?;

@@ -105,21 +105,26 @@ pub(crate) fn parse_v3(path: &str, text: &[u8]) -> Result<ArrayMeta, Error> {
         path: path.to_string(),
         source,
     })?;
-    parse_v3_value(path, doc)
+    parse_v3_value(path, doc, crate::Limits::default().attributes)
 }
 
-/// Parses a `zarr.json` document already read as JSON (a file, or consolidated metadata).
-pub(crate) fn parse_v3_value(path: &str, doc: Value) -> Result<ArrayMeta, Error> {
-    parse_v3_doc(doc).map_err(|p| p.at(path))
+/// Parses a `zarr.json` document already read as JSON (a file, or consolidated metadata) of
+/// at most `max_attributes` attributes.
+pub(crate) fn parse_v3_value(
+    path: &str,
+    doc: Value,
+    max_attributes: usize,
+) -> Result<ArrayMeta, Error> {
+    parse_v3_doc(doc, max_attributes).map_err(|p| p.at(path))
 }
 
-fn parse_v3_doc(mut doc: Value) -> Result<ArrayMeta, MetadataProblem> {
+fn parse_v3_doc(mut doc: Value, max_attributes: usize) -> Result<ArrayMeta, MetadataProblem> {
     // The attributes are taken out first and checked: counted before anything copies them,
     // and not handed to zarrs (which has no use for them).
     let attributes = match doc.as_object_mut().and_then(|o| o.remove("attributes")) {
         None | Some(Value::Null) => serde_json::Map::new(),
         Some(Value::Object(map)) => {
-            crate::zarr::metadata::attributes::check_attribute_count(&map)?;
+            crate::zarr::metadata::attributes::check_attribute_count(&map, max_attributes)?;
             map
         }
         Some(other) => return Err(format!("attributes must be an object, found {other}").into()),

@@ -5,7 +5,7 @@
 //! objects `Struct`, arrays of one scalar kind `List` of it; anything else (mixed arrays, empty
 //! objects) its JSON text. xarray's reserved `_ARRAY_DIMENSIONS` is left out.
 
-use crate::limits::Limits;
+use crate::limits::ATTRIBUTES;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -25,16 +25,16 @@ use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
 use crate::zarr::metadata::problem::MetadataProblem;
 
 /// Attributes xarray reserves for itself.
-/// An error when `attributes` has more keys than `Limits::attributes`: a few bytes of JSON per
+/// An error when `attributes` has more keys than `max` (`Limits::attributes`): a few bytes of JSON per
 /// key become a column each, so an attribute flood is refused when the metadata is read (real
 /// datasets have tens to hundreds).
 pub(crate) fn check_attribute_count(
     attributes: &Map<String, Value>,
+    max: usize,
 ) -> std::result::Result<(), MetadataProblem> {
-    let max = Limits::get().attributes;
     if attributes.len() > max {
         return Err(MetadataProblem::Invalid(format!(
-            "{} attributes, more than the {max} a node may have (NDFUSION_MAX_ATTRIBUTES)",
+            "{} attributes, more than the {max} a node may have ({ATTRIBUTES})",
             attributes.len()
         )));
     }

@@ -91,6 +91,7 @@ pub(crate) struct StringArrayMeta {
 /// Reads the node at the store's root. `location` names it in messages.
 pub(crate) async fn read_node(store: &ZarrStore, location: &str) -> Result<Node> {
     let base = location.trim_end_matches('/');
+    let max = store.limits().attributes;
     let get = |key: String| async move {
         store
             .get_document(&key)
@@ -105,7 +106,7 @@ pub(crate) async fn read_node(store: &ZarrStore, location: &str) -> Result<Node>
                 .await
                 .map(Node::Group);
         }
-        return parse_v3_value(&path, doc).map(|m| Node::Array(Box::new(m)));
+        return parse_v3_value(&path, doc, max).map(|m| Node::Array(Box::new(m)));
     }
     if let Some(text) = get(".zarray".into()).await? {
         let path = format!("{base}/.zarray");
@@ -113,7 +114,8 @@ pub(crate) async fn read_node(store: &ZarrStore, location: &str) -> Result<Node>
             Some(a) => Some(json(&format!("{base}/.zattrs"), &a)?),
             None => None,
         };
-        return parse_v2_value(&path, json(&path, &text)?, attrs).map(|m| Node::Array(Box::new(m)));
+        return parse_v2_value(&path, json(&path, &text)?, attrs, max)
+            .map(|m| Node::Array(Box::new(m)));
     }
     if get(".zgroup".into()).await?.is_some() {
         return read_group_v2(store, base).await.map(Node::Group);
@@ -162,11 +164,11 @@ fn read_error(location: &str, source: crate::error::BoxError) -> Error {
     }
 }
 
-fn attributes_of(path: &str, value: Option<&Value>) -> Result<Map<String, Value>> {
+fn attributes_of(path: &str, value: Option<&Value>, max: usize) -> Result<Map<String, Value>> {
     match value {
         None | Some(Value::Null) => Ok(Map::new()),
         Some(Value::Object(m)) => {
-            check_attribute_count(m).map_err(|p| p.at(path))?;
+            check_attribute_count(m, max).map_err(|p| p.at(path))?;
             Ok(m.clone())
         }
         Some(other) => Err(Error::InvalidMetadata {
@@ -177,7 +179,8 @@ fn attributes_of(path: &str, value: Option<&Value>) -> Result<Map<String, Value>
 }
 
 async fn read_group_v3(store: &ZarrStore, base: &str, path: &str, doc: Value) -> Result<Group> {
-    let attributes = attributes_of(path, doc.get("attributes"))?;
+    let max = store.limits().attributes;
+    let attributes = attributes_of(path, doc.get("attributes"), max)?;
     let consolidated = doc
         .get("consolidated_metadata")
         .filter(|c| !c.is_null())
@@ -194,7 +197,7 @@ async fn read_group_v3(store: &ZarrStore, base: &str, path: &str, doc: Value) ->
                 }
                 let member_path = format!("{base}/{name}/zarr.json");
                 if node.get("node_type").and_then(Value::as_str) == Some("array") {
-                    members.push(member_v3(name, &member_path, node.clone())?);
+                    members.push(member_v3(name, &member_path, node.clone(), max)?);
                 }
             }
         }
@@ -215,7 +218,7 @@ async fn read_group_v3(store: &ZarrStore, base: &str, path: &str, doc: Value) ->
                 let member_path = format!("{base}/{key}");
                 let node = json(&member_path, &text)?;
                 if node.get("node_type").and_then(Value::as_str) == Some("array") {
-                    members.push(member_v3(&name, &member_path, node)?);
+                    members.push(member_v3(&name, &member_path, node, max)?);
                 }
             }
         }
@@ -229,6 +232,7 @@ async fn read_group_v3(store: &ZarrStore, base: &str, path: &str, doc: Value) ->
 }
 
 async fn read_group_v2(store: &ZarrStore, base: &str) -> Result<Group> {
+    let max = store.limits().attributes;
     let get = |key: String| async move {
         store
             .get_document(&key)
@@ -238,7 +242,7 @@ async fn read_group_v2(store: &ZarrStore, base: &str) -> Result<Group> {
     let attributes = match get(".zattrs".into()).await? {
         Some(text) => {
             let path = format!("{base}/.zattrs");
-            attributes_of(&path, Some(&json(&path, &text)?))?
+            attributes_of(&path, Some(&json(&path, &text)?), max)?
         }
         None => Map::new(),
     };
@@ -263,7 +267,7 @@ async fn read_group_v2(store: &ZarrStore, base: &str) -> Result<Group> {
                 }
                 let zattrs = nodes.get(&format!("{name}/.zattrs")).cloned();
                 let member_path = format!("{base}/{name}/.zarray");
-                members.push(member_v2(name, &member_path, zarray.clone(), zattrs)?);
+                members.push(member_v2(name, &member_path, zarray.clone(), zattrs, max)?);
             }
             true
         }
@@ -286,6 +290,7 @@ async fn read_group_v2(store: &ZarrStore, base: &str) -> Result<Group> {
                     &member_path,
                     json(&member_path, &text)?,
                     zattrs,
+                    max,
                 )?);
             }
             false
@@ -299,11 +304,11 @@ async fn read_group_v2(store: &ZarrStore, base: &str) -> Result<Group> {
     })
 }
 
-fn member_v3(name: &str, path: &str, doc: Value) -> Result<Member> {
+fn member_v3(name: &str, path: &str, doc: Value, max: usize) -> Result<Member> {
     let array = if doc.get("data_type").and_then(Value::as_str) == Some("string") {
-        MemberArray::Strings(strings_v3(path, doc)?)
+        MemberArray::Strings(strings_v3(path, doc, max)?)
     } else {
-        MemberArray::Fixed(parse_v3_value(path, doc)?)
+        MemberArray::Fixed(parse_v3_value(path, doc, max)?)
     };
     Ok(Member {
         name: name.to_string(),
@@ -312,7 +317,13 @@ fn member_v3(name: &str, path: &str, doc: Value) -> Result<Member> {
     })
 }
 
-fn member_v2(name: &str, path: &str, zarray: Value, zattrs: Option<Value>) -> Result<Member> {
+fn member_v2(
+    name: &str,
+    path: &str,
+    zarray: Value,
+    zattrs: Option<Value>,
+    max: usize,
+) -> Result<Member> {
     let strings = zarray.get("dtype").and_then(Value::as_str) == Some("|O")
         && zarray
             .get("filters")
@@ -330,11 +341,11 @@ fn member_v2(name: &str, path: &str, zarray: Value, zattrs: Option<Value>) -> Re
         }
     };
     let array = if strings {
-        let mut meta = strings_v2(path, zarray, zattrs)?;
+        let mut meta = strings_v2(path, zarray, zattrs, max)?;
         with_fill(&mut meta.attributes);
         MemberArray::Strings(meta)
     } else {
-        let mut meta = parse_v2_value(path, zarray, zattrs)?;
+        let mut meta = parse_v2_value(path, zarray, zattrs, max)?;
         with_fill(&mut meta.attributes);
         MemberArray::Fixed(meta)
     };
@@ -345,7 +356,7 @@ fn member_v2(name: &str, path: &str, zarray: Value, zattrs: Option<Value>) -> Re
     })
 }
 
-fn strings_v3(path: &str, doc: Value) -> Result<StringArrayMeta> {
+fn strings_v3(path: &str, doc: Value, max: usize) -> Result<StringArrayMeta> {
     let invalid = |reason: String| Error::InvalidMetadata {
         path: path.to_string(),
         reason,
@@ -355,7 +366,7 @@ fn strings_v3(path: &str, doc: Value) -> Result<StringArrayMeta> {
         regular_chunk_shape(doc.get("chunk_grid"), shape.len()).map_err(|p| p.at(path))?;
     let dimension_names =
         dimension_names(doc.get("dimension_names"), shape.len()).map_err(|p| p.at(path))?;
-    let attributes = attributes_of(path, doc.get("attributes"))?;
+    let attributes = attributes_of(path, doc.get("attributes"), max)?;
     let v3: ArrayMetadataV3 = serde_json::from_value(doc)
         .map_err(|e| invalid(format!("metadata not accepted by zarrs: {e}")))?;
     Ok(StringArrayMeta {
@@ -367,7 +378,12 @@ fn strings_v3(path: &str, doc: Value) -> Result<StringArrayMeta> {
     })
 }
 
-fn strings_v2(path: &str, zarray: Value, zattrs: Option<Value>) -> Result<StringArrayMeta> {
+fn strings_v2(
+    path: &str,
+    zarray: Value,
+    zattrs: Option<Value>,
+    max: usize,
+) -> Result<StringArrayMeta> {
     let invalid = |reason: String| Error::InvalidMetadata {
         path: path.to_string(),
         reason,
@@ -380,7 +396,7 @@ fn strings_v2(path: &str, zarray: Value, zattrs: Option<Value>) -> Result<String
             shape.len()
         )));
     }
-    let attributes = attributes_of(path, zattrs.as_ref())?;
+    let attributes = attributes_of(path, zattrs.as_ref(), max)?;
     let names = match attributes.get("_ARRAY_DIMENSIONS") {
         Some(Value::Array(names)) if names.len() == shape.len() => names
             .iter()

@@ -16,11 +16,13 @@ use crate::zarr::metadata::element::{ByteOrder, ElementType, ScalarKind, StructF
 use crate::zarr::metadata::fill_value::encode_fill_value;
 use crate::zarr::metadata::problem::MetadataProblem;
 
-/// Parses a `.zarray` document and its `.zattrs` (from files or consolidated metadata).
+/// Parses a `.zarray` document and its `.zattrs` (from files or consolidated metadata), of at
+/// most `max_attributes` attributes.
 pub(crate) fn parse_v2_value(
     path: &str,
     doc: Value,
     attrs: Option<Value>,
+    max_attributes: usize,
 ) -> Result<ArrayMeta, Error> {
     let invalid = |reason: String| Error::InvalidMetadata {
         path: path.to_string(),
@@ -74,7 +76,7 @@ pub(crate) fn parse_v2_value(
     let attributes = match attrs {
         None | Some(Value::Null) => serde_json::Map::new(),
         Some(Value::Object(map)) => {
-            crate::zarr::metadata::attributes::check_attribute_count(&map)
+            crate::zarr::metadata::attributes::check_attribute_count(&map, max_attributes)
                 .map_err(|p| p.at(path))?;
             map
         }

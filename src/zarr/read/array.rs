@@ -81,43 +81,46 @@ impl ZarrArray {
         location: &str,
         meta: ArrayMeta,
     ) -> Result<Self> {
-        // zarrs builds the codecs below: its decompressors must be the bounded ones.
-        bounded_codecs::install();
         let meta_path = format!("{}/{}", location.trim_end_matches('/'), meta.file_name());
         let node_path = format!("/{node}");
-        let zarrs = Array::new_with_metadata(
-            store.zarrs_storage(),
-            &node_path,
-            meta.zarrs_metadata.clone(),
-        )
-        .map_err(|e| {
-            let reason = e.to_string();
-            if reason.contains("codec") {
-                Error::UnsupportedCodec {
-                    path: meta_path.clone(),
-                    reason,
+        // zarrs builds the codecs below: its decompressors must be the bounded ones.
+        let cap = store.limits().string_chunk_bytes;
+        let (zarrs, blocking_zarrs) = bounded_codecs::with_bounded_codecs(cap, || {
+            let zarrs = Array::new_with_metadata(
+                store.zarrs_storage(),
+                &node_path,
+                meta.zarrs_metadata.clone(),
+            )
+            .map_err(|e| {
+                let reason = e.to_string();
+                if reason.contains("codec") {
+                    Error::UnsupportedCodec {
+                        path: meta_path.clone(),
+                        reason,
+                    }
+                } else {
+                    Error::InvalidMetadata {
+                        path: meta_path.clone(),
+                        reason,
+                    }
                 }
-            } else {
-                Error::InvalidMetadata {
-                    path: meta_path.clone(),
-                    reason,
-                }
-            }
+            })?;
+            let blocking_zarrs = match store.blocking() {
+                Some(fs) => Some(
+                    Array::new_with_metadata(
+                        fs as std::sync::Arc<dyn ReadableStorageTraits>,
+                        &node_path,
+                        meta.zarrs_metadata.clone(),
+                    )
+                    .map_err(|e| Error::InvalidMetadata {
+                        path: meta_path.clone(),
+                        reason: e.to_string(),
+                    })?,
+                ),
+                None => None,
+            };
+            Ok::<_, Error>((zarrs, blocking_zarrs))
         })?;
-        let blocking_zarrs = match store.blocking() {
-            Some(fs) => Some(
-                Array::new_with_metadata(
-                    fs as std::sync::Arc<dyn ReadableStorageTraits>,
-                    &node_path,
-                    meta.zarrs_metadata.clone(),
-                )
-                .map_err(|e| Error::InvalidMetadata {
-                    path: meta_path.clone(),
-                    reason: e.to_string(),
-                })?,
-            ),
-            None => None,
-        };
         let strategy = read_strategy(&zarrs);
         let shard_index = ShardIndex::of(&meta);
         Ok(ZarrArray {

@@ -1,19 +1,24 @@
-//! Every decompressing codec zarrs builds, bounded by the size of what it decodes
-//! (`decompress.rs`). ndfusion registers gzip, zlib, bz2, zstd and blosc with zarrs' runtime
-//! codec registry, which zarrs consults before its own codecs: each is zarrs' codec wrapped so
-//! that its decode makes no more than it must, wherever zarrs builds it (an array's chain, a
-//! shard's inner chunks, string arrays, partial decoders), for Zarr v2 and v3 alike. zarrs
-//! hands a bytes-to-bytes codec the size of what it decodes: fixed for fixed-size elements,
-//! bounded after another codec, unbounded for variable-length elements (capped at
-//! `Limits::string_chunk_bytes`, 64 MiB). Codecs whose output is no larger than their input
-//! (checksums, `shuffle`) are left as they are: the stored bytes they decode are bounded
-//! already (`ChunkReader::stored_limit`).
+//! Every decompressing codec zarrs builds for ndfusion, bounded by the size of what it
+//! decodes (`decompress.rs`). zarrs builds an array's codecs (its chain, a shard's inner
+//! chunks, string arrays, partial decoders) from its runtime codec registry, which it
+//! consults before its own codecs, and zarrs 0.23 offers no way to hand one array a chain of
+//! one's own (`Array::new_with_codec_chain` is private; sharding and vlen build their inner
+//! chains from the registry). So ndfusion registers gzip, zlib, bz2, zstd and blosc there
+//! once per process, and each registered builder wraps zarrs' codec only while
+//! [`with_bounded_codecs`] builds an array on that thread: every other array in the process
+//! (an application that embeds ndfusion and reads Zarr with zarrs too) gets zarrs' own
+//! codec, unwrapped. Arrays are built synchronously, inner chains included, so the
+//! thread-local scope covers everything zarrs builds for the array.
 //!
-//! The registry is zarrs' and process-wide, so an application that embeds ndfusion and reads
-//! Zarr with zarrs too gets the bounded codecs there as well (encoding is unchanged).
+//! zarrs hands a bytes-to-bytes codec the size of what it decodes: fixed for fixed-size
+//! elements, bounded after another codec, unbounded for variable-length elements (capped at
+//! the table's `Limits::string_chunk_bytes`, 64 MiB by default, kept in each wrapped codec).
+//! Codecs whose output is no larger than their input (checksums, `shuffle`) are left as they
+//! are: the stored bytes they decode are bounded already (`ChunkReader::stored_limit`).
 
 use std::any::Any;
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::sync::{Arc, Once};
 
 use zarrs::array::codec::api::{
@@ -28,12 +33,31 @@ use zarrs::plugin::{
     ExtensionAliases, ExtensionName, PluginCreateError, ZarrVersion, ZarrVersion2, ZarrVersion3,
 };
 
-use crate::limits::Limits;
 use crate::zarr::read::decompress::{Bound, Compressor};
 
-/// Registers the bounded codecs with zarrs, once per process; called before any array is
-/// built.
-pub(crate) fn install() {
+thread_local! {
+    /// While ndfusion builds an array on this thread: the bytes a chunk of strings may
+    /// decompress to. `None`: zarrs builds for someone else, with its own codecs.
+    static BUILDING: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// Runs `build` (zarrs' `Array::new_with_metadata`) with the bounded decompressors, strings
+/// capped at `string_chunk_bytes`; zarrs builds everything else with its own codecs.
+pub(crate) fn with_bounded_codecs<T>(string_chunk_bytes: usize, build: impl FnOnce() -> T) -> T {
+    install();
+    /// Puts back what was there, also when `build` panics.
+    struct Restore(Option<usize>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BUILDING.set(self.0);
+        }
+    }
+    let _restore = Restore(BUILDING.replace(Some(string_chunk_bytes)));
+    build()
+}
+
+/// Registers the bounding builders with zarrs, once per process.
+fn install() {
     static INSTALLED: Once = Once::new();
     INSTALLED.call_once(|| {
         register::<ZstdCodec>(Compressor::Zstd);
@@ -44,7 +68,8 @@ pub(crate) fn install() {
     });
 }
 
-/// Registers `T` under its own names (v2 and v3), built by zarrs and wrapped.
+/// Registers `T` under its own names (v2 and v3), built by zarrs and wrapped while ndfusion
+/// builds.
 fn register<T>(compressor: Compressor)
 where
     T: ExtensionAliases<ZarrVersion3> + ExtensionAliases<ZarrVersion2> + 'static,
@@ -61,9 +86,17 @@ where
     ));
 }
 
+/// zarrs' `codec`, wrapped when ndfusion is building.
 fn bounded(codec: Codec, compressor: Compressor) -> Result<Codec, PluginCreateError> {
+    let Some(string_chunk_bytes) = BUILDING.get() else {
+        return Ok(codec);
+    };
     Ok(match codec {
-        Codec::BytesToBytes(inner) => Codec::BytesToBytes(Arc::new(Bounded { inner, compressor })),
+        Codec::BytesToBytes(inner) => Codec::BytesToBytes(Arc::new(Bounded {
+            inner,
+            compressor,
+            string_chunk_bytes,
+        })),
         other => other,
     })
 }
@@ -74,6 +107,8 @@ fn bounded(codec: Codec, compressor: Compressor) -> Result<Codec, PluginCreateEr
 struct Bounded {
     inner: Arc<dyn BytesToBytesCodecTraits>,
     compressor: Compressor,
+    /// What a decode of unbounded size (strings) may make.
+    string_chunk_bytes: usize,
 }
 
 impl ExtensionName for Bounded {
@@ -148,7 +183,7 @@ impl BytesToBytesCodecTraits for Bounded {
         let bound = match *decoded_representation {
             BytesRepresentation::FixedSize(n) => Bound::Exact(size(n)?),
             BytesRepresentation::BoundedSize(n) => Bound::AtMost(size(n)?),
-            BytesRepresentation::UnboundedSize => Bound::AtMost(Limits::get().string_chunk_bytes),
+            BytesRepresentation::UnboundedSize => Bound::AtMost(self.string_chunk_bytes),
         };
         match self.compressor.decompress(&encoded_value, bound) {
             Ok(Some(decoded)) => Ok(Cow::Owned(decoded)),
@@ -172,8 +207,13 @@ mod tests {
 
     use super::*;
 
+    /// The chain ndfusion builds for `codecs`.
     fn chain(codecs: serde_json::Value) -> CodecChain {
-        install();
+        with_bounded_codecs(64 << 20, || plain_chain(codecs))
+    }
+
+    /// The chain zarrs builds for `codecs` outside ndfusion's arrays.
+    fn plain_chain(codecs: serde_json::Value) -> CodecChain {
         let metadata: Vec<zarrs::metadata::v3::MetadataV3> =
             serde_json::from_value(codecs).unwrap();
         CodecChain::from_metadata(&metadata).unwrap()
@@ -245,5 +285,39 @@ mod tests {
         assert_eq!(decode(&chain, shard(gzip(&data)), 100).unwrap(), data);
         let err = decode(&chain, shard(gzip(&vec![0; 64 << 20])), 100).unwrap_err();
         assert!(err.contains("more than the 100 bytes expected"), "{err}");
+    }
+
+    /// Outside ndfusion's arrays (after ndfusion has registered its builders) zarrs decodes
+    /// with its own codecs: a chunk bigger than expected is decoded whole and refused by
+    /// zarrs' own check, not by ndfusion's bound; and strings decompress past ndfusion's cap.
+    /// Inside, each array keeps the string cap it was built with.
+    #[test]
+    fn other_arrays_in_the_process_decode_with_zarrs_own_codecs() {
+        let gzip_chain =
+            || serde_json::json!([bytes(), {"name": "gzip", "configuration": {"level": 1}}]);
+        let _ours = chain(gzip_chain());
+        let plain = plain_chain(gzip_chain());
+        // zarrs may refuse the 400 bytes or not; it is not ndfusion's bound that speaks.
+        if let Err(err) = decode(&plain, gzip(&[0; 400]), 200) {
+            assert!(!err.contains("bytes expected"), "{err}");
+        }
+        let strings: Vec<u8> = (0..2000).map(|i| (i % 251) as u8).collect();
+        let unbounded = |chain: &CodecChain| {
+            chain.bytes_to_bytes_codecs()[0]
+                .decode(
+                    Cow::Owned(gzip(&strings)),
+                    &BytesRepresentation::UnboundedSize,
+                    &CodecOptions::default(),
+                )
+                .map(Cow::into_owned)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(unbounded(&plain).unwrap(), strings);
+        let capped = with_bounded_codecs(1000, || plain_chain(gzip_chain()));
+        let err = unbounded(&capped).unwrap_err();
+        assert!(err.contains("more than the 1000 bytes expected"), "{err}");
+        assert_eq!(unbounded(&chain(gzip_chain())).unwrap(), strings);
+        // The scope ended with the array it built: zarrs' own codecs again.
+        assert_eq!(unbounded(&plain_chain(gzip_chain())).unwrap(), strings);
     }
 }

@@ -18,7 +18,7 @@ pub(crate) use local::LocalStore;
 use remote::RemoteBackend;
 
 use crate::error::{BoxError, Error, Result};
-use crate::limits::Limits;
+use crate::limits::{Limits, METADATA_BYTES};
 use crate::storage::{local_folder, resolve, Resolved, StorageOptions};
 
 /// The store of one Zarr node.
@@ -27,6 +27,8 @@ pub(crate) struct ZarrStore {
     backend: Arc<dyn StoreBackend>,
     /// The same backend when it is a local folder: read on the thread that decodes.
     local: Option<Arc<LocalStore>>,
+    /// What the node's files may make ndfusion do (the session's, or the process's).
+    limits: Limits,
 }
 
 impl std::fmt::Debug for ZarrStore {
@@ -39,7 +41,7 @@ impl ZarrStore {
     /// The store of the array or group at `location`. Nothing is read yet.
     pub(crate) fn open(location: &str, options: &StorageOptions) -> Result<Self> {
         // Every Zarr location opens here: a bad NDFUSION_MAX_* variable is reported first.
-        Limits::current()?;
+        let limits = options.limits()?;
         match resolve(location, options)? {
             Resolved::Local(path) => {
                 // The array's folder, holding `zarr.json` or `.zarray`.
@@ -52,18 +54,28 @@ impl ZarrStore {
                 Ok(ZarrStore {
                     backend: Arc::new(Arc::clone(&store)),
                     local: Some(store),
+                    limits,
                 })
             }
-            Resolved::Remote(remote) => Ok(ZarrStore::over(Arc::new(RemoteBackend(remote)))),
+            Resolved::Remote(remote) => {
+                Ok(ZarrStore::over(Arc::new(RemoteBackend(remote)), limits))
+            }
         }
     }
 
-    /// A store over another backend (an Icechunk snapshot), read asynchronously.
-    pub(crate) fn over(backend: Arc<dyn StoreBackend>) -> Self {
+    /// A store over another backend (an Icechunk snapshot), read asynchronously under
+    /// `limits`.
+    pub(crate) fn over(backend: Arc<dyn StoreBackend>, limits: Limits) -> Self {
         ZarrStore {
             backend,
             local: None,
+            limits,
         }
+    }
+
+    /// The limits the node is read under.
+    pub(crate) fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// Whether reads are asynchronous (an object store, an Icechunk session), not blocking
@@ -88,17 +100,17 @@ impl ZarrStore {
     }
 
     /// The metadata document at `key` (`zarr.json`, `.zarray`, ...), at most
-    /// `Limits::metadata_bytes` (64 MiB; consolidated metadata of thousands of variables is a
+    /// the store's `Limits::metadata_bytes` (64 MiB by default; consolidated metadata of thousands of variables is a
     /// few MiB); `None` when there is none. The size is checked before the body is read (one
     /// request remotely: the answer's length), so a huge document costs nothing.
     pub(crate) async fn get_document(&self, key: &str) -> Result<Option<Bytes>, BoxError> {
-        let max = Limits::get().metadata_bytes;
+        let max = self.limits.metadata_bytes;
         match self.backend.get_at_most(key, max).await? {
             None => Ok(None),
             Some(Fetched::Bytes(bytes)) => Ok(Some(bytes)),
             Some(Fetched::TooLarge(size)) => Err(format!(
                 "the document is {size} bytes, more than the {max} a metadata document may \
-                 have (NDFUSION_MAX_METADATA_BYTES)"
+                 have ({METADATA_BYTES})"
             )
             .into()),
         }
