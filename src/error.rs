@@ -120,6 +120,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// A write (`COPY ... STORED AS ZARR`) refused or failed; nothing is left at the
+    /// location.
+    #[error("cannot write {location}: {reason}")]
+    Write {
+        /// The location written to, as given.
+        location: String,
+        /// Why (the column, option or object at fault).
+        reason: String,
+    },
+
     /// A filter of the query failed while it was evaluated in a scan.
     #[error("filter {filter}: {source}")]
     Filter {

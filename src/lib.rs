@@ -97,4 +97,7 @@ pub use session::{
 pub use storage::StorageOptions;
 pub use table_kind::{table_kind, table_kind_of, table_kinds, NamedTableFunction, TableKind};
 pub use table_options::{KindOptions, OptionKeys};
-pub use zarr::{ZarrKeys, ZarrOptions, ZarrTable, ZarrTableFactory};
+pub use zarr::{
+    ZarrFormat, ZarrFormatFactory, ZarrKeys, ZarrOptions, ZarrTable, ZarrTableFactory,
+    ZarrWriteKeys, ZarrWriteOptions,
+};

@@ -10,7 +10,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::limits::SessionLimits;
 use crate::scan::{RunAggregates, ScanDerivedColumns};
-use crate::table_kind::table_kinds;
+use crate::table_kind::{table_kinds, TableKind};
 
 /// The `STORED AS` name of Zarr tables.
 pub const ZARR_FORMAT: &str = "ZARR";
@@ -41,6 +41,12 @@ pub fn register_table_factories(ctx: &SessionContext) {
         let factories = state.table_factories_mut();
         for kind in table_kinds() {
             factories.insert(kind.stored_as().to_string(), kind.factory());
+        }
+        // `COPY ... STORED AS ZARR` finds its writer among the file formats, by the
+        // lower-cased name (a map apart from the table factories).
+        for format in table_kinds().iter().filter_map(TableKind::write_format) {
+            // Replacing is allowed, so this never fails.
+            let _ = state.register_file_format(format, true);
         }
     }
     for kind in table_kinds() {

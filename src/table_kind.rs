@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use datafusion::catalog::{TableFunctionImpl, TableProvider, TableProviderFactory};
+use datafusion::datasource::file_format::FileFormatFactory;
 use futures::future::BoxFuture;
 
 use crate::error::Result;
@@ -50,6 +51,18 @@ pub struct TableKind {
     pub(crate) read_locations: fn(&dyn TableProvider) -> Vec<String>,
     /// Locations its options name (Icechunk's virtual chunk containers), checked so too.
     pub(crate) option_locations: fn(&HashMap<String, String>) -> Result<Vec<String>>,
+    /// What `COPY ... TO ... STORED AS <name>` writes with, for kinds that write, and the
+    /// `OPTIONS` keys it takes.
+    pub(crate) writer: Option<Writer>,
+}
+
+/// How a kind writes query results (`COPY ... STORED AS <name>`).
+#[derive(Clone, Copy)]
+pub(crate) struct Writer {
+    /// The file format DataFusion's `COPY` planner asks for a writer.
+    pub format: fn() -> Arc<dyn FileFormatFactory>,
+    /// The `OPTIONS` keys of a write and what each does.
+    pub options: fn() -> Vec<(&'static str, &'static str)>,
 }
 
 /// What opened a table, as a cluster is told it (`table_source::Opened`), to open it again.
@@ -110,6 +123,18 @@ impl TableKind {
     /// The `STORED AS` name of another kind whose options this kind takes too.
     pub fn takes_options_of(&self) -> Option<&'static str> {
         self.options_of
+    }
+
+    /// The file format `COPY ... STORED AS <name>` writes with; `None` for a kind that only
+    /// reads.
+    pub fn write_format(&self) -> Option<Arc<dyn FileFormatFactory>> {
+        self.writer.map(|w| (w.format)())
+    }
+
+    /// The `OPTIONS` keys `COPY ... STORED AS <name>` takes and what each does (none for a
+    /// kind that only reads).
+    pub fn documented_write_options(&self) -> Vec<(&'static str, &'static str)> {
+        self.writer.map(|w| (w.options)()).unwrap_or_default()
     }
 
     /// The table functions that come with this kind, by name.
@@ -240,6 +265,26 @@ mod tests {
         let mut unique = names.clone();
         unique.dedup();
         assert_eq!(names, unique);
+    }
+
+    /// A kind that writes is found by `COPY ... STORED AS <name>`: its format is the one the
+    /// session registered under the lower-cased name, and its options are documented.
+    #[test]
+    fn every_writing_kind_is_registered_for_copy() {
+        let ctx = new_session_context();
+        let state = ctx.state();
+        let mut writers = 0;
+        for kind in table_kinds() {
+            let Some(format) = kind.write_format() else {
+                continue;
+            };
+            writers += 1;
+            let name = kind.stored_as().to_lowercase();
+            let registered = state.get_file_format_factory(&name).expect("registered");
+            assert_eq!(registered.get_ext(), format.get_ext(), "{name}");
+            assert!(!kind.documented_write_options().is_empty(), "{name}");
+        }
+        assert!(writers > 0);
     }
 
     #[test]

@@ -39,6 +39,7 @@ pub(crate) fn kind() -> TableKind {
                 .collect()),
             None => Ok(Vec::new()),
         },
+        writer: None,
     }
 }
 

@@ -25,6 +25,7 @@ pub(crate) fn kind() -> TableKind {
         reopen,
         read_locations: no_locations,
         option_locations: no_option_locations,
+        writer: None,
     }
 }
 

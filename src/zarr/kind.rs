@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use datafusion::catalog::TableProvider;
 
-use super::{ZarrOptions, ZarrTable, ZarrTableFactory};
+use super::{ZarrFormatFactory, ZarrOptions, ZarrTable, ZarrTableFactory, ZarrWriteOptions};
 use crate::session::ZARR_FORMAT;
-use crate::table_kind::{no_functions, no_option_locations, Opening, Reopened, TableKind};
+use crate::table_kind::{no_functions, no_option_locations, Opening, Reopened, TableKind, Writer};
 
 /// Zarr arrays, groups (datasets) and collections.
 pub(crate) fn kind() -> TableKind {
@@ -28,6 +28,10 @@ pub(crate) fn kind() -> TableKind {
             members.into_iter().flatten().map(str::to_string).collect()
         },
         option_locations: no_option_locations,
+        writer: Some(Writer {
+            format: || Arc::new(ZarrFormatFactory),
+            options: ZarrWriteOptions::documented,
+        }),
     }
 }
 

@@ -10,6 +10,7 @@
 //! element bytes into Arrow columns (fields, a chunk's columns, CF conventions). The table
 //! kinds sit beside each other on top of those stages: `array/`, `dataset/`, `collection/`;
 //! `node_table.rs` is an array or a dataset, `table.rs` the public [`ZarrTable`] over them.
+//! `write/` goes the other way: query results written as Zarr (`COPY ... STORED AS ZARR`).
 
 mod array;
 mod collection;
@@ -28,8 +29,10 @@ mod plan;
 mod read;
 pub(crate) mod store;
 pub(crate) mod table;
+mod write;
 
 pub use factory::ZarrTableFactory;
 pub(crate) use kind::kind;
 pub use options::{ZarrKeys, ZarrOptions};
 pub use table::ZarrTable;
+pub use write::{ZarrFormat, ZarrFormatFactory, ZarrWriteKeys, ZarrWriteOptions};

@@ -553,3 +553,26 @@ fn small_bombs_are_errors_in_small_processes() {
         );
     }
 }
+
+/// A COPY of a result several times larger than `--memory-limit` (10^7 rows of 24 bytes:
+/// 240 MB, through a 64 MiB pool) finishes, in a process that holds only the chunks in
+/// flight (README, "Writing Zarr"; a debug binary idles at about 130 MB), and the store holds
+/// every row.
+#[test]
+fn a_copy_larger_than_the_memory_limit_writes_in_a_small_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("big.zarr");
+    let copy = format!(
+        "COPY (SELECT value, value * 2 AS twice, CAST(value AS DOUBLE) / 2 AS half \
+         FROM generate_series(1, 10000000)) TO '{}' STORED AS ZARR",
+        out.display()
+    );
+    let (code, written, err, peak) =
+        ndfusion_peak(&["-q", "--format", "csv", "--memory-limit", "64M", "-c", &copy]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(written, "count\n10000000\n");
+    assert!(peak < 256 * MIB, "peak RSS {} MiB", peak / MIB);
+    let (code, sums, err, _) = query_peak(&out, "SELECT count(*), sum(twice), max(half) FROM t");
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(sums, "count(*),sum(t.twice),max(t.half)\n10000000,100000010000000,5000000.0\n");
+}

@@ -5,6 +5,7 @@ mod zarr_archives;
 mod zarr_collections;
 mod zarr_datasets;
 mod zarr_fixtures;
+mod zarr_write;
 
 mod cli;
 mod cluster;

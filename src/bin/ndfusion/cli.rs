@@ -48,8 +48,9 @@ pub struct Args {
     #[arg(long)]
     pub no_demo: bool,
 
-    /// Memory DataFusion may use for query buffers (joins, sorts, aggregations, and the
-    /// chunks scans hold in flight), e.g. 512M or 2G; unlimited when not given.
+    /// Memory DataFusion may use for query buffers (joins, sorts, aggregations, the chunks
+    /// scans hold in flight and those a COPY writes), e.g. 512M or 2G; unlimited when not
+    /// given.
     #[arg(short = 'm', long, value_name = "SIZE", value_parser = parse_size)]
     pub memory_limit: Option<usize>,
 

@@ -13,7 +13,7 @@ const HELP: &str = "\
 Statements end with ';' and may span lines.
   \\d          list tables
   \\d NAME     describe a table
-  \\options    the OPTIONS of STORED AS ZARR, ICECHUNK and LANCE_ND
+  \\options    the OPTIONS of STORED AS ZARR, ICECHUNK and LANCE_ND, and of COPY ... STORED AS ZARR
   \\?          this help
   \\q          quit (or Ctrl-D)
 Register your own data (local paths, s3://, gs://, az://, http(s)://):
@@ -107,6 +107,15 @@ async fn meta_command(ctx: &SessionContext, command: &str, printer: &mut Printer
                     None => println!("STORED AS {}:", kind.stored_as()),
                 }
                 for (key, doc) in kind.documented_options() {
+                    println!("  {key:<20} {doc}");
+                }
+            }
+            for kind in ndfusion::table_kinds() {
+                let options = kind.documented_write_options();
+                if !options.is_empty() {
+                    println!("COPY ... STORED AS {}:", kind.stored_as());
+                }
+                for (key, doc) in options {
                     println!("  {key:<20} {doc}");
                 }
             }
