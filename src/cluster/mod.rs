@@ -14,6 +14,7 @@
 //! table given no credentials is read with each process's own environment.
 
 mod allowed;
+mod client_writes;
 mod codec;
 mod plan_guard;
 mod security;
@@ -39,6 +40,7 @@ use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use tonic::service::interceptor::InterceptedService;
 
 pub use allowed::AllowedLocations;
+use client_writes::with_client_writes;
 use codec::codecs;
 pub use security::{ClusterSecurity, TOKEN_ENV};
 
@@ -136,6 +138,7 @@ pub async fn new_cluster_context_with(
     let ctx = SessionContext::remote_with_state(url, state)
         .await
         .map_err(|e| cluster_error(format!("cluster at {url}"), e))?;
+    let ctx = with_client_writes(ctx);
     crate::register_table_factories(&ctx);
     Ok(ctx)
 }
@@ -154,6 +157,7 @@ pub async fn new_standalone_context(parallelism: usize) -> Result<SessionContext
     let ctx = SessionContext::standalone_with_state(state)
         .await
         .map_err(|e| cluster_error("starting a standalone cluster".into(), e))?;
+    let ctx = with_client_writes(ctx);
     crate::register_table_factories(&ctx);
     Ok(ctx)
 }

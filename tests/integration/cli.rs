@@ -567,12 +567,22 @@ fn a_copy_larger_than_the_memory_limit_writes_in_a_small_process() {
          FROM generate_series(1, 10000000)) TO '{}' STORED AS ZARR",
         out.display()
     );
-    let (code, written, err, peak) =
-        ndfusion_peak(&["-q", "--format", "csv", "--memory-limit", "64M", "-c", &copy]);
+    let (code, written, err, peak) = ndfusion_peak(&[
+        "-q",
+        "--format",
+        "csv",
+        "--memory-limit",
+        "64M",
+        "-c",
+        &copy,
+    ]);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(written, "count\n10000000\n");
     assert!(peak < 256 * MIB, "peak RSS {} MiB", peak / MIB);
     let (code, sums, err, _) = query_peak(&out, "SELECT count(*), sum(twice), max(half) FROM t");
     assert_eq!(code, Some(0), "{err}");
-    assert_eq!(sums, "count(*),sum(t.twice),max(t.half)\n10000000,100000010000000,5000000.0\n");
+    assert_eq!(
+        sums,
+        "count(*),sum(t.twice),max(t.half)\n10000000,100000010000000,5000000.0\n"
+    );
 }

@@ -471,3 +471,44 @@ fn wait_until_empty(folder: &Path) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_a_cluster_the_client_writes_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ndfusion::new_standalone_context(2).await.unwrap();
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE s STORED AS ZARR LOCATION '{}'",
+            repo(STRUCT_1D)
+        ),
+    )
+    .await;
+    let out = dir.path().join("from_cluster.zarr");
+    let copy = format!(
+        "COPY (SELECT id, point, value FROM s WHERE id > 0) TO '{}' STORED AS ZARR",
+        out.display()
+    );
+    let plan = ok(&ctx, &format!("EXPLAIN {copy}")).await;
+    assert!(
+        plan.contains("ZarrSink: location=") && plan.contains("DistributedQueryExec"),
+        "{plan}"
+    );
+    assert!(ok(&ctx, &copy).await.contains("| 7     |"));
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE back STORED AS ZARR LOCATION '{}'",
+            out.display()
+        ),
+    )
+    .await;
+    assert_same_rows(
+        &ctx,
+        "SELECT id, point, value FROM s WHERE id > 0",
+        "SELECT id, point, value FROM back",
+    )
+    .await;
+    let e = err(&ctx, &copy).await;
+    assert!(e.contains("something is already there"), "{e}");
+}
