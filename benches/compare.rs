@@ -5,7 +5,7 @@
 //!
 //!     cargo bench --bench compare -- --only s3     # one section: zarr, order, dataset,
 //!                                                  # collection, s3, lance_nd, plan,
-//!                                                  # memory or cluster
+//!                                                  # memory, cluster or copy
 //!
 //! Data is generated once into `target/bench-data` (or `$NDFUSION_BENCH_DIR`) and reused.
 //! The s3 section serves the zstd array from SeaweedFS on 127.0.0.1 (installed by
@@ -48,8 +48,8 @@ struct Args {
     /// `--run FORMAT LOCATION SQL`: only run one query (for profilers and the memory check).
     run: Option<(String, String, String)>,
     repeat: usize,
-    /// `--only SECTION`: zarr, order, dataset, collection, s3, lance_nd, plan, memory or
-    /// cluster.
+    /// `--only SECTION`: zarr, order, dataset, collection, s3, lance_nd, plan, memory,
+    /// cluster or copy.
     only: Option<String>,
 }
 
@@ -72,10 +72,10 @@ fn args() -> Args {
             "--batches" => batches = it.next().and_then(|v| v.parse().ok()).expect("--batches N"),
             "--repeat" => repeat = it.next().and_then(|v| v.parse().ok()).expect("--repeat N"),
             "--only" => {
-                only = Some(
-                    it.next()
-                        .expect("--only zarr|dataset|collection|s3|lance_nd|plan|memory|cluster"),
-                )
+                only =
+                    Some(it.next().expect(
+                        "--only zarr|dataset|collection|s3|lance_nd|plan|memory|cluster|copy",
+                    ))
             }
             "--run" => {
                 let mut next = || it.next().expect("--run FORMAT LOCATION SQL");
@@ -561,6 +561,9 @@ async fn main() {
 
     if args.runs("memory") {
         memory_section(&args, &mut peaks);
+    }
+    if args.runs("copy") {
+        copy_section(&args, &mut rows, py).await;
     }
     if args.runs("cluster") {
         cluster_section(&args, &mut rows).await;
@@ -1553,4 +1556,69 @@ async fn cluster_section(args: &Args, rows: &mut Vec<Row>) {
             });
         }
     }
+}
+
+/// Rows of the COPY benchmark (issue 40): 2 x 10^7 records of {id int64, value float64,
+/// x float32, y float32, flag uint8}, 25 bytes each.
+const COPY_ROWS: u64 = 20_000_000;
+
+/// `COPY (query) TO '...' STORED AS ZARR` of a struct array against zarr-python 3.4.2 writing
+/// the same structured array (same fields, same elements per chunk, bytes + zstd level 3).
+/// Both make their rows first (ndfusion from generate_series, Python with numpy) and write to
+/// local disk; each write goes to a fresh location.
+async fn copy_section(args: &Args, rows: &mut Vec<Row>, py: bool) {
+    let dir = args.dir.join("copy");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let per_chunk = (2 << 20) / RECORD as u64;
+    let ctx = ndfusion::new_session_context();
+    let mut n = 0;
+    let (ours, _) = median(|| {
+        n += 1;
+        let target = dir.join(format!("ndfusion_{n}.zarr"));
+        let sql = format!(
+            "COPY (SELECT value AS id, CAST(value AS DOUBLE) * 0.5 AS value, \
+             CAST(value AS REAL) AS x, CAST(-value AS REAL) AS y, \
+             CAST(value % 7 AS TINYINT UNSIGNED) AS flag FROM generate_series(1, {COPY_ROWS})) \
+             TO '{}' STORED AS ZARR OPTIONS ('chunks' 'dim_0={per_chunk}')",
+            target.display()
+        );
+        let ctx = &ctx;
+        async move {
+            ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+        }
+    })
+    .await;
+    let theirs = if py {
+        let script = format!(
+            r#"{PY_TIMER}
+import numpy as np, zarr, itertools
+from zarr.codecs import BytesCodec, ZstdCodec
+n = {COPY_ROWS}
+counter = itertools.count()
+dt = np.dtype([("id", "<i8"), ("value", "<f8"), ("x", "<f4"), ("y", "<f4"), ("flag", "u1")])
+def write():
+    v = np.arange(1, n + 1, dtype="<i8")
+    a = np.empty(n, dtype=dt)
+    a["id"] = v; a["value"] = v * 0.5; a["x"] = v; a["y"] = -v.astype("<f4"); a["flag"] = v % 7
+    z = zarr.create_array("{dir}/python_%d.zarr" % next(counter), shape=(n,), chunks=({per_chunk},),
+                          dtype=dt, serializer=BytesCodec(endian="little"),
+                          compressors=[ZstdCodec(level=3)])
+    z[:] = a
+print(json.dumps({{"copy": med(write)}}))
+"#,
+            dir = dir.display()
+        );
+        python_medians(&script).and_then(|v| v["copy"].as_f64())
+    } else {
+        None
+    };
+    rows.push(Row {
+        group: format!("struct array {}M records, zstd", COPY_ROWS / 1_000_000),
+        query: "COPY ... TO '...' STORED AS ZARR (rows made by the query)".into(),
+        ours,
+        baseline: "zarr-python 3.4.2 create_array + a[:] = numpy records".into(),
+        theirs,
+    });
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -80,3 +80,59 @@ def test_a_failed_copy_leaves_nothing(tmp_path):
     assert done.returncode != 0
     assert "divide by zero" in done.stderr.lower(), done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+GRID = """SELECT to_timestamp_seconds(t * 86400) AS time, CAST(la AS DOUBLE) / 2 AS lat,
+    CAST(lo AS INT) AS lon, CAST(t * 100 + la * 10 + lo AS REAL) AS temp,
+    t * 100 + la * 10 + lo AS code, (t + la + lo) % 2 = 0 AS even
+    FROM unnest(range(4)) AS a(t), unnest(range(3)) AS b(la), unnest(range(5)) AS c(lo)
+    WHERE (t * 100 + la * 10 + lo) % 7 <> 0 ORDER BY random()"""
+
+
+def grid_frame():
+    """The rows of GRID, made by pandas."""
+    import pandas as pd
+    rows = []
+    for t in range(4):
+        for la in range(3):
+            for lo in range(5):
+                code = t * 100 + la * 10 + lo
+                if code % 7 == 0:
+                    continue
+                rows.append({"time": np.datetime64(t * 86400, "s"), "lat": la / 2, "lon": lo,
+                             "temp": code, "code": code, "even": (t + la + lo) % 2 == 0})
+    df = pd.DataFrame(rows)
+    return df.astype({"lon": "int32", "temp": "float32", "code": "int64"})
+
+
+def test_xarray_opens_a_gridded_write_as_from_dataframe_makes_it(tmp_path):
+    import xarray as xr
+    out = tmp_path / "grid.zarr"
+    written = ndfusion(f"COPY ({GRID}) TO '{out}' STORED AS ZARR OPTIONS ('dimensions' "
+                       "'time,lat,lon', 'chunks' 'time=3,lon=2', 'attributes' '{\"title\": \"grid\"}')")
+    assert written.split() == ["count", "51"]
+    got = xr.open_zarr(out)
+    # What xarray makes of the same rows, written and opened by xarray itself.
+    expected = xr.Dataset.from_dataframe(grid_frame().set_index(["time", "lat", "lon"]))
+    expected.to_zarr(tmp_path / "xarray.zarr", zarr_format=3)
+    reference = xr.open_zarr(tmp_path / "xarray.zarr")
+    xr.testing.assert_equal(got.load(), reference.load())
+    assert dict(got.sizes) == {"time": 4, "lat": 3, "lon": 5}
+    assert got["temp"].dtype == np.float32 and got["lon"].dtype == np.int32
+    # Integers and booleans with cells no row names are float64 with NaN, as from_dataframe
+    # makes them.
+    assert got["code"].dtype == np.float64 and int(got["code"].isnull().sum()) == 9
+    assert got.attrs == {"title": "grid"}
+    assert str(got["time"].values[1]) .startswith("1970-01-02")
+
+
+def test_two_rows_on_one_cell_leave_nothing(tmp_path):
+    out = tmp_path / "dup.zarr"
+    done = subprocess.run(
+        [str(NDFUSION), "--quiet", "-c",
+         f"COPY (SELECT value % 3 AS x, value AS v FROM generate_series(1, 10)) TO '{out}' "
+         "STORED AS ZARR OPTIONS ('dimensions' 'x')"],
+        capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "two rows have the same dimensions (x) = (0)" in done.stderr, done.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -111,8 +111,14 @@ impl QueryPlanner for ClientWrites {
             file_extension: format.get_ext(),
             file_output_mode: FileOutputMode::Automatic,
         };
-        format
+        let mut plan = format
             .create_writer_physical_plan(input, state, config, None)
-            .await
+            .await?;
+        // DataFusion's planner optimizes what it plans; this plan is made here, so the rules
+        // run here: they give the sink the order it asks for (a gridded write's sort).
+        for rule in state.physical_optimizers() {
+            plan = rule.optimize(plan, state.config_options())?;
+        }
+        Ok(plan)
     }
 }

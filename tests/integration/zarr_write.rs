@@ -351,13 +351,13 @@ async fn what_a_struct_cannot_hold_is_an_error_naming_it() {
     let e = err(
         &ctx,
         &format!(
-            "COPY (SELECT 1 AS a) TO '{}' STORED AS ZARR OPTIONS ('dimensions' 'a')",
+            "COPY (SELECT 1 AS a) TO '{}' STORED AS ZARR OPTIONS ('dimension' 'a')",
             at("o.zarr")
         ),
     )
     .await;
     assert!(
-        e.contains("invalid option 'dimensions'")
+        e.contains("invalid option 'dimension'")
             && e.contains("known: overwrite, compression, chunks"),
         "{e}"
     );
@@ -511,4 +511,120 @@ async fn on_a_cluster_the_client_writes_the_result() {
     .await;
     let e = err(&ctx, &copy).await;
     assert!(e.contains("something is already there"), "{e}");
+    // A gridded write too: the rows come back from the cluster, sorted here by the dimension
+    // (a NaN reads back as NULL, as xarray masks it: left out).
+    let grid = dir.path().join("grid.zarr");
+    ok(&ctx, &format!("COPY (SELECT id, value FROM s WHERE id > 0 AND NOT isnan(value) ORDER BY value) TO '{}' STORED AS ZARR OPTIONS ('dimensions' 'id')", grid.display())).await;
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE g STORED AS ZARR LOCATION '{}'",
+            grid.display()
+        ),
+    )
+    .await;
+    assert_same_rows(
+        &ctx,
+        "SELECT id, value FROM s WHERE id > 0 AND NOT isnan(value)",
+        "SELECT id, value FROM g",
+    )
+    .await;
+}
+
+/// `OPTIONS ('dimensions' ...)`: a dataset on the grid of those columns. Read back by
+/// ndfusion as a dataset table, it is the same rows where every cell had one; cells without
+/// a row read as NULL, integers with such cells come back as floats (as xarray makes them).
+/// What xarray opens is checked against `Dataset.from_dataframe` in python/tests/test_copy.py.
+#[tokio::test]
+async fn a_gridded_write_is_a_dataset_of_the_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ndfusion::new_session_context();
+    // 4 times x 3 latitudes x 5 longitudes, every cell once, in no particular order.
+    let full = "SELECT to_timestamp_seconds(t * 86400) AS time, CAST(la AS DOUBLE) / 2 AS lat, \
+                CAST(lo AS INT) AS lon, CAST(t * 100 + la * 10 + lo AS REAL) AS temp, \
+                t * 100 + la * 10 + lo AS code, (t + la + lo) % 2 = 0 AS even \
+                FROM unnest(range(4)) AS a(t), unnest(range(3)) AS b(la), unnest(range(5)) AS c(lo) \
+                ORDER BY temp DESC";
+    let out = dir.path().join("grid.zarr");
+    let written = ok(&ctx, &format!("COPY ({full}) TO '{}' STORED AS ZARR OPTIONS ('dimensions' 'time,lat,lon', 'chunks' 'time=3,lon=2', 'attributes' '{{\"title\": \"grid\"}}')", out.display())).await;
+    assert!(written.contains("| 60    |"), "{written}");
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE g STORED AS ZARR LOCATION '{}'",
+            out.display()
+        ),
+    )
+    .await;
+    assert_same_rows(
+        &ctx,
+        &format!("SELECT time, lat, lon, temp, code, even FROM ({full})"),
+        "SELECT time, lat, lon, temp, code, even FROM g",
+    )
+    .await;
+    assert!(
+        ok(&ctx, "SELECT __global_attrs__.title AS t FROM g LIMIT 1")
+            .await
+            .contains("grid")
+    );
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("temp/zarr.json")).unwrap()).unwrap();
+    assert_eq!(
+        meta["chunk_grid"]["configuration"]["chunk_shape"],
+        serde_json::json!([3, 3, 2])
+    );
+    assert_eq!(
+        meta["dimension_names"],
+        serde_json::json!(["time", "lat", "lon"])
+    );
+    assert_eq!(
+        entries(&out),
+        ["code", "even", "lat", "lon", "temp", "time", "zarr.json"]
+    );
+
+    // Leave out some cells: those read NULL, and integers and booleans become floats.
+    let sparse = dir.path().join("sparse.zarr");
+    ok(&ctx, &format!("COPY (SELECT * FROM ({full}) WHERE code % 7 <> 0) TO '{}' STORED AS ZARR OPTIONS ('dimensions' 'time,lat,lon')", sparse.display())).await;
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE s STORED AS ZARR LOCATION '{}'",
+            sparse.display()
+        ),
+    )
+    .await;
+    let counts = ok(&ctx, "SELECT count(*) AS cells, count(temp) AS temps, count(code) AS codes, sum(code) AS total FROM s").await;
+    let expected = ok(&ctx, &format!("SELECT 60 AS cells, count(*) AS temps, count(*) AS codes, CAST(sum(code) AS DOUBLE) AS total FROM ({full}) WHERE code % 7 <> 0")).await;
+    assert_eq!(counts, expected);
+    let types = ok(&ctx, "SELECT data_type FROM information_schema.columns WHERE table_name = 's' AND column_name IN ('code', 'even') ORDER BY column_name").await;
+    assert_eq!(types.matches("Float64").count(), 2, "{types}");
+}
+
+/// Two rows on one cell, a dimension that is not a column, a column the grid cannot hold:
+/// errors naming them, and nothing at the target.
+#[tokio::test]
+async fn gridded_writes_refuse_what_makes_no_grid() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ndfusion::new_session_context();
+    let at = |name: &str| dir.path().join(name).display().to_string();
+    let e = err(&ctx, &format!("COPY (SELECT value % 3 AS x, value AS v FROM generate_series(1, 10)) TO '{}' STORED AS ZARR OPTIONS ('dimensions' 'x')", at("dup.zarr"))).await;
+    assert!(
+        e.contains("two rows have the same dimensions (x) = (0)") && e.contains("GROUP BY x"),
+        "{e}"
+    );
+    let e = err(&ctx, &format!("COPY (SELECT value AS x FROM generate_series(1, 3)) TO '{}' STORED AS ZARR OPTIONS ('dimensions' 'x,time')", at("missing.zarr"))).await;
+    assert!(
+        e.contains("dimension 'time' is not a column of the query; its columns: x"),
+        "{e}"
+    );
+    let e = err(&ctx, &format!("COPY (SELECT value AS x, 'a' AS s FROM generate_series(1, 3)) TO '{}' STORED AS ZARR OPTIONS ('dimensions' 'x')", at("string.zarr"))).await;
+    assert!(
+        e.contains("column 's' is Utf8, which a gridded write does not store yet"),
+        "{e}"
+    );
+    let e = err(&ctx, &format!("COPY (SELECT value AS x, value AS y FROM generate_series(1, 3000)) TO '{}' STORED AS ZARR OPTIONS ('dimensions' 'x,y')", at("sparse.zarr"))).await;
+    assert!(e.contains("would have 9000000 cells for 3000 rows"), "{e}");
+    let e = err(&ctx, &format!("COPY (SELECT value AS x FROM generate_series(1, 3)) TO '{}' STORED AS ZARR OPTIONS ('attributes' '{{}}')", at("attrs.zarr"))).await;
+    assert!(e.contains("applies with 'dimensions'"), "{e}");
+    wait_until_empty(dir.path());
 }

@@ -16,17 +16,19 @@ use datafusion::datasource::file_format::{FileFormat, FileFormatFactory};
 use datafusion::datasource::physical_plan::{
     ArrowSource, FileScanConfig, FileSinkConfig, FileSource,
 };
-use datafusion::datasource::sink::DataSinkExec;
+use datafusion::datasource::sink::{DataSink, DataSinkExec};
 use datafusion::datasource::table_schema::TableSchema;
 use datafusion::physical_expr::LexRequirement;
 use datafusion::physical_plan::ExecutionPlan;
 // DataFusion's object_store (0.13), not the 0.14 ndfusion reads and writes with.
 use datafusion::object_store::{ObjectMeta, ObjectStore as ObjectStore13};
 
+use super::grid_sink::GridSink;
 use super::options::ZarrWriteOptions;
 use super::sink::ZarrSink;
 use super::target::Target;
 use crate::error::Error;
+use crate::limits::Limits;
 
 /// The name `STORED AS ZARR` and `.zarr` targets are found by.
 const EXTENSION: &str = "zarr";
@@ -44,24 +46,32 @@ impl GetExt for ZarrFormatFactory {
 impl FileFormatFactory for ZarrFormatFactory {
     fn create(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         format_options: &HashMap<String, String>,
     ) -> DfResult<Arc<dyn FileFormat>> {
         let options = ZarrWriteOptions::from_sql(format_options)?;
-        Ok(Arc::new(ZarrFormat { options }))
+        let limits = Limits::of_session(state.config_options())?;
+        Ok(Arc::new(ZarrFormat {
+            options,
+            max_coordinate_bytes: limits.coordinate_bytes,
+        }))
     }
 
     fn default(&self) -> Arc<dyn FileFormat> {
         Arc::new(ZarrFormat {
             options: ZarrWriteOptions::new(),
+            max_coordinate_bytes: Limits::from_env().unwrap_or_default().coordinate_bytes,
         })
     }
 }
 
-/// Zarr as a format DataFusion writes: a struct array of the query's rows.
+/// Zarr as a format DataFusion writes: a struct array of the query's rows, or a dataset on
+/// the grid of its `dimensions`.
 #[derive(Debug)]
 pub struct ZarrFormat {
     options: ZarrWriteOptions,
+    /// What a gridded write's coordinates may hold (the session's limit).
+    max_coordinate_bytes: u64,
 }
 
 /// What a read through this format says: Zarr is read as a table.
@@ -130,7 +140,24 @@ impl FileFormat for ZarrFormat {
             }));
         }
         let location = conf.original_url.as_str();
-        let sink = ZarrSink::new(location, self.options.clone(), conf.output_schema().clone())?;
+        let schema = conf.output_schema().clone();
+        let (sink, order): (Arc<dyn DataSink>, _) = match self.options.dimensions() {
+            None => {
+                self.options.attributes()?;
+                let sink = ZarrSink::new(location, self.options.clone(), schema)?;
+                (Arc::new(sink), order_requirements)
+            }
+            Some(_) => {
+                let sink = GridSink::new(
+                    location,
+                    self.options.clone(),
+                    schema,
+                    self.max_coordinate_bytes,
+                )?;
+                let order = sink.required_order()?;
+                (Arc::new(sink), order)
+            }
+        };
         if !self.options.overwrite() && Target::occupied(location, self.options.storage()).await? {
             return Err(DataFusionError::from(Error::Write {
                 location: location.to_string(),
@@ -139,11 +166,7 @@ impl FileFormat for ZarrFormat {
                     .into(),
             }));
         }
-        Ok(Arc::new(DataSinkExec::new(
-            input,
-            Arc::new(sink),
-            order_requirements,
-        )))
+        Ok(Arc::new(DataSinkExec::new(input, sink, order)))
     }
 
     /// Never used to read: [`create_physical_plan`](Self::create_physical_plan) refuses first.

@@ -22,8 +22,21 @@ const CHUNKS: OptionSpec = OptionSpec::new(
      elements a chunk)",
 );
 
+const DIMENSIONS: OptionSpec = OptionSpec::new(
+    "dimensions",
+    OptionKind::Names,
+    "columns that are the grid's dimensions, comma-separated: writes a dataset (a group of \
+     coordinates and data variables) that xarray opens (default: none, a struct array)",
+);
+const ATTRIBUTES: OptionSpec = OptionSpec::new(
+    "attributes",
+    OptionKind::Text,
+    "with dimensions: the dataset's attributes, a JSON object (default: none)",
+);
+
 /// The options of `COPY ... STORED AS ZARR`, in the order `\options` lists them.
-pub(crate) const WRITE_OPTIONS: &[OptionSpec] = &[OVERWRITE, COMPRESSION, CHUNKS];
+pub(crate) const WRITE_OPTIONS: &[OptionSpec] =
+    &[OVERWRITE, COMPRESSION, CHUNKS, DIMENSIONS, ATTRIBUTES];
 
 /// The keys of `COPY ... STORED AS ZARR` (what makes a [`KindOptions`] a
 /// [`ZarrWriteOptions`]).
@@ -66,6 +79,35 @@ impl KindOptions<ZarrWriteKeys> {
 
     pub(crate) fn overwrite(&self) -> bool {
         self.set.flag(&OVERWRITE).unwrap_or(false)
+    }
+
+    /// The grid's dimensions (`dimensions`); `None` writes a struct array.
+    pub(crate) fn dimensions(&self) -> Option<&[String]> {
+        self.set.names(&DIMENSIONS)
+    }
+
+    /// The dataset's attributes (`attributes`): a JSON object, or an error naming the option.
+    pub(crate) fn attributes(&self) -> Result<serde_json::Map<String, serde_json::Value>> {
+        let Some(text) = self.set.text(&ATTRIBUTES) else {
+            return Ok(serde_json::Map::new());
+        };
+        let invalid = |reason: String| Error::InvalidOption {
+            option: ATTRIBUTES.key.to_string(),
+            reason,
+        };
+        match serde_json::from_str(text) {
+            Ok(serde_json::Value::Object(map)) => {
+                if self.dimensions().is_none() {
+                    return Err(invalid(
+                        "a struct array has no attributes here; it applies with 'dimensions'"
+                            .into(),
+                    ));
+                }
+                Ok(map)
+            }
+            Ok(other) => Err(invalid(format!("expected a JSON object, found {other}"))),
+            Err(e) => Err(invalid(format!("not JSON: {e}"))),
+        }
     }
 
     pub(crate) fn compression(&self) -> Compression {
@@ -153,7 +195,7 @@ mod tests {
         assert!(
             err.contains("'dimension'")
                 && err.contains("COPY ... STORED AS ZARR does not know this option")
-                && err.contains("overwrite, compression, chunks"),
+                && err.contains("overwrite, compression, chunks, dimensions, attributes"),
             "{err}"
         );
         let err = options(&[("compression", "lz4")]).unwrap_err().to_string();

@@ -17,7 +17,7 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
 use futures::StreamExt;
-use serde_json::json;
+use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
 use super::layout::Layout;
@@ -86,16 +86,7 @@ impl ZarrSink {
 
     /// `zarr.json` of the array of `rows` elements.
     fn metadata(&self, rows: u64) -> Vec<u8> {
-        let mut codecs = vec![json!({"name": "bytes", "configuration": {"endian": "little"}})];
-        match self.options.compression() {
-            Compression::Zstd => codecs.push(
-                json!({"name": "zstd", "configuration": {"level": ZSTD_LEVEL, "checksum": false}}),
-            ),
-            Compression::Gzip => {
-                codecs.push(json!({"name": "gzip", "configuration": {"level": GZIP_LEVEL}}))
-            }
-            Compression::None => {}
-        }
+        let codecs = codecs(self.options.compression());
         let doc = json!({
             "zarr_format": 3,
             "node_type": "array",
@@ -207,7 +198,12 @@ impl ZarrSink {
                         bytes_written.add(written);
                     }
                     let full = std::mem::replace(&mut chunk, vec![0u8; chunk_bytes]);
-                    writes.spawn(write_chunk(writer.clone(), index, full, compression));
+                    writes.spawn(write_chunk(
+                        writer.clone(),
+                        format!("c/{index}"),
+                        full,
+                        compression,
+                    ));
                     (filled, index) = (0, index + 1);
                 }
             }
@@ -215,7 +211,12 @@ impl ZarrSink {
         if filled > 0 {
             // The last chunk is stored whole, as every chunk of a regular grid is; the
             // elements past the array's end are zeros, never read.
-            writes.spawn(write_chunk(writer.clone(), index, chunk, compression));
+            writes.spawn(write_chunk(
+                writer.clone(),
+                format!("c/{index}"),
+                chunk,
+                compression,
+            ));
         }
         while let Some(done) = writes.join_next().await {
             let written = joined(Some(done))?;
@@ -226,8 +227,23 @@ impl ZarrSink {
     }
 }
 
+/// The codec chain of every array written: bytes (little-endian) and the compressor.
+pub(super) fn codecs(compression: Compression) -> Value {
+    let mut codecs = vec![json!({"name": "bytes", "configuration": {"endian": "little"}})];
+    match compression {
+        Compression::Zstd => codecs.push(
+            json!({"name": "zstd", "configuration": {"level": ZSTD_LEVEL, "checksum": false}}),
+        ),
+        Compression::Gzip => {
+            codecs.push(json!({"name": "gzip", "configuration": {"level": GZIP_LEVEL}}))
+        }
+        Compression::None => {}
+    }
+    Value::Array(codecs)
+}
+
 /// The bytes a finished chunk write wrote, or its error.
-fn joined(done: Option<Result<Result<usize>, tokio::task::JoinError>>) -> Result<usize> {
+pub(super) fn joined(done: Option<Result<Result<usize>, tokio::task::JoinError>>) -> Result<usize> {
     match done {
         Some(Ok(written)) => written,
         Some(Err(e)) => Err(Error::Internal(format!("a chunk write stopped: {e}"))),
@@ -235,14 +251,13 @@ fn joined(done: Option<Result<Result<usize>, tokio::task::JoinError>>) -> Result
     }
 }
 
-/// Compresses chunk `index` and writes it (`c/<index>`); the bytes written.
-async fn write_chunk(
+/// Compresses a chunk and writes it at `key` (`c/0`, `temp/c/0/1`); the bytes written.
+pub(super) async fn write_chunk(
     writer: ObjectWriter,
-    index: u64,
+    key: String,
     chunk: Vec<u8>,
     compression: Compression,
 ) -> Result<usize> {
-    let key = format!("c/{index}");
     let local = writer.is_local();
     let (key, writer, stored) = tokio::task::spawn_blocking(move || {
         let stored = compress(chunk, compression)?;

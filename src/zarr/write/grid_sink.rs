@@ -1,0 +1,585 @@
+//! [`GridSink`]: a query's rows written as an xarray dataset on the grid of its `dimensions`
+//! columns, what `xr.Dataset.from_dataframe(df.set_index(dimensions))` makes of them: one
+//! coordinate per dimension (its sorted distinct values), every other column a data variable
+//! on all the dimensions, NaN / NaT where no row names a cell (`variable.rs`), consolidated
+//! metadata in the group's `zarr.json`.
+//!
+//! Two passes, in bounded memory. The input arrives sorted by the dimensions (the sink asks
+//! for that order; DataFusion's sort spills to disk within the memory pool). Pass one learns
+//! each dimension's values (`grid.rs`) while the rows go to a spill file; pass two reads them
+//! back and fills one slab of chunks along the first dimension at a time, so only that slab
+//! (and the chunks being compressed and written) is held. Two rows on one cell are an error
+//! naming the dimensions and the cell.
+
+use std::fs::File;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::SchemaRef;
+use arrow::ipc::reader::StreamReader;
+use arrow::ipc::writer::StreamWriter;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use async_trait::async_trait;
+use datafusion::common::Result as DfResult;
+use datafusion::datasource::sink::DataSink;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::expressions::col;
+use datafusion::physical_expr::{LexRequirement, PhysicalSortRequirement};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
+use futures::StreamExt;
+use serde_json::{json, Value};
+use tokio::task::JoinSet;
+
+use super::grid::{Grid, GridBuilder, ORDER};
+use super::options::ZarrWriteOptions;
+use super::sink::{codecs, joined, write_chunk};
+use super::target::{ObjectWriter, Target};
+use super::variable::{copy_box, Stored};
+use crate::error::{Error, Result};
+
+/// Bytes of values a chunk holds by default (xarray and zarr-python advise a few MiB).
+const TARGET_CHUNK_BYTES: usize = 2 << 20;
+
+/// Chunks compressed and written at once while a slab is flushed.
+const CHUNKS_IN_FLIGHT: usize = 4;
+
+/// Cells a grid may have for each row written, past a first million: a sparse result (a few
+/// rows on far-apart values of several dimensions) would otherwise make a grid of mostly
+/// missing cells of any size.
+const CELLS_PER_ROW: u64 = 1024;
+
+/// Writes a query's rows as a dataset on the grid of its dimension columns.
+#[derive(Debug)]
+pub(crate) struct GridSink {
+    location: String,
+    options: ZarrWriteOptions,
+    schema: SchemaRef,
+    dimensions: Vec<String>,
+    /// Bytes the coordinates may hold (the session's `ndfusion.max_coordinate_bytes`).
+    max_coordinate_bytes: u64,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+/// A data variable: its column and how it is stored.
+struct Variable {
+    name: String,
+    column: usize,
+    stored: Stored,
+}
+
+impl GridSink {
+    /// A sink for rows of `schema`: an error naming a dimension that is not a column, a
+    /// column the grid cannot store, or an option at fault, before the query runs.
+    pub(crate) fn new(
+        location: &str,
+        options: ZarrWriteOptions,
+        schema: SchemaRef,
+        max_coordinate_bytes: u64,
+    ) -> Result<Self> {
+        let refused = |reason: String| Error::Write {
+            location: location.to_string(),
+            reason,
+        };
+        let dimensions = options.dimensions().unwrap_or_default().to_vec();
+        GridBuilder::new(&schema, &dimensions, max_coordinate_bytes)
+            .map_err(|e| refused(e.to_string()))?;
+        for field in schema.fields() {
+            check_name(field.name()).map_err(&refused)?;
+            if !dimensions.contains(field.name()) {
+                Stored::of(field.name(), field.data_type(), true)
+                    .map_err(|e| refused(e.to_string()))?;
+            }
+        }
+        let names: Vec<&str> = dimensions.iter().map(String::as_str).collect();
+        for name in &names {
+            options.chunk_length(&names, name)?;
+        }
+        options.attributes()?;
+        Ok(GridSink {
+            location: location.to_string(),
+            options,
+            schema,
+            dimensions,
+            max_coordinate_bytes,
+            metrics: ExecutionPlanMetricsSet::new(),
+        })
+    }
+
+    /// The order the sink takes its rows in: by the dimensions, ascending.
+    pub(crate) fn required_order(&self) -> Result<Option<LexRequirement>> {
+        let mut requirements = Vec::with_capacity(self.dimensions.len());
+        for name in &self.dimensions {
+            let expr = col(name, &self.schema).map_err(|e| Error::Internal(e.to_string()))?;
+            requirements.push(PhysicalSortRequirement::new(expr, Some(ORDER)));
+        }
+        Ok(LexRequirement::new(requirements))
+    }
+
+    fn refused(&self, reason: impl std::fmt::Display) -> Error {
+        Error::Write {
+            location: self.location.clone(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Both passes, then the metadata; on an error, waits for the chunk writes started and
+    /// removes what was written.
+    async fn write(
+        &self,
+        data: SendableRecordBatchStream,
+        ctx: &Arc<TaskContext>,
+    ) -> DfResult<u64> {
+        let target = Target::create(
+            &self.location,
+            self.options.storage(),
+            self.options.overwrite(),
+        )
+        .await?;
+        let mut reservation = MemoryConsumer::new(format!("ZarrGridSink {}", self.location))
+            .register(ctx.memory_pool());
+        let mut writes = JoinSet::new();
+        match self
+            .write_into(data, ctx, &target, &mut reservation, &mut writes)
+            .await
+        {
+            Ok((rows, group)) => {
+                target.commit(group).await?;
+                Ok(rows)
+            }
+            Err(e) => {
+                while writes.join_next().await.is_some() {}
+                target.abort().await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn write_into(
+        &self,
+        mut data: SendableRecordBatchStream,
+        ctx: &Arc<TaskContext>,
+        target: &Target,
+        reservation: &mut MemoryReservation,
+        writes: &mut JoinSet<Result<usize>>,
+    ) -> DfResult<(u64, Vec<u8>)> {
+        // Pass one: learn the grid, spill the rows.
+        let spill = ctx
+            .runtime_env()
+            .disk_manager
+            .create_tmp_file("COPY ... STORED AS ZARR OPTIONS ('dimensions' ...)")?;
+        let path = spill.path().to_path_buf();
+        let file =
+            File::create(&path).map_err(|e| self.refused(format!("spilling the rows: {e}")))?;
+        let mut spilled = Some(StreamWriter::try_new(file, &self.schema)?);
+        let mut builder =
+            GridBuilder::new(&self.schema, &self.dimensions, self.max_coordinate_bytes)
+                .map_err(|e| self.refused(e))?;
+        let mut nulls = vec![0usize; self.schema.fields().len()];
+        let mut rows: u64 = 0;
+        while let Some(batch) = data.next().await {
+            let batch = batch?;
+            builder.add(&batch).map_err(|e| self.refused(e))?;
+            for (n, column) in nulls.iter_mut().zip(batch.columns()) {
+                *n += column.null_count();
+            }
+            rows += batch.num_rows() as u64;
+            let mut writer = spilled.take().expect("the spill writer is put back");
+            writer = tokio::task::spawn_blocking(move || writer.write(&batch).map(|_| writer))
+                .await
+                .map_err(|e| Error::Internal(e.to_string()))??;
+            spilled = Some(writer);
+        }
+        let writer = spilled.take().expect("the spill writer is put back");
+        tokio::task::spawn_blocking(move || {
+            let mut writer = writer;
+            writer.finish()
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??;
+        let grid = builder.finish().map_err(|e| self.refused(e))?;
+
+        // The grid and how each variable is stored.
+        let shape: Vec<usize> = grid.dims.iter().map(|d| d.len()).collect();
+        let cells = (shape.iter()).try_fold(1u64, |n, &len| n.checked_mul(len as u64));
+        let sizes = || {
+            (grid.dims.iter())
+                .map(|d| format!("{}={}", d.name, d.len()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let cells = match cells {
+            Some(c) if c <= rows.saturating_mul(CELLS_PER_ROW).saturating_add(1 << 20) => c,
+            _ => {
+                return Err(self
+                    .refused(format!(
+                        "the grid ({}) would have {} cells for {rows} rows: a result this \
+                         sparse is no grid; choose other dimensions",
+                        sizes(),
+                        cells.map_or("too many".into(), |c| c.to_string())
+                    ))
+                    .into())
+            }
+        };
+        let missing = cells != rows;
+        let variables: Vec<Variable> = (self.schema.fields().iter().enumerate())
+            .filter(|(_, f)| !self.dimensions.contains(f.name()))
+            .map(|(i, f)| {
+                Stored::of(f.name(), f.data_type(), missing || nulls[i] > 0)
+                    .map(|stored| Variable {
+                        name: f.name().clone(),
+                        column: i,
+                        stored,
+                    })
+                    .map_err(|e| self.refused(e))
+            })
+            .collect::<Result<_>>()?;
+        let widest = variables
+            .iter()
+            .map(|v| v.stored.width())
+            .max()
+            .unwrap_or(8);
+        let chunks = self.chunk_shape(&grid, &shape, widest)?;
+        let slab_cells: usize = chunks[0] * shape[1..].iter().product::<usize>();
+        let chunk_cells: usize = chunks.iter().product();
+        let slab_bytes: usize =
+            variables.iter().map(|v| v.stored.width()).sum::<usize>() * slab_cells;
+        let held = slab_bytes + 2 * CHUNKS_IN_FLIGHT * chunk_cells * widest;
+        reservation.try_grow(held).map_err(|_| {
+            self.refused(format!(
+                "the memory pool cannot hold one slab of chunks along '{}' ({held} bytes); \
+                 write smaller chunks (OPTIONS ('chunks' '{}=1')) or raise the memory limit",
+                grid.dims[0].name, grid.dims[0].name
+            ))
+        })?;
+
+        // Pass two: the rows back, slab by slab.
+        let writer = target.writer();
+        let compression = self.options.compression();
+        let mut fill = Fill {
+            sink: self,
+            grid: &grid,
+            shape: &shape,
+            chunks: &chunks,
+            variables: &variables,
+            slabs: variables
+                .iter()
+                .map(|v| v.stored.missing().repeat(slab_cells))
+                .collect(),
+            slab: None,
+            previous: Vec::new(),
+            writer: writer.clone(),
+            writes,
+            compression,
+            chunks_written: MetricBuilder::new(&self.metrics).global_counter("chunks_written"),
+        };
+        let mut reader = Some(StreamReader::try_new(
+            File::open(&path)
+                .map_err(|e| self.refused(format!("reading the spilled rows: {e}")))?,
+            None,
+        )?);
+        let mut positions: Vec<Vec<usize>> = vec![Vec::new(); grid.dims.len()];
+        loop {
+            let mut r = reader.take().expect("the spill reader is put back");
+            let (next, r) = tokio::task::spawn_blocking(move || (r.next(), r))
+                .await
+                .map_err(|e| Error::Internal(e.to_string()))?;
+            reader = Some(r);
+            let Some(batch) = next else { break };
+            fill.add(&batch?, &mut positions).await?;
+        }
+        fill.flush().await?;
+        drop(spill);
+
+        // Coordinates, then every array's metadata; the group's is the commit.
+        let codecs = codecs(compression);
+        let names: Vec<&str> = grid.dims.iter().map(|d| d.name.as_str()).collect();
+        let mut consolidated = serde_json::Map::new();
+        for (d, dim) in grid.dims.iter().enumerate() {
+            let stored = Stored::of(&dim.name, dim.values.data_type(), false)
+                .map_err(|e| self.refused(e))?;
+            let values = stored.prepare(&dim.values)?;
+            let w = stored.width();
+            let mut all = vec![0u8; dim.len() * w];
+            let cells: Vec<usize> = (0..dim.len()).collect();
+            stored.put_column(values.as_ref(), &cells, &mut all);
+            for (k, start) in (0..dim.len()).step_by(chunks[d]).enumerate() {
+                let mut chunk = stored.missing().repeat(chunks[d]);
+                copy_box(&all, &[dim.len()], &[start], &mut chunk, &[chunks[d]], w);
+                finish_some(fill.writes, CHUNKS_IN_FLIGHT).await?;
+                let key = format!("{}/c/{k}", dim.name);
+                fill.writes
+                    .spawn(write_chunk(writer.clone(), key, chunk, compression));
+            }
+            let meta = stored.metadata(&[dim.len()], &[chunks[d]], &[dim.name.as_str()], &codecs);
+            consolidated.insert(dim.name.clone(), meta);
+        }
+        for v in &variables {
+            let meta = v.stored.metadata(&shape, &chunks, &names, &codecs);
+            consolidated.insert(v.name.clone(), meta);
+        }
+        finish_some(fill.writes, 0).await?;
+        for (name, meta) in &consolidated {
+            put_document(&writer, &format!("{name}/zarr.json"), meta).await?;
+        }
+        let group = json!({
+            "zarr_format": 3,
+            "node_type": "group",
+            "attributes": self.options.attributes()?,
+            "consolidated_metadata": {"kind": "inline", "must_understand": false, "metadata": consolidated},
+        });
+        Ok((rows, serde_json::to_vec_pretty(&group).unwrap_or_default()))
+    }
+
+    /// Elements per chunk along each dimension: `chunks` where given; otherwise whole
+    /// dimensions after the first and as many of the first as make about 2 MiB, the last
+    /// dimensions split in halves while one of the first makes more.
+    fn chunk_shape(&self, grid: &Grid, shape: &[usize], width: usize) -> Result<Vec<usize>> {
+        let names: Vec<&str> = grid.dims.iter().map(|d| d.name.as_str()).collect();
+        let mut chunks: Vec<usize> = shape.iter().map(|&n| n.max(1)).collect();
+        let budget = (TARGET_CHUNK_BYTES / width).max(1);
+        let mut d = shape.len() - 1;
+        while d > 0 && chunks[1..].iter().product::<usize>() > budget {
+            if chunks[d] == 1 {
+                d -= 1;
+                continue;
+            }
+            chunks[d] = chunks[d].div_ceil(2);
+        }
+        chunks[0] = (budget / chunks[1..].iter().product::<usize>()).clamp(1, shape[0].max(1));
+        for (i, name) in names.iter().enumerate() {
+            if let Some(n) = self.options.chunk_length(&names, name)? {
+                chunks[i] = n;
+            }
+        }
+        Ok(chunks)
+    }
+}
+
+/// A dimension or variable name must be a Zarr node name.
+fn check_name(name: &str) -> std::result::Result<(), String> {
+    if name.is_empty()
+        || name.contains('/')
+        || name.starts_with("__")
+        || name == "."
+        || name == ".."
+    {
+        return Err(format!(
+            "column '{name}' cannot name an array of the dataset (Zarr node names are not \
+             empty, hold no '/', are not '.' or '..' and do not start with '__'); rename it"
+        ));
+    }
+    Ok(())
+}
+
+/// Waits until at most `left` chunk writes are running.
+async fn finish_some(writes: &mut JoinSet<Result<usize>>, left: usize) -> Result<()> {
+    while writes.len() > left {
+        joined(writes.join_next().await)?;
+    }
+    Ok(())
+}
+
+/// Writes one metadata document (uncompressed).
+async fn put_document(writer: &ObjectWriter, key: &str, doc: &Value) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(doc).unwrap_or_default();
+    if writer.is_local() {
+        let (writer, key) = (writer.clone(), key.to_string());
+        tokio::task::spawn_blocking(move || writer.put_local(&key, &bytes))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))?
+    } else {
+        writer.put_remote(key, bytes).await
+    }
+}
+
+/// Pass two: rows placed into the slab of chunks they fall in.
+struct Fill<'a> {
+    sink: &'a GridSink,
+    grid: &'a Grid,
+    shape: &'a [usize],
+    chunks: &'a [usize],
+    variables: &'a [Variable],
+    /// Each variable's slab: `chunks[0]` cells of the first dimension by the others, C order.
+    slabs: Vec<Vec<u8>>,
+    /// The slab being filled (its index along the first dimension).
+    slab: Option<usize>,
+    /// The last row's cell, to find two rows on one cell (rows arrive sorted).
+    previous: Vec<usize>,
+    writer: ObjectWriter,
+    writes: &'a mut JoinSet<Result<usize>>,
+    compression: super::options::Compression,
+    chunks_written: datafusion::physical_plan::metrics::Count,
+}
+
+impl Fill<'_> {
+    async fn add(&mut self, batch: &RecordBatch, positions: &mut [Vec<usize>]) -> Result<()> {
+        for (dim, out) in self.grid.dims.iter().zip(positions.iter_mut()) {
+            let found = dim
+                .positions(batch.column(dim.column), out)
+                .map_err(|e| self.sink.refused(e))?;
+            if found.is_none() {
+                return Err(self.sink.refused(
+                    "the query gave other rows than it gave a moment before (it is not \
+                     deterministic): the grid no longer fits them",
+                ));
+            }
+        }
+        let rest: usize = self.shape[1..].iter().product();
+        let mut cells: Vec<usize> = Vec::with_capacity(batch.num_rows());
+        let mut start = 0;
+        let mut key = vec![0usize; positions.len()];
+        for row in 0..batch.num_rows() {
+            for (k, p) in key.iter_mut().zip(positions.iter()) {
+                *k = p[row];
+            }
+            // An empty `previous` (the first row) is less than any key.
+            match key.as_slice().cmp(self.previous.as_slice()) {
+                std::cmp::Ordering::Greater => {}
+                std::cmp::Ordering::Equal => return Err(self.duplicate(&key)),
+                std::cmp::Ordering::Less => {
+                    return Err(Error::Internal(
+                        "a gridded write's rows did not arrive sorted by its dimensions".into(),
+                    ))
+                }
+            }
+            let slab = key[0] / self.chunks[0];
+            if self.slab != Some(slab) {
+                self.put(batch, start, &cells);
+                cells.clear();
+                start = row;
+                self.flush().await?;
+                self.slab = Some(slab);
+            }
+            let mut cell = key[0] - slab * self.chunks[0];
+            for (d, &p) in key.iter().enumerate().skip(1) {
+                cell = cell * self.shape[d] + p;
+            }
+            debug_assert!(cell < self.chunks[0] * rest);
+            cells.push(cell);
+            self.previous.clone_from(&key);
+        }
+        self.put(batch, start, &cells);
+        Ok(())
+    }
+
+    /// Rows `start..` of `batch` into their `cells` of the current slab.
+    fn put(&mut self, batch: &RecordBatch, start: usize, cells: &[usize]) {
+        if cells.is_empty() {
+            return;
+        }
+        for (v, slab) in self.variables.iter().zip(&mut self.slabs) {
+            let column: ArrayRef = batch.column(v.column).slice(start, cells.len());
+            // Checked when the sink was made: the cast of an integer to float64 cannot fail.
+            if let Ok(column) = v.stored.prepare(&column) {
+                v.stored.put_column(column.as_ref(), cells, slab);
+            }
+        }
+    }
+
+    /// Writes the slab being filled, chunk by chunk, and empties it.
+    async fn flush(&mut self) -> Result<()> {
+        let Some(slab) = self.slab.take() else {
+            return Ok(());
+        };
+        let first = self.chunks[0];
+        let mut slab_shape = self.shape.to_vec();
+        slab_shape[0] = first.min(self.shape[0] - slab * first);
+        // Chunk positions along the dimensions after the first.
+        let grid: Vec<usize> = (1..self.shape.len())
+            .map(|d| self.shape[d].div_ceil(self.chunks[d]))
+            .collect();
+        let count: usize = grid.iter().product();
+        for (v, buffer) in self.variables.iter().zip(&mut self.slabs) {
+            let w = v.stored.width();
+            let missing = v.stored.missing();
+            for n in 0..count {
+                let mut index = vec![0usize; grid.len()];
+                let mut rest = n;
+                for d in (0..grid.len()).rev() {
+                    index[d] = rest % grid[d];
+                    rest /= grid[d];
+                }
+                let mut origin = vec![0usize];
+                origin.extend(
+                    index
+                        .iter()
+                        .enumerate()
+                        .map(|(d, i)| i * self.chunks[d + 1]),
+                );
+                let mut chunk = missing.repeat(self.chunks.iter().product());
+                copy_box(buffer, &slab_shape, &origin, &mut chunk, self.chunks, w);
+                let mut key = format!("{}/c/{slab}", v.name);
+                for i in &index {
+                    key.push_str(&format!("/{i}"));
+                }
+                finish_some(self.writes, CHUNKS_IN_FLIGHT - 1).await?;
+                self.writes.spawn(write_chunk(
+                    self.writer.clone(),
+                    key,
+                    chunk,
+                    self.compression,
+                ));
+                self.chunks_written.add(1);
+            }
+            // Empty again: a cell no row names is missing.
+            for cell in buffer.chunks_exact_mut(w) {
+                cell.copy_from_slice(&missing);
+            }
+        }
+        Ok(())
+    }
+
+    /// Two rows on the cell `key`: an error naming the dimensions and the cell.
+    fn duplicate(&self, key: &[usize]) -> Error {
+        let options = FormatOptions::default();
+        let values: Vec<String> = (self.grid.dims.iter().zip(key))
+            .map(|(dim, &i)| {
+                ArrayFormatter::try_new(dim.values.as_ref(), &options)
+                    .map(|f| f.value(i).to_string())
+                    .unwrap_or_default()
+            })
+            .collect();
+        let names: Vec<&str> = self.grid.dims.iter().map(|d| d.name.as_str()).collect();
+        self.sink.refused(format!(
+            "two rows have the same dimensions ({}) = ({}): a gridded write takes one row per \
+             cell (aggregate them first, e.g. GROUP BY {})",
+            names.join(", "),
+            values.join(", "),
+            names.join(", ")
+        ))
+    }
+}
+
+impl DisplayAs for GridSink {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ZarrGridSink: location={}, dimensions=[{}], options: {}",
+            self.location,
+            self.dimensions.join(", "),
+            self.options
+        )
+    }
+}
+
+#[async_trait]
+impl DataSink for GridSink {
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Writes every row, then puts the dataset at its location: called once per statement.
+    async fn write_all(
+        &self,
+        data: SendableRecordBatchStream,
+        context: &Arc<TaskContext>,
+    ) -> DfResult<u64> {
+        self.write(data, context).await
+    }
+}
