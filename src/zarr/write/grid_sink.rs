@@ -124,8 +124,8 @@ impl GridSink {
         }
     }
 
-    /// Both passes, then the metadata; on an error, waits for the chunk writes started and
-    /// removes what was written.
+    /// Both passes, then the metadata (or, on an error, removes what was written:
+    /// `Target::finish`).
     async fn write(
         &self,
         data: SendableRecordBatchStream,
@@ -140,20 +140,8 @@ impl GridSink {
         let mut reservation = MemoryConsumer::new(format!("ZarrGridSink {}", self.location))
             .register(ctx.memory_pool());
         let mut writes = JoinSet::new();
-        match self
-            .write_into(data, ctx, &target, &mut reservation, &mut writes)
-            .await
-        {
-            Ok((rows, group)) => {
-                target.commit(group).await?;
-                Ok(rows)
-            }
-            Err(e) => {
-                while writes.join_next().await.is_some() {}
-                target.abort().await;
-                Err(e)
-            }
-        }
+        let outcome = (self.write_into(data, ctx, &target, &mut reservation, &mut writes)).await;
+        target.finish(outcome, &mut writes).await
     }
 
     async fn write_into(

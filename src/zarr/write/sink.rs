@@ -124,8 +124,8 @@ impl ZarrSink {
         })
     }
 
-    /// Writes the rows, then puts the store in place; on an error, waits for the chunk
-    /// writes already started and removes what was written.
+    /// Writes the rows, then puts the store in place (or, on an error, removes what was
+    /// written: `Target::finish`).
     async fn write(
         &self,
         data: SendableRecordBatchStream,
@@ -140,20 +140,11 @@ impl ZarrSink {
         let mut reservation =
             MemoryConsumer::new(format!("ZarrSink {}", self.location)).register(ctx.memory_pool());
         let mut writes = JoinSet::new();
-        match self
+        let outcome = (self
             .write_chunks(data, &target, &mut reservation, &mut writes)
-            .await
-        {
-            Ok(rows) => {
-                target.commit(self.metadata(rows)).await?;
-                Ok(rows)
-            }
-            Err(e) => {
-                while writes.join_next().await.is_some() {}
-                target.abort().await;
-                Err(e)
-            }
-        }
+            .await)
+            .map(|rows| (rows, self.metadata(rows)));
+        target.finish(outcome, &mut writes).await
     }
 
     /// Packs the rows into chunks and starts each chunk's write as it fills; the rows

@@ -219,6 +219,27 @@ impl Target {
 }
 
 impl Target {
+    /// Ends a write: on success puts `metadata` as the store's `zarr.json` and the store in
+    /// place; on an error waits for the chunk writes already started (`writes`), then removes
+    /// what was written. The outcome's value is returned, or its error.
+    pub(crate) async fn finish<T>(
+        self,
+        outcome: datafusion::common::Result<(T, Vec<u8>)>,
+        writes: &mut tokio::task::JoinSet<Result<usize>>,
+    ) -> datafusion::common::Result<T> {
+        match outcome {
+            Ok((value, metadata)) => {
+                self.commit(metadata).await?;
+                Ok(value)
+            }
+            Err(e) => {
+                while writes.join_next().await.is_some() {}
+                self.abort().await;
+                Err(e)
+            }
+        }
+    }
+
     /// Removes what a failed write put (the staging folder, or every object put), and waits
     /// for it: the caller has waited for every chunk write first.
     pub(crate) async fn abort(mut self) {
