@@ -582,6 +582,17 @@ async fn a_gridded_write_is_a_dataset_of_the_rows() {
         ["code", "even", "lat", "lon", "temp", "time", "zarr.json"]
     );
 
+    // A chunk length past its dimension is the dimension's length: a write holds what the
+    // grid needs, whatever number the option gives.
+    let long = dir.path().join("long.zarr");
+    ok(&ctx, &format!("COPY ({full}) TO '{}' STORED AS ZARR OPTIONS ('dimensions' 'time,lat,lon', 'chunks' 'time=1000000000000')", long.display())).await;
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(long.join("temp/zarr.json")).unwrap()).unwrap();
+    assert_eq!(
+        meta["chunk_grid"]["configuration"]["chunk_shape"],
+        serde_json::json!([4, 3, 5])
+    );
+
     // Leave out some cells: those read NULL, and integers and booleans become floats.
     let sparse = dir.path().join("sparse.zarr");
     ok(&ctx, &format!("COPY (SELECT * FROM ({full}) WHERE code % 7 <> 0) TO '{}' STORED AS ZARR OPTIONS ('dimensions' 'time,lat,lon')", sparse.display())).await;

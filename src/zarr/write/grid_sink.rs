@@ -320,7 +320,8 @@ impl GridSink {
         Ok((rows, serde_json::to_vec_pretty(&group).unwrap_or_default()))
     }
 
-    /// Elements per chunk along each dimension: `chunks` where given; otherwise whole
+    /// Elements per chunk along each dimension: `chunks` where given (at most the
+    /// dimension's length); otherwise whole
     /// dimensions after the first and as many of the first as make about 2 MiB, the last
     /// dimensions split in halves while one of the first makes more.
     fn chunk_shape(&self, grid: &Grid, shape: &[usize], width: usize) -> Result<Vec<usize>> {
@@ -337,8 +338,10 @@ impl GridSink {
         }
         chunks[0] = (budget / chunks[1..].iter().product::<usize>()).clamp(1, shape[0].max(1));
         for (i, name) in names.iter().enumerate() {
+            // A chunk longer than its dimension holds no more: clamped, so what a write
+            // holds follows from the grid (bounded by the rows), not from the option's number.
             if let Some(n) = self.options.chunk_length(&names, name)? {
-                chunks[i] = n;
+                chunks[i] = n.min(shape[i].max(1));
             }
         }
         Ok(chunks)
