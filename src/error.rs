@@ -149,7 +149,7 @@ pub enum Error {
 
     /// A write whose values have another type than the table's column, without an allowed
     /// cast.
-    #[error("array '{array}' holds {table} in the table, the write has {write} (casting: {casting:?}); allow the cast with the write's casting option (WriteOptions::with_casting; 'casting' from Python)")]
+    #[error("array '{array}' holds {table} in the table, the write has {write} (casting: {casting:?}); allow the cast with the write's casting option (WriteOptions::with_casting in Rust, the 'casting' option in SQL and Python)")]
     TypeMismatch {
         /// The array (or `array.attrs.key`, `__global_attrs__.key`).
         array: String,

@@ -69,6 +69,7 @@ mod storage;
 mod table_kind;
 mod table_options;
 mod table_source;
+mod write_format;
 mod zarr;
 
 #[cfg(feature = "cluster")]
@@ -83,8 +84,9 @@ pub use icechunk::{
     IcechunkLogFunction, IcechunkOptions, IcechunkRefsFunction, IcechunkTable, IcechunkTableFactory,
 };
 pub use lance_nd::{
-    read_nd_batches, write_nd_batches, Casting, LanceNdKeys, LanceNdOptions, LanceNdTable,
-    LanceNdTableFactory, ReadOptions, WriteOptions,
+    read_nd_batches, write_nd_batches, Casting, LanceNdCopyKeys, LanceNdCopyOptions, LanceNdFormat,
+    LanceNdFormatFactory, LanceNdKeys, LanceNdOptions, LanceNdTable, LanceNdTableFactory,
+    LanceNdWriter, ReadOptions, WriteOptions,
 };
 pub use limits::{parse_size, Limits, SessionLimits};
 pub use nd::{Dim, NdArrowArray, NdError, NdRecordBatch};
@@ -97,7 +99,8 @@ pub use session::{
 pub use storage::StorageOptions;
 pub use table_kind::{table_kind, table_kind_of, table_kinds, NamedTableFunction, TableKind};
 pub use table_options::{KindOptions, OptionKeys};
+pub use write_format::{WriteOnly, WriteOnlyFactory, Writes};
 pub use zarr::{
     ZarrFormat, ZarrFormatFactory, ZarrKeys, ZarrOptions, ZarrTable, ZarrTableFactory,
-    ZarrWriteKeys, ZarrWriteOptions,
+    ZarrWriteKeys, ZarrWriteOptions, ZarrWriter,
 };

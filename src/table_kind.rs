@@ -39,7 +39,7 @@ pub struct TableKind {
     /// Table functions that come with the kind (`icechunk_log`).
     pub(crate) functions: fn() -> Vec<NamedTableFunction>,
     /// How a table of this kind was opened; `None` for a table of another kind.
-    pub(crate) source: fn(&dyn TableProvider) -> Option<&Arc<TableSource>>,
+    pub(crate) source: fn(&dyn TableProvider) -> Option<Arc<TableSource>>,
     /// What the table was opened with, as `\d NAME` shows it (secrets as `***`).
     pub(crate) describe: fn(&dyn TableProvider) -> Option<String>,
     /// The names its tables' [`Opened::format`](crate::table_source::Opened::format) gives.
@@ -183,7 +183,7 @@ pub(crate) fn reopening(format: &str) -> Option<&'static TableKind> {
 
 /// How `table` was opened, when it is one of ndfusion's tables.
 #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
-pub(crate) fn source_of(table: &dyn TableProvider) -> Option<&Arc<TableSource>> {
+pub(crate) fn source_of(table: &dyn TableProvider) -> Option<Arc<TableSource>> {
     table_kinds().iter().find_map(|k| (k.source)(table))
 }
 

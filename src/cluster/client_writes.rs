@@ -1,31 +1,36 @@
-//! `COPY ... STORED AS ZARR` on a cluster is written by the client: the query runs on the
+//! `COPY ... STORED AS ZARR | LANCE_ND` and `INSERT INTO` a lance-nd table on a cluster are
+//! written by the client: the query runs on the
 //! cluster and its rows stream back to this process, whose sink writes them with the
 //! client's own storage settings and credentials. The cluster writes nothing (issue 21: its
 //! processes read only the locations they allow), and its plan codec has no way to carry a
 //! custom sink: Ballista would decode the COPY's file type as Arrow.
 //!
 //! [`ClientWrites`] wraps Ballista's query planner: a COPY whose file format is one of
-//! ndfusion's writers ([`TableKind::write_format`](crate::TableKind::write_format)) has its
-//! input planned by Ballista (a distributed query) and its writer planned here, as
-//! DataFusion's own planner would; every other plan goes to Ballista's planner unchanged.
+//! ndfusion's writers ([`TableKind::write_format`](crate::TableKind::write_format)), or an
+//! INSERT into one of ndfusion's tables, has its input planned by Ballista (a distributed
+//! query) and its writer planned here, as DataFusion's own planner would; every other plan
+//! goes to Ballista's planner unchanged.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use datafusion::catalog::TableProvider;
 use datafusion::common::Result as DfResult;
 use datafusion::datasource::file_format::FileFormatFactory;
 use datafusion::datasource::listing::ListingTableUrl;
 use datafusion::datasource::physical_plan::{FileGroup, FileOutputMode, FileSinkConfig};
+use datafusion::datasource::DefaultTableSource;
 use datafusion::execution::context::QueryPlanner;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::dml::{CopyTo, InsertOp};
+use datafusion::logical_expr::{DmlStatement, WriteOp};
 use datafusion::logical_expr::{LogicalPlan, PlanType, StringifiedPlan};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::explain::ExplainExec;
 use datafusion::physical_plan::{displayable, ExecutionPlan, ExecutionPlanProperties};
 use datafusion::prelude::SessionContext;
 
-use crate::table_kind::{table_kinds, TableKind};
+use crate::table_kind::{table_kind_of, table_kinds, TableKind};
 
 /// Ballista's planner, with COPY to ndfusion's formats written by this process.
 #[derive(Debug)]
@@ -52,9 +57,26 @@ fn ndfusion_writer(copy: &CopyTo) -> Option<Arc<dyn FileFormatFactory>> {
         .find(|writer| writer.get_ext() == ext)
 }
 
-/// Whether `plan` is a COPY this process writes.
+/// The table of `insert`, and how it inserts, when it is one of ndfusion's that writes.
+fn ndfusion_table(insert: &DmlStatement) -> Option<(Arc<dyn TableProvider>, InsertOp)> {
+    let WriteOp::Insert(op) = insert.op else {
+        return None;
+    };
+    let table = &insert
+        .target
+        .downcast_ref::<DefaultTableSource>()?
+        .table_provider;
+    let kind = table_kind_of(table.as_ref())?;
+    kind.write_format().map(|_| (Arc::clone(table), op))
+}
+
+/// Whether `plan` is a COPY or INSERT this process writes.
 fn writes_here(plan: &LogicalPlan) -> bool {
-    matches!(plan, LogicalPlan::Copy(copy) if ndfusion_writer(copy).is_some())
+    match plan {
+        LogicalPlan::Copy(copy) => ndfusion_writer(copy).is_some(),
+        LogicalPlan::Dml(insert) => ndfusion_table(insert).is_some(),
+        _ => false,
+    }
 }
 
 #[async_trait]
@@ -66,7 +88,15 @@ impl QueryPlanner for ClientWrites {
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let copy = match plan {
             LogicalPlan::Copy(copy) => copy,
-            // EXPLAIN of such a COPY is planned here too, as it will run.
+            LogicalPlan::Dml(insert) => {
+                let Some((table, op)) = ndfusion_table(insert) else {
+                    return self.cluster.create_physical_plan(plan, state).await;
+                };
+                let input = self.input(&insert.input, state).await?;
+                let plan = table.insert_into(state, input, op).await?;
+                return optimized(plan, state);
+            }
+            // EXPLAIN of such a statement is planned here too, as it will run.
             LogicalPlan::Explain(explain) if writes_here(&explain.plan) => {
                 let physical = self.create_physical_plan(&explain.plan, state).await?;
                 let mut plans = explain.stringified_plans.clone();
@@ -87,14 +117,7 @@ impl QueryPlanner for ClientWrites {
         let Some(writer) = ndfusion_writer(copy) else {
             return self.cluster.create_physical_plan(plan, state).await;
         };
-        let mut input = self
-            .cluster
-            .create_physical_plan(&copy.input, state)
-            .await?;
-        // A sink reads one partition.
-        if input.output_partitioning().partition_count() > 1 {
-            input = Arc::new(CoalescePartitionsExec::new(input));
-        }
+        let input = self.input(&copy.input, state).await?;
         let format = writer.create(state, &copy.options)?;
         let url = ListingTableUrl::parse(&copy.output_url)?;
         let config = FileSinkConfig {
@@ -111,14 +134,38 @@ impl QueryPlanner for ClientWrites {
             file_extension: format.get_ext(),
             file_output_mode: FileOutputMode::Automatic,
         };
-        let mut plan = format
+        let plan = format
             .create_writer_physical_plan(input, state, config, None)
             .await?;
-        // DataFusion's planner optimizes what it plans; this plan is made here, so the rules
-        // run here: they give the sink the order it asks for (a gridded write's sort).
-        for rule in state.physical_optimizers() {
-            plan = rule.optimize(plan, state.config_options())?;
-        }
-        Ok(plan)
+        optimized(plan, state)
     }
+}
+
+impl ClientWrites {
+    /// The rows a write takes, as the cluster computes them: one partition, which a sink
+    /// reads.
+    async fn input(
+        &self,
+        input: &LogicalPlan,
+        state: &SessionState,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let input = self.cluster.create_physical_plan(input, state).await?;
+        if input.output_partitioning().partition_count() > 1 {
+            return Ok(Arc::new(CoalescePartitionsExec::new(input)));
+        }
+        Ok(input)
+    }
+}
+
+/// `plan` with the session's physical optimizer rules run: DataFusion's planner optimizes
+/// what it plans, and a writer plan is made here, so the rules run here (they give a sink the
+/// order it asks for: a gridded write's sort).
+fn optimized(
+    mut plan: Arc<dyn ExecutionPlan>,
+    state: &SessionState,
+) -> DfResult<Arc<dyn ExecutionPlan>> {
+    for rule in state.physical_optimizers() {
+        plan = rule.optimize(plan, state.config_options())?;
+    }
+    Ok(plan)
 }

@@ -152,7 +152,7 @@ impl LogicalExtensionCodec for NdfusionLogicalCodec {
             return self.inner.try_encode_table_provider(table_ref, node, buf);
         };
         buf.extend_from_slice(MAGIC);
-        buf.extend(to_json(&encode_table(source)?)?);
+        buf.extend(to_json(&encode_table(&source)?)?);
         Ok(())
     }
 

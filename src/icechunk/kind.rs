@@ -20,7 +20,10 @@ pub(crate) fn kind() -> TableKind {
         options: IcechunkOptions::documented,
         options_of: Some(crate::session::ZARR_FORMAT),
         functions,
-        source: |t| t.downcast_ref::<IcechunkTable>().map(IcechunkTable::source),
+        source: |t| {
+            t.downcast_ref::<IcechunkTable>()
+                .map(|t| Arc::clone(t.source()))
+        },
         describe: |t| {
             let table = t.downcast_ref::<IcechunkTable>()?;
             Some(format!(

@@ -1,13 +1,16 @@
-//! `STORED AS LANCE_ND` in the list of table kinds (`table_kind.rs`).
+//! `STORED AS LANCE_ND` in the list of table kinds (`table_kind.rs`): read, and written by
+//! `COPY ... STORED AS LANCE_ND`.
 
 use std::sync::Arc;
 
 use datafusion::catalog::TableProvider;
 
-use super::{LanceNdOptions, LanceNdTable, LanceNdTableFactory};
+use super::{
+    LanceNdCopyOptions, LanceNdFormatFactory, LanceNdOptions, LanceNdTable, LanceNdTableFactory,
+};
 use crate::session::LANCE_ND_FORMAT;
 use crate::table_kind::{
-    no_functions, no_locations, no_option_locations, Opening, Reopened, TableKind,
+    no_functions, no_locations, no_option_locations, Opening, Reopened, TableKind, Writer,
 };
 
 /// lance-nd tables, read at the version they were opened at.
@@ -25,7 +28,10 @@ pub(crate) fn kind() -> TableKind {
         reopen,
         read_locations: no_locations,
         option_locations: no_option_locations,
-        writer: None,
+        writer: Some(Writer {
+            format: || Arc::new(LanceNdFormatFactory::default()),
+            options: LanceNdCopyOptions::documented,
+        }),
     }
 }
 

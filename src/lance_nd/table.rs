@@ -2,13 +2,15 @@
 //! onto its grid.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::Session;
-use datafusion::common::Result as DfResult;
+use datafusion::common::{DataFusionError, Result as DfResult};
+use datafusion::datasource::sink::DataSinkExec;
 use datafusion::datasource::{TableProvider, TableType};
+use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
@@ -22,9 +24,11 @@ use super::location::TableLocation;
 use super::materialize::ColumnSource;
 use super::options::LanceNdOptions;
 use super::scan::{LanceNdScan, ScanRequest};
+use super::sql_writes::{LanceNdSink, RowsLayout};
 use super::statistics::{SummaryBuilder, TableSummary};
-use super::writer::check_stats_field;
+use super::writer::{check_stats_field, WriteOptions};
 use crate::error::{Error, Result};
+use crate::limits::Limits;
 use crate::nd::arrow_encoding::{is_nd_array_field, nd_array_parts, GLOBAL_ATTRS_COLUMN};
 use crate::scan::project_columns;
 use crate::scan::ScanExec;
@@ -47,19 +51,84 @@ use crate::table_source::{Opened, ScanOrigin, TableSource};
 /// ```
 #[derive(Debug)]
 pub struct LanceNdTable {
-    location: TableLocation,
-    dataset: Arc<Dataset>,
     schema: SchemaRef,
     columns: Vec<ColumnSource>,
     /// Every array of the table, with its value type.
     arrays: Vec<(String, DataType)>,
     /// Arrays with a `__stats__:<array>` column.
     stats: HashSet<String>,
+    /// Every dimension name, in order of first appearance.
+    dims: Vec<String>,
+    /// What is read, at which version.
+    reading: Arc<Reading>,
+}
+
+/// Where the table is read and at which version: the version it was opened at, until an
+/// `INSERT INTO` through this table moves it to the version the insert made (a table that
+/// did not show its own insert would surprise; one that moved with others' writes would
+/// give a cluster's processes different rows).
+#[derive(Debug)]
+pub(crate) struct Reading {
+    place: Place,
+    version: RwLock<Arc<Version>>,
+}
+
+/// What a version of the table is read with.
+#[derive(Debug)]
+struct Place {
+    /// The location as given.
+    given: String,
+    location: TableLocation,
+    options: LanceNdOptions,
+    arrays: Vec<(String, DataType)>,
+    /// Arrays whose `__stats__` columns give bounds (of the shape the writer checks).
+    bounded: Vec<String>,
+}
+
+/// One version of the table, and what is known of it before reading.
+#[derive(Debug)]
+struct Version {
+    dataset: Arc<Dataset>,
     /// Per-fragment row counts, dimension sizes and `__stats__` bounds.
     summary: Arc<TableSummary>,
-    options: LanceNdOptions,
-    /// How to open the table again, at the version read here.
+    /// How to open the table again, at this version.
     source: Arc<TableSource>,
+}
+
+impl Place {
+    /// `dataset`'s dimensions and summary.
+    async fn read(&self, dataset: Dataset) -> Result<(Vec<String>, Version)> {
+        let source = TableSource::new(LanceNdOpened {
+            location: self.given.clone(),
+            version: dataset.version_id(),
+            options: self.options.clone(),
+        });
+        let uri = &self.location.shown;
+        let (dims, summary) = summarize(&dataset, uri, &self.arrays, &self.bounded).await?;
+        let version = Version {
+            dataset: Arc::new(dataset),
+            summary: Arc::new(summary),
+            source,
+        };
+        Ok((dims, version))
+    }
+}
+
+impl Reading {
+    /// The version read now.
+    fn current(&self) -> Arc<Version> {
+        let version = self.version.read().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(&version)
+    }
+
+    /// Reads the latest version from now on (after an insert through the table). Arrays and
+    /// dimensions another writer added meanwhile stay out of the table's columns.
+    pub(crate) async fn refresh(&self) -> Result<()> {
+        let dataset = self.place.location.open().await?;
+        let (_, version) = self.place.read(dataset).await?;
+        *self.version.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(version);
+        Ok(())
+    }
 }
 
 /// What a [`LanceNdTable`] opened: a table at the Lance version it was opened at, so every
@@ -117,12 +186,7 @@ impl LanceNdTable {
                 .await
                 .map_err(|e| read_error(&location.shown, e))?;
         }
-        let source = TableSource::new(LanceNdOpened {
-            location: given,
-            version: dataset.version_id(),
-            options: options.clone(),
-        });
-        let uri = &location.shown;
+        let uri = location.shown.clone();
         let table_schema = Schema::from(dataset.schema());
         let invalid = |reason: String| Error::InvalidTable {
             uri: uri.clone(),
@@ -150,11 +214,22 @@ impl LanceNdTable {
                 let name = format!("{STATS_PREFIX}{a}");
                 table_schema
                     .field_with_name(&name)
-                    .is_ok_and(|f| check_stats_field(uri, f, a, t).is_ok())
+                    .is_ok_and(|f| check_stats_field(&uri, f, a, t).is_ok())
             })
             .map(|(a, _)| a.clone())
             .collect();
-        let (dims, summary) = summarize(&dataset, uri, &arrays, &bounded).await?;
+        let place = Place {
+            given,
+            location,
+            options,
+            arrays: arrays.clone(),
+            bounded,
+        };
+        let (dims, version) = place.read(dataset).await?;
+        let reading = Reading {
+            place,
+            version: RwLock::new(Arc::new(version)),
+        };
 
         let mut fields = Vec::new();
         let mut columns = Vec::new();
@@ -180,26 +255,23 @@ impl LanceNdTable {
             columns.push(ColumnSource::GlobalAttrs);
         }
         Ok(LanceNdTable {
-            location,
-            dataset: Arc::new(dataset),
             schema: Arc::new(Schema::new(fields)),
             columns,
             arrays,
             stats,
-            summary: Arc::new(summary),
-            options,
-            source,
+            dims,
+            reading: Arc::new(reading),
         })
     }
 
     /// The options the table was opened with.
     pub fn options(&self) -> &LanceNdOptions {
-        &self.options
+        &self.reading.place.options
     }
 
-    /// How the table was opened.
-    pub(crate) fn source(&self) -> &Arc<TableSource> {
-        &self.source
+    /// How to open the table again, at the version it reads.
+    pub(crate) fn source(&self) -> Arc<TableSource> {
+        Arc::clone(&self.reading.current().source)
     }
 
     fn classify(&self, filter: &Expr) -> FilterUse {
@@ -266,22 +338,69 @@ impl TableProvider for LanceNdTable {
                 FilterUse::Unused => {}
             }
         }
+        let version = self.reading.current();
         let scan = ScanExec::new(Arc::new(LanceNdScan::new(ScanRequest {
-            uri: self.location.shown.clone(),
-            dataset: Arc::clone(&self.dataset),
+            uri: self.reading.place.location.shown.clone(),
+            dataset: Arc::clone(&version.dataset),
             schema,
             columns,
             arrays: self.arrays.clone(),
-            summary: Arc::clone(&self.summary),
+            summary: Arc::clone(&version.summary),
             lance_filter: conjunction(exact),
             stats_filter: conjunction(skipping),
             limit,
             target_partitions: state.config().target_partitions(),
-            options: self.options.clone(),
+            options: self.reading.place.options.clone(),
         })));
-        let origin = ScanOrigin::new(&self.source, state, projection, filters, limit);
+        let origin = ScanOrigin::new(&version.source, state, projection, filters, limit);
         scan.origin().set(Arc::new(origin));
         Ok(Arc::new(scan))
+    }
+
+    /// `INSERT INTO t ...`: the rows, in the table's columns, appended as nd record batches
+    /// (one per distinct `__global_attrs__`, on the grid of its dimension values) in one
+    /// commit; the table reads that version next.
+    async fn insert_into(
+        &self,
+        state: &dyn Session,
+        input: Arc<dyn ExecutionPlan>,
+        insert_op: InsertOp,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let location = self.reading.place.given.as_str();
+        let refused = |reason: String| {
+            DataFusionError::from(Error::Write {
+                location: location.to_string(),
+                reason,
+            })
+        };
+        if insert_op != InsertOp::Append {
+            return Err(refused(format!(
+                "a lance-nd table takes INSERT INTO (an append), not {insert_op}"
+            )));
+        }
+        let indices: Vec<String> = (self.columns.iter())
+            .filter_map(|c| match c {
+                ColumnSource::Index(d) => Some(d.clone()),
+                _ => None,
+            })
+            .collect();
+        let limits = Limits::of_session(state.config_options())?;
+        let schema = input.schema();
+        let layout = RowsLayout::for_insert(&schema, &self.dims, &indices, limits.coordinate_bytes)
+            .map_err(|e| refused(e.to_string()))?;
+        // Rows are written as the table's own rows: typed as its columns (the planner cast
+        // them), with statistics when it keeps them.
+        let options = WriteOptions::new()
+            .with_statistics(!self.stats.is_empty())
+            .with_storage(self.reading.place.options.storage().clone());
+        let sink = LanceNdSink::new(
+            location,
+            layout,
+            options,
+            schema,
+            Some(Arc::clone(&self.reading)),
+        );
+        Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
     }
 
     fn supports_filters_pushdown(

@@ -17,7 +17,10 @@ pub(crate) fn kind() -> TableKind {
         options: ZarrOptions::documented,
         options_of: None,
         functions: no_functions,
-        source: |t| t.downcast_ref::<ZarrTable>().map(ZarrTable::source),
+        source: |t| {
+            t.downcast_ref::<ZarrTable>()
+                .map(|t| Arc::clone(t.source()))
+        },
         describe: |t| Some(t.downcast_ref::<ZarrTable>()?.options().to_string()),
         reopens: &["zarr", "zarr_many"],
         reopen,
@@ -29,7 +32,7 @@ pub(crate) fn kind() -> TableKind {
         },
         option_locations: no_option_locations,
         writer: Some(Writer {
-            format: || Arc::new(ZarrFormatFactory),
+            format: || Arc::new(ZarrFormatFactory::default()),
             options: ZarrWriteOptions::documented,
         }),
     }

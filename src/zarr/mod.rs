@@ -35,4 +35,4 @@ pub use factory::ZarrTableFactory;
 pub(crate) use kind::kind;
 pub use options::{ZarrKeys, ZarrOptions};
 pub use table::ZarrTable;
-pub use write::{ZarrFormat, ZarrFormatFactory, ZarrWriteKeys, ZarrWriteOptions};
+pub use write::{ZarrFormat, ZarrFormatFactory, ZarrWriteKeys, ZarrWriteOptions, ZarrWriter};

@@ -42,13 +42,13 @@ fn invalid(uri: &str, reason: impl Into<String>) -> Error {
     }
 }
 
-const CASTING: OptionSpec = OptionSpec::new(
+pub(crate) const CASTING: OptionSpec = OptionSpec::new(
     "casting",
     OptionKind::Choice(&["no", "safe", "unsafe"]),
     "what a write may do when an array's values have another type than the table's: \
      no (the default), safe (widen without loss) or unsafe (any cast Arrow can do)",
 );
-const STATISTICS: OptionSpec = OptionSpec::new(
+pub(crate) const STATISTICS: OptionSpec = OptionSpec::new(
     "statistics",
     OptionKind::Flag,
     "also write `__stats__:<array>` columns of numeric arrays (default: false)",
@@ -99,17 +99,27 @@ impl WriteOptions {
     /// [`StorageOptions`]; any other key is an error listing the known ones.
     pub fn from_map(options: &HashMap<String, String>) -> Result<Self> {
         let (set, storage) = FormatOptions::from_sql(WRITE_OPTIONS, options, "write_nd_batches")?;
+        Ok(Self::of_set(&set).with_storage(storage))
+    }
+
+    /// `casting` and `statistics` as a set of options (these, or `COPY ... STORED AS
+    /// LANCE_ND`'s) gives them.
+    pub(crate) fn of_set(set: &FormatOptions) -> Self {
         let casting = match set.choice(&CASTING) {
             Some("safe") => Casting::Safe,
             Some("unsafe") => Casting::Unsafe,
             _ => Casting::No,
         };
-        let statistics = set.flag(&STATISTICS).unwrap_or(false);
-        Ok(WriteOptions {
+        WriteOptions {
             casting,
-            statistics,
-            storage,
-        })
+            statistics: set.flag(&STATISTICS).unwrap_or(false),
+            storage: StorageOptions::default(),
+        }
+    }
+
+    /// What the write may do when an array's values have another type than the table's.
+    pub fn casting(&self) -> Casting {
+        self.casting
     }
 }
 

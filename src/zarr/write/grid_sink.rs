@@ -32,12 +32,12 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
-use super::grid::{Grid, GridBuilder, ORDER};
 use super::options::ZarrWriteOptions;
 use super::sink::{codecs, joined, write_chunk};
 use super::target::{ObjectWriter, Target};
 use super::variable::{copy_box, Stored};
 use crate::error::{Error, Result};
+use crate::nd::rows_grid::{Grid, GridBuilder, ORDER};
 
 /// Bytes of values a chunk holds by default (xarray and zarr-python advise a few MiB).
 const TARGET_CHUNK_BYTES: usize = 2 << 20;

@@ -4,14 +4,13 @@
 //! the options, checks before the query runs, the sink), `options.rs` (the `OPTIONS` keys),
 //! `layout.rs` (the query's columns as the fields of a `struct` element, and rows packed into
 //! element bytes), `sink.rs` (rows into chunks, compressed and written as they fill, in
-//! bounded memory); with `dimensions`, a dataset: `grid.rs` (each dimension's values learnt
-//! from the rows, a row's place on the grid), `variable.rs` (how each column is stored, as
+//! bounded memory); with `dimensions`, a dataset: `nd/rows_grid.rs` (each dimension's values
+//! learnt from the rows, a row's place on the grid), `variable.rs` (how each column is stored, as
 //! xarray stores it), `grid_sink.rs` (two passes over rows sorted by the dimensions, slab by
 //! slab); `target.rs` (where the store is written, so that it appears at its
 //! location only when complete and a failed or cancelled write leaves nothing).
 
 mod format;
-mod grid;
 mod grid_sink;
 mod layout;
 mod options;
@@ -19,5 +18,5 @@ mod sink;
 mod target;
 mod variable;
 
-pub use format::{ZarrFormat, ZarrFormatFactory};
+pub use format::{ZarrFormat, ZarrFormatFactory, ZarrWriter};
 pub use options::{ZarrWriteKeys, ZarrWriteOptions};

@@ -1,6 +1,7 @@
-//! The grid of a gridded write (`OPTIONS ('dimensions' 'time,lat,lon')`): each dimension's
-//! distinct values, learnt from the rows and sorted (the coordinates xarray's
-//! `Dataset.from_dataframe` makes from the index), and where a row lies on that grid.
+//! The grid of rows written from SQL onto dimensions (`COPY ... STORED AS ZARR OPTIONS
+//! ('dimensions' 'time,lat,lon')`, lance-nd's COPY and INSERT): each dimension's distinct
+//! values, learnt from the rows and sorted (the coordinates xarray's `Dataset.from_dataframe`
+//! makes from the index), and where a row lies on that grid.
 //!
 //! Values are compared in Arrow's row format, which orders as the values do, so any
 //! orderable column can be a dimension and a row's position is a binary search, with no
