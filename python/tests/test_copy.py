@@ -136,3 +136,35 @@ def test_two_rows_on_one_cell_leave_nothing(tmp_path):
     assert done.returncode != 0
     assert "two rows have the same dimensions (x) = (0)" in done.stderr, done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_pylance_reads_a_lance_nd_copy(tmp_path):
+    """COPY ... STORED AS LANCE_ND: one table row per station (its global attributes), each
+    row's arrays on that station's own depths, as pylance 14.0.2 reads them."""
+    import lance
+
+    out = tmp_path / "profiles.lance"
+    rows = ("(VALUES ('b', 10.0, 4.0, 35.0), ('a', 0.0, 12.0, 35.1), ('a', 5.0, 11.0, NULL), "
+            "('b', 0.0, 13.0, 34.9), ('a', 20.0, 3.5, 35.3)) AS v(station, depth, temp, sal)")
+    written = ndfusion(f"COPY (SELECT * FROM {rows}) TO '{out}' STORED AS LANCE_ND "
+                       "OPTIONS ('dimensions' 'depth', 'batch_by' 'station')")
+    assert written.split() == ["count", "5"]
+    table = lance.dataset(str(out)).to_table()
+    assert table.schema.metadata[b"lance_nd:format"] == b"1"
+    assert table.num_rows == 2
+    by_station = {r["__global_attrs__"]["station"]: r for r in table.to_pylist()}
+    a, b = by_station["a"], by_station["b"]
+    assert a["depth"] == {"values": [0.0, 5.0, 20.0], "dim_names": ["depth"], "dim_sizes": [3]}
+    assert a["temp"]["values"] == [12.0, 11.0, 3.5]
+    assert a["temp"]["dim_names"] == ["depth"] and a["temp"]["dim_sizes"] == [3]
+    assert a["sal"]["values"] == [35.1, None, 35.3]
+    assert b["depth"]["values"] == [0.0, 10.0]
+    assert b["temp"]["values"] == [13.0, 4.0]
+    # An INSERT appends in the table's own columns; pylance sees the new row.
+    ndfusion(f"CREATE EXTERNAL TABLE p STORED AS LANCE_ND LOCATION '{out}'; "
+             "INSERT INTO p (depth, temp, __global_attrs__) VALUES "
+             "(1.0, 7.5, named_struct('station', 'c')), (2.0, 7.0, named_struct('station', 'c'))")
+    table = lance.dataset(str(out)).to_table()
+    assert table.num_rows == 3
+    c = [r for r in table.to_pylist() if r["__global_attrs__"]["station"] == "c"][0]
+    assert c["temp"]["values"] == [7.5, 7.0] and c["sal"] is None

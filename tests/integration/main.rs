@@ -11,6 +11,7 @@ mod cli;
 mod cluster;
 mod icechunk;
 mod lance_nd;
+mod lance_nd_write;
 mod limits;
 mod listener;
 mod object_stores;
