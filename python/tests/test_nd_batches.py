@@ -127,7 +127,7 @@ def test_writes_evolve_the_schema_and_cast_only_when_allowed(tmp_path):
     )
     ndfusion.write_nd_batches(location, [second])
     int_temp = xr.Dataset({"temp": (("x",), np.array([7], dtype=np.int16))}, attrs={"id": "c"})
-    with pytest.raises(ndfusion.Error, match="array .temp. holds Float32 in the table, the write has Int16.*.casting. from Python"):
+    with pytest.raises(ndfusion.Error, match="array .temp. holds Float32 in the table, the write has Int16.*.casting. option in SQL and Python"):
         ndfusion.write_nd_batches(location, int_temp)
     ndfusion.write_nd_batches(location, int_temp, {"casting": "safe", "statistics": True})
 
