@@ -126,6 +126,50 @@ def test_xarray_opens_a_gridded_write_as_from_dataframe_makes_it(tmp_path):
     assert str(got["time"].values[1]) .startswith("1970-01-02")
 
 
+STRINGS = """SELECT station, CAST(d AS INT) AS depth,
+    concat(station, '-', CAST(d AS VARCHAR)) AS label, CAST(d AS DOUBLE) / 4 AS temp,
+    CASE WHEN d = 1 THEN NULL ELSE to_timestamp_seconds(d * 3600) END AS seen
+    FROM (VALUES ('b'), ('a'), ('ç')) AS s(station), unnest(range(3)) AS r(d)
+    WHERE NOT (station = 'a' AND d = 2)"""
+
+
+def strings_frame():
+    """The rows of STRINGS, made by pandas."""
+    import pandas as pd
+    rows = [{"station": s, "depth": d, "label": f"{s}-{d}", "temp": d / 4,
+             "seen": np.datetime64("NaT", "s") if d == 1 else np.datetime64(d * 3600, "s")}
+            for s in ["b", "a", "ç"] for d in range(3) if not (s == "a" and d == 2)]
+    return pd.DataFrame(rows).astype({"depth": "int32"})
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_xarray_opens_strings_and_either_zarr_format_as_it_writes_them(tmp_path, zarr_format):
+    import xarray as xr
+    out = tmp_path / "strings.zarr"
+    written = ndfusion(f"COPY ({STRINGS}) TO '{out}' STORED AS ZARR OPTIONS ('dimensions' "
+                       f"'station,depth', 'zarr_format' '{zarr_format}', 'chunks' 'station=2', "
+                       "'compression' 'gzip', 'attributes' '{\"source\": \"sql\"}')")
+    assert written.split() == ["count", "8"]
+    got = xr.open_zarr(out)
+    # What xarray makes of the same rows, written in the same format and opened by xarray: a
+    # missing string is "" (xarray's note: variable-length strings have no missing value).
+    expected = xr.Dataset.from_dataframe(strings_frame().set_index(["station", "depth"]))
+    expected.to_zarr(tmp_path / "xarray.zarr", zarr_format=zarr_format)
+    reference = xr.open_zarr(tmp_path / "xarray.zarr")
+    xr.testing.assert_equal(got.load(), reference.load())
+    assert list(got["station"].values) == ["a", "b", "ç"]
+    assert got["label"].sel(station="a", depth=2).item() == ""
+    assert np.isnat(got["seen"].sel(station="b", depth=1).values)
+    assert got.attrs == {"source": "sql"}
+    group = zarr.open_group(out, mode="r")
+    assert group.metadata.zarr_format == zarr_format
+    assert group["label"].chunks == (2, 3)
+    # Consolidated: zarr-python finds every array in the group's metadata alone.
+    consolidated = zarr.open_consolidated(out, zarr_format=zarr_format)
+    assert sorted(consolidated.metadata.consolidated_metadata.metadata) == [
+        "depth", "label", "seen", "station", "temp"]
+
+
 def test_two_rows_on_one_cell_leave_nothing(tmp_path):
     out = tmp_path / "dup.zarr"
     done = subprocess.run(

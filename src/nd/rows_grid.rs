@@ -43,6 +43,27 @@ struct Learning {
     seen: HashSet<Box<[u8]>>,
 }
 
+/// The types a dimension may have: numbers and times everywhere; strings where the writer
+/// stores string coordinates (Zarr; lance-nd's writes do not take them yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CoordinateTypes {
+    Numbers,
+    NumbersAndStrings,
+}
+
+impl CoordinateTypes {
+    fn accepts(self, data_type: &DataType) -> bool {
+        data_type.is_integer()
+            || data_type.is_floating()
+            || matches!(data_type, DataType::Timestamp(..))
+            || (self == CoordinateTypes::NumbersAndStrings
+                && matches!(
+                    data_type,
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+                ))
+    }
+}
+
 /// Learns the dimensions' values from the rows ([`add`](Self::add)), then makes the grid.
 pub(crate) struct GridBuilder {
     dims: Vec<Learning>,
@@ -57,10 +78,12 @@ pub(crate) const ORDER: SortOptions = SortOptions {
 };
 
 impl GridBuilder {
-    /// The dimensions `names` of rows of `schema`; their values may hold `max_bytes` in all.
+    /// The dimensions `names` of rows of `schema`, each of one of `types`; their values may
+    /// hold `max_bytes` in all.
     pub(crate) fn new(
         schema: &Schema,
         names: &[String],
+        types: CoordinateTypes,
         max_bytes: u64,
     ) -> Result<Self, GridError> {
         let mut dims = Vec::with_capacity(names.len());
@@ -76,7 +99,7 @@ impl GridBuilder {
                     .join(", "),
             })?;
             let data_type = schema.field(column).data_type();
-            if !is_coordinate_type(data_type) {
+            if !types.accepts(data_type) {
                 return Err(GridError::Unsupported {
                     name: name.clone(),
                     data_type: data_type.clone(),
@@ -150,13 +173,6 @@ impl GridBuilder {
     }
 }
 
-/// Types a coordinate can have here: those the gridded writer encodes.
-fn is_coordinate_type(data_type: &DataType) -> bool {
-    data_type.is_integer()
-        || data_type.is_floating()
-        || matches!(data_type, DataType::Timestamp(..))
-}
-
 /// The dimensions of a gridded write, in the order of `dimensions`.
 pub(crate) struct Grid {
     pub dims: Vec<Dim>,
@@ -225,7 +241,8 @@ mod tests {
     fn values_are_learnt_sorted_and_rows_found() {
         let b = batch(vec![2.5, -1.0, 2.5, 0.0], vec![3, 1, 2, 3]);
         let names = ["lat".to_string(), "id".to_string()];
-        let mut builder = GridBuilder::new(&b.schema(), &names, 1 << 20).unwrap();
+        let mut builder =
+            GridBuilder::new(&b.schema(), &names, CoordinateTypes::Numbers, 1 << 20).unwrap();
         builder.add(&b).unwrap();
         builder.add(&batch(vec![7.0], vec![1])).unwrap();
         let grid = builder.finish().unwrap();
@@ -254,7 +271,7 @@ mod tests {
         let b = batch(vec![1.0], vec![1]);
         let err = |names: &[&str], max| {
             let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-            match GridBuilder::new(&b.schema(), &names, max) {
+            match GridBuilder::new(&b.schema(), &names, CoordinateTypes::Numbers, max) {
                 Err(e) => e.to_string(),
                 Ok(mut g) => g.add(&b).unwrap_err().to_string(),
             }
@@ -268,16 +285,29 @@ mod tests {
             vec![Arc::new(StringArray::from(vec![None::<&str>]))],
         )
         .unwrap();
-        let e = GridBuilder::new(&s.schema(), &["s".to_string()], 100)
-            .err()
-            .unwrap();
+        let e = GridBuilder::new(
+            &s.schema(),
+            &["s".to_string()],
+            CoordinateTypes::Numbers,
+            100,
+        )
+        .err()
+        .unwrap();
         assert!(e.to_string().contains("'s' is Utf8"), "{e}");
+        let strings = CoordinateTypes::NumbersAndStrings;
+        assert!(GridBuilder::new(&s.schema(), &["s".to_string()], strings, 100).is_ok());
         let nulls = RecordBatch::try_from_iter([(
             "lat",
             Arc::new(Float64Array::from(vec![None])) as ArrayRef,
         )])
         .unwrap();
-        let mut g = GridBuilder::new(&nulls.schema(), &["lat".to_string()], 100).unwrap();
+        let mut g = GridBuilder::new(
+            &nulls.schema(),
+            &["lat".to_string()],
+            CoordinateTypes::Numbers,
+            100,
+        )
+        .unwrap();
         assert!(g
             .add(&nulls)
             .unwrap_err()

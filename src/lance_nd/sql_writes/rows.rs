@@ -22,7 +22,7 @@ use datafusion::common::DataFusionError;
 use datafusion::execution::memory_pool::MemoryReservation;
 
 use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
-use crate::nd::rows_grid::{GridBuilder, GridError};
+use crate::nd::rows_grid::{CoordinateTypes, GridBuilder, GridError};
 use crate::nd::{Dim, NdArrowArray, NdError, NdRecordBatch};
 
 /// Cells a batch's grid may have for each of its rows, past a first million: a sparse group
@@ -250,8 +250,12 @@ impl RowsLayout {
             .filter(|d| !d.index)
             .map(|d| d.name.clone())
             .collect();
-        let mut learning =
-            GridBuilder::new(&group.schema(), &coordinates, self.max_coordinate_bytes)?;
+        let mut learning = GridBuilder::new(
+            &group.schema(),
+            &coordinates,
+            CoordinateTypes::Numbers,
+            self.max_coordinate_bytes,
+        )?;
         learning.add(group)?;
         let learnt = learning.finish()?;
 

@@ -1,15 +1,15 @@
 //! [`GridSink`]: a query's rows written as an xarray dataset on the grid of its `dimensions`
 //! columns, what `xr.Dataset.from_dataframe(df.set_index(dimensions))` makes of them: one
 //! coordinate per dimension (its sorted distinct values), every other column a data variable
-//! on all the dimensions, NaN / NaT where no row names a cell (`variable.rs`), consolidated
-//! metadata in the group's `zarr.json`.
+//! on all the dimensions, NaN / NaT / `""` where no row names a cell (`variable.rs`),
+//! consolidated metadata, in Zarr 3 or 2 (`zarr_version.rs`).
 //!
 //! Two passes, in bounded memory. The input arrives sorted by the dimensions (the sink asks
 //! for that order; DataFusion's sort spills to disk within the memory pool). Pass one learns
 //! each dimension's values (`grid.rs`) while the rows go to a spill file; pass two reads them
 //! back and fills one slab of chunks along the first dimension at a time, so only that slab
-//! (and the chunks being compressed and written) is held. Two rows on one cell are an error
-//! naming the dimensions and the cell.
+//! (its strings' bytes too) and the chunks being compressed and written are held. Two rows on
+//! one cell are an error naming the dimensions and the cell.
 
 use std::fs::File;
 use std::sync::Arc;
@@ -29,21 +29,25 @@ use datafusion::physical_expr::{LexRequirement, PhysicalSortRequirement};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::task::JoinSet;
 
 use super::options::ZarrWriteOptions;
-use super::sink::{codecs, joined, write_chunk};
-use super::target::{ObjectWriter, Target};
-use super::variable::{copy_box, Stored};
+use super::sink::{joined, write_chunk};
+use super::target::{Commit, ObjectWriter, Target};
+use super::variable::{copy_box, Stored, Strings};
+use super::zarr_version::{ArraySpec, ZarrVersion};
 use crate::error::{Error, Result};
-use crate::nd::rows_grid::{Grid, GridBuilder, ORDER};
+use crate::nd::rows_grid::{CoordinateTypes, Grid, GridBuilder, ORDER};
 
 /// Bytes of values a chunk holds by default (xarray and zarr-python advise a few MiB).
 const TARGET_CHUNK_BYTES: usize = 2 << 20;
 
 /// Chunks compressed and written at once while a slab is flushed.
 const CHUNKS_IN_FLIGHT: usize = 4;
+
+/// A dimension may be a number, a time or a string.
+const TYPES: CoordinateTypes = CoordinateTypes::NumbersAndStrings;
 
 /// Cells a grid may have for each row written, past a first million: a sparse result (a few
 /// rows on far-apart values of several dimensions) would otherwise make a grid of mostly
@@ -57,6 +61,7 @@ pub(crate) struct GridSink {
     options: ZarrWriteOptions,
     schema: SchemaRef,
     dimensions: Vec<String>,
+    version: ZarrVersion,
     /// Bytes the coordinates may hold (the session's `ndfusion.max_coordinate_bytes`).
     max_coordinate_bytes: u64,
     metrics: ExecutionPlanMetricsSet,
@@ -83,7 +88,7 @@ impl GridSink {
             reason,
         };
         let dimensions = options.dimensions().unwrap_or_default().to_vec();
-        GridBuilder::new(&schema, &dimensions, max_coordinate_bytes)
+        GridBuilder::new(&schema, &dimensions, TYPES, max_coordinate_bytes)
             .map_err(|e| refused(e.to_string()))?;
         for field in schema.fields() {
             check_name(field.name()).map_err(&refused)?;
@@ -97,11 +102,13 @@ impl GridSink {
             options.chunk_length(&names, name)?;
         }
         options.attributes()?;
+        let version = options.zarr_version()?;
         Ok(GridSink {
             location: location.to_string(),
             options,
             schema,
             dimensions,
+            version,
             max_coordinate_bytes,
             metrics: ExecutionPlanMetricsSet::new(),
         })
@@ -151,7 +158,7 @@ impl GridSink {
         target: &Target,
         reservation: &mut MemoryReservation,
         writes: &mut JoinSet<Result<usize>>,
-    ) -> DfResult<(u64, Vec<u8>)> {
+    ) -> DfResult<(u64, Commit)> {
         // Pass one: learn the grid, spill the rows.
         let spill = ctx
             .runtime_env()
@@ -161,9 +168,13 @@ impl GridSink {
         let file =
             File::create(&path).map_err(|e| self.refused(format!("spilling the rows: {e}")))?;
         let mut spilled = Some(StreamWriter::try_new(file, &self.schema)?);
-        let mut builder =
-            GridBuilder::new(&self.schema, &self.dimensions, self.max_coordinate_bytes)
-                .map_err(|e| self.refused(e))?;
+        let mut builder = GridBuilder::new(
+            &self.schema,
+            &self.dimensions,
+            TYPES,
+            self.max_coordinate_bytes,
+        )
+        .map_err(|e| self.refused(e))?;
         let mut nulls = vec![0usize; self.schema.fields().len()];
         let mut rows: u64 = 0;
         while let Some(batch) = data.next().await {
@@ -255,10 +266,13 @@ impl GridSink {
                 .iter()
                 .map(|v| v.stored.missing().repeat(slab_cells))
                 .collect(),
+            strings: vec![Strings::new(); variables.len()],
+            reservation,
             slab: None,
             previous: Vec::new(),
             writer: writer.clone(),
             writes,
+            version: self.version,
             compression,
             chunks_written: MetricBuilder::new(&self.metrics).global_counter("chunks_written"),
         };
@@ -280,44 +294,56 @@ impl GridSink {
         fill.flush().await?;
         drop(spill);
 
-        // Coordinates, then every array's metadata; the group's is the commit.
-        let codecs = codecs(compression);
+        // Coordinates, then every array's documents, then the group's: the last is the commit.
         let names: Vec<&str> = grid.dims.iter().map(|d| d.name.as_str()).collect();
-        let mut consolidated = serde_json::Map::new();
+        let mut documents = Vec::new();
         for (d, dim) in grid.dims.iter().enumerate() {
             let stored = Stored::of(&dim.name, dim.values.data_type(), false)
                 .map_err(|e| self.refused(e))?;
             let values = stored.prepare(&dim.values)?;
             let w = stored.width();
             let mut all = vec![0u8; dim.len() * w];
+            let mut strings = Strings::new();
             let cells: Vec<usize> = (0..dim.len()).collect();
-            stored.put_column(values.as_ref(), &cells, &mut all);
+            stored.put_column(values.as_ref(), &cells, &mut all, &mut strings);
             for (k, start) in (0..dim.len()).step_by(chunks[d]).enumerate() {
                 let mut chunk = stored.missing().repeat(chunks[d]);
                 copy_box(&all, &[dim.len()], &[start], &mut chunk, &[chunks[d]], w);
+                let chunk = fill.encode(&stored, chunk, &strings)?;
                 finish_some(fill.writes, CHUNKS_IN_FLIGHT).await?;
-                let key = format!("{}/c/{k}", dim.name);
+                let key = self.version.chunk_key(&dim.name, &[k]);
                 fill.writes
                     .spawn(write_chunk(writer.clone(), key, chunk, compression));
             }
-            let meta = stored.metadata(&[dim.len()], &[chunks[d]], &[dim.name.as_str()], &codecs);
-            consolidated.insert(dim.name.clone(), meta);
+            let array = ArraySpec {
+                name: &dim.name,
+                stored: &stored,
+                shape: &[dim.len()],
+                chunks: &[chunks[d]],
+                dimensions: &[dim.name.as_str()],
+            };
+            documents.extend(self.version.array_documents(&array, compression));
         }
         for v in &variables {
-            let meta = v.stored.metadata(&shape, &chunks, &names, &codecs);
-            consolidated.insert(v.name.clone(), meta);
+            let array = ArraySpec {
+                name: &v.name,
+                stored: &v.stored,
+                shape: &shape,
+                chunks: &chunks,
+                dimensions: &names,
+            };
+            documents.extend(self.version.array_documents(&array, compression));
         }
         finish_some(fill.writes, 0).await?;
-        for (name, meta) in &consolidated {
-            put_document(&writer, &format!("{name}/zarr.json"), meta).await?;
+        for (key, doc) in &documents {
+            put_document(&writer, key, doc).await?;
         }
-        let group = json!({
-            "zarr_format": 3,
-            "node_type": "group",
-            "attributes": self.options.attributes()?,
-            "consolidated_metadata": {"kind": "inline", "must_understand": false, "metadata": consolidated},
-        });
-        Ok((rows, serde_json::to_vec_pretty(&group).unwrap_or_default()))
+        let (group, commit) =
+            (self.version).group_documents(self.options.attributes()?, &documents);
+        for (key, doc) in &group {
+            put_document(&writer, key, doc).await?;
+        }
+        Ok((rows, commit))
     }
 
     /// Elements per chunk along each dimension: `chunks` where given (at most the
@@ -394,12 +420,17 @@ struct Fill<'a> {
     variables: &'a [Variable],
     /// Each variable's slab: `chunks[0]` cells of the first dimension by the others, C order.
     slabs: Vec<Vec<u8>>,
+    /// Each variable's strings in its slab (empty for other types).
+    strings: Vec<Strings>,
+    /// Holds the slabs; grows and shrinks with the strings' bytes.
+    reservation: &'a mut MemoryReservation,
     /// The slab being filled (its index along the first dimension).
     slab: Option<usize>,
     /// The last row's cell, to find two rows on one cell (rows arrive sorted).
     previous: Vec<usize>,
     writer: ObjectWriter,
     writes: &'a mut JoinSet<Result<usize>>,
+    version: ZarrVersion,
     compression: super::options::Compression,
     chunks_written: datafusion::physical_plan::metrics::Count,
 }
@@ -437,7 +468,7 @@ impl Fill<'_> {
             }
             let slab = key[0] / self.chunks[0];
             if self.slab != Some(slab) {
-                self.put(batch, start, &cells);
+                self.put(batch, start, &cells)?;
                 cells.clear();
                 start = row;
                 self.flush().await?;
@@ -451,21 +482,46 @@ impl Fill<'_> {
             cells.push(cell);
             self.previous.clone_from(&key);
         }
-        self.put(batch, start, &cells);
+        self.put(batch, start, &cells)
+    }
+
+    /// Rows `start..` of `batch` into their `cells` of the current slab; an error when the
+    /// pool cannot hold the slab's strings.
+    fn put(&mut self, batch: &RecordBatch, start: usize, cells: &[usize]) -> Result<()> {
+        if cells.is_empty() {
+            return Ok(());
+        }
+        let vars = self.variables.iter().zip(&mut self.slabs);
+        for ((v, slab), strings) in vars.zip(&mut self.strings) {
+            let column: ArrayRef = batch.column(v.column).slice(start, cells.len());
+            let column = v
+                .stored
+                .prepare(&column)
+                .map_err(|e| self.sink.refused(e))?;
+            let held = strings.len();
+            v.stored.put_column(column.as_ref(), cells, slab, strings);
+            self.reservation
+                .try_grow(strings.len() - held)
+                .map_err(|_| {
+                    self.sink.refused(format!(
+                        "the memory pool cannot hold the strings of one slab of chunks of \
+                         '{}' ({} bytes); write smaller chunks along '{}' or raise the memory \
+                         limit",
+                        v.name,
+                        strings.len(),
+                        self.grid.dims[0].name
+                    ))
+                })?;
+        }
         Ok(())
     }
 
-    /// Rows `start..` of `batch` into their `cells` of the current slab.
-    fn put(&mut self, batch: &RecordBatch, start: usize, cells: &[usize]) {
-        if cells.is_empty() {
-            return;
-        }
-        for (v, slab) in self.variables.iter().zip(&mut self.slabs) {
-            let column: ArrayRef = batch.column(v.column).slice(start, cells.len());
-            // Checked when the sink was made: the cast of an integer to float64 cannot fail.
-            if let Ok(column) = v.stored.prepare(&column) {
-                v.stored.put_column(column.as_ref(), cells, slab);
-            }
+    /// A chunk's bytes as they are compressed: strings encoded as `vlen-utf8`, other values
+    /// as they are.
+    fn encode(&self, stored: &Stored, chunk: Vec<u8>, strings: &[u8]) -> Result<Vec<u8>> {
+        match stored.is_string() {
+            true => Stored::vlen_utf8(&chunk, strings).map_err(|e| self.sink.refused(e)),
+            false => Ok(chunk),
         }
     }
 
@@ -482,7 +538,8 @@ impl Fill<'_> {
             .map(|d| self.shape[d].div_ceil(self.chunks[d]))
             .collect();
         let count: usize = grid.iter().product();
-        for (v, buffer) in self.variables.iter().zip(&mut self.slabs) {
+        for (i, v) in self.variables.iter().enumerate() {
+            let buffer = &self.slabs[i];
             let w = v.stored.width();
             let missing = v.stored.missing();
             for n in 0..count {
@@ -501,10 +558,10 @@ impl Fill<'_> {
                 );
                 let mut chunk = missing.repeat(self.chunks.iter().product());
                 copy_box(buffer, &slab_shape, &origin, &mut chunk, self.chunks, w);
-                let mut key = format!("{}/c/{slab}", v.name);
-                for i in &index {
-                    key.push_str(&format!("/{i}"));
-                }
+                let chunk = self.encode(&v.stored, chunk, &self.strings[i])?;
+                let mut at = vec![slab];
+                at.extend(&index);
+                let key = self.version.chunk_key(&v.name, &at);
                 finish_some(self.writes, CHUNKS_IN_FLIGHT - 1).await?;
                 self.writes.spawn(write_chunk(
                     self.writer.clone(),
@@ -515,9 +572,11 @@ impl Fill<'_> {
                 self.chunks_written.add(1);
             }
             // Empty again: a cell no row names is missing.
-            for cell in buffer.chunks_exact_mut(w) {
+            for cell in self.slabs[i].chunks_exact_mut(w) {
                 cell.copy_from_slice(&missing);
             }
+            let strings = std::mem::take(&mut self.strings[i]);
+            self.reservation.shrink(strings.len());
         }
         Ok(())
     }

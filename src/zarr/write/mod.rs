@@ -6,7 +6,8 @@
 //! element bytes), `sink.rs` (rows into chunks, compressed and written as they fill, in
 //! bounded memory); with `dimensions`, a dataset: `nd/rows_grid.rs` (each dimension's values
 //! learnt from the rows, a row's place on the grid), `variable.rs` (how each column is stored, as
-//! xarray stores it), `grid_sink.rs` (two passes over rows sorted by the dimensions, slab by
+//! xarray stores it), `zarr_version.rs` (the documents and chunk keys of Zarr 3 or 2),
+//! `grid_sink.rs` (two passes over rows sorted by the dimensions, slab by
 //! slab); `target.rs` (where the store is written, so that it appears at its
 //! location only when complete and a failed or cancelled write leaves nothing).
 
@@ -17,6 +18,7 @@ mod options;
 mod sink;
 mod target;
 mod variable;
+mod zarr_version;
 
 pub use format::{ZarrFormat, ZarrFormatFactory, ZarrWriter};
 pub use options::{ZarrWriteKeys, ZarrWriteOptions};

@@ -1,6 +1,7 @@
 //! What `COPY (query) TO 'out.zarr' STORED AS ZARR OPTIONS (...)` takes: each key declared
 //! once, read by the format factory, shown by `\options` and listed in errors.
 
+use super::zarr_version::ZarrVersion;
 use crate::error::{Error, Result};
 use crate::table_options::{Declared, KindOptions, OptionKeys, OptionKind, OptionSpec};
 
@@ -28,6 +29,12 @@ const DIMENSIONS: OptionSpec = OptionSpec::new(
     "columns that are the grid's dimensions, comma-separated: writes a dataset (a group of \
      coordinates and data variables) that xarray opens (default: none, a struct array)",
 );
+const ZARR_FORMAT: OptionSpec = OptionSpec::new(
+    "zarr_format",
+    OptionKind::Choice(&["3", "2"]),
+    "with dimensions: the Zarr format of the dataset, 3 or 2 (default: 3; a struct array is \
+     always Zarr 3)",
+);
 const ATTRIBUTES: OptionSpec = OptionSpec::new(
     "attributes",
     OptionKind::Text,
@@ -35,8 +42,14 @@ const ATTRIBUTES: OptionSpec = OptionSpec::new(
 );
 
 /// The options of `COPY ... STORED AS ZARR`, in the order `\options` lists them.
-pub(crate) const WRITE_OPTIONS: &[OptionSpec] =
-    &[OVERWRITE, COMPRESSION, CHUNKS, DIMENSIONS, ATTRIBUTES];
+pub(crate) const WRITE_OPTIONS: &[OptionSpec] = &[
+    OVERWRITE,
+    COMPRESSION,
+    CHUNKS,
+    DIMENSIONS,
+    ZARR_FORMAT,
+    ATTRIBUTES,
+];
 
 /// The keys of `COPY ... STORED AS ZARR` (what makes a [`KindOptions`] a
 /// [`ZarrWriteOptions`]).
@@ -107,6 +120,21 @@ impl KindOptions<ZarrWriteKeys> {
             }
             Ok(other) => Err(invalid(format!("expected a JSON object, found {other}"))),
             Err(e) => Err(invalid(format!("not JSON: {e}"))),
+        }
+    }
+
+    /// The Zarr format of a gridded write (`zarr_format`): `2` without `dimensions` is an
+    /// error naming the option, as the struct data type exists only in Zarr 3.
+    pub(crate) fn zarr_version(&self) -> Result<ZarrVersion> {
+        match self.set.choice(&ZARR_FORMAT) {
+            Some("2") if self.dimensions().is_none() => Err(Error::InvalidOption {
+                option: ZARR_FORMAT.key.to_string(),
+                reason: "a struct array is written as Zarr 3 (Zarr 2 has no struct data type \
+                         ndfusion writes); '2' applies with 'dimensions'"
+                    .into(),
+            }),
+            Some("2") => Ok(ZarrVersion::V2),
+            _ => Ok(ZarrVersion::V3),
         }
     }
 
@@ -195,7 +223,9 @@ mod tests {
         assert!(
             err.contains("'dimension'")
                 && err.contains("COPY ... STORED AS ZARR does not know this option")
-                && err.contains("overwrite, compression, chunks, dimensions, attributes"),
+                && err.contains(
+                    "overwrite, compression, chunks, dimensions, zarr_format, attributes"
+                ),
             "{err}"
         );
         let err = options(&[("compression", "lz4")]).unwrap_err().to_string();
@@ -209,6 +239,19 @@ mod tests {
         let o = options(&[("chunks", "dim_0=0")]).unwrap();
         let err = o.chunk_length(&["dim_0"], "dim_0").unwrap_err().to_string();
         assert!(err.contains("positive integer, found '0'"), "{err}");
+        let err = options(&[("zarr_format", "2")])
+            .unwrap()
+            .zarr_version()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("'zarr_format'") && err.contains("applies with 'dimensions'"),
+            "{err}"
+        );
+        let o = options(&[("zarr_format", "2"), ("dimensions", "x")]).unwrap();
+        assert_eq!(o.zarr_version().unwrap(), ZarrVersion::V2);
+        let err = options(&[("zarr_format", "4")]).unwrap_err().to_string();
+        assert!(err.contains("expected one of 3, 2"), "{err}");
         let o = options(&[("chunks", " dim_0 = 7 ")]).unwrap();
         assert_eq!(o.chunk_length(&["dim_0"], "dim_0").unwrap(), Some(7));
     }

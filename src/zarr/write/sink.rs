@@ -22,7 +22,7 @@ use tokio::task::JoinSet;
 
 use super::layout::Layout;
 use super::options::{Compression, ZarrWriteOptions, GZIP_LEVEL, ZSTD_LEVEL};
-use super::target::{ObjectWriter, Target};
+use super::target::{Commit, ObjectWriter, Target};
 use crate::error::{Error, Result};
 
 /// The name ndfusion reads the element index back as.
@@ -57,6 +57,7 @@ impl ZarrSink {
         options: ZarrWriteOptions,
         schema: SchemaRef,
     ) -> Result<Self> {
+        options.zarr_version()?;
         let layout = Layout::of(&schema, DIMENSION).map_err(|e| Error::Write {
             location: location.to_string(),
             reason: e.to_string(),
@@ -84,9 +85,9 @@ impl ZarrSink {
         })
     }
 
-    /// `zarr.json` of the array of `rows` elements.
-    fn metadata(&self, rows: u64) -> Vec<u8> {
-        let codecs = codecs(self.options.compression());
+    /// `zarr.json` of the array of `rows` elements: the commit.
+    fn metadata(&self, rows: u64) -> Commit {
+        let codecs = codecs(self.options.compression(), false);
         let doc = json!({
             "zarr_format": 3,
             "node_type": "array",
@@ -99,7 +100,10 @@ impl ZarrSink {
             "attributes": {},
             "dimension_names": [DIMENSION],
         });
-        serde_json::to_vec_pretty(&doc).unwrap_or_default()
+        Commit::new(
+            "zarr.json",
+            serde_json::to_vec_pretty(&doc).unwrap_or_default(),
+        )
     }
 
     /// Chunks in flight the pool can hold beside the one filling (each holds its bytes and,
@@ -218,9 +222,14 @@ impl ZarrSink {
     }
 }
 
-/// The codec chain of every array written: bytes (little-endian) and the compressor.
-pub(super) fn codecs(compression: Compression) -> Value {
-    let mut codecs = vec![json!({"name": "bytes", "configuration": {"endian": "little"}})];
+/// The Zarr 3 codecs of an array's chunks: its values' bytes (little-endian, or `vlen-utf8`
+/// for strings), then the compressor.
+pub(super) fn codecs(compression: Compression, vlen_utf8: bool) -> Value {
+    let serializer = match vlen_utf8 {
+        true => json!({"name": "vlen-utf8", "configuration": {}}),
+        false => json!({"name": "bytes", "configuration": {"endian": "little"}}),
+    };
+    let mut codecs = vec![serializer];
     match compression {
         Compression::Zstd => codecs.push(
             json!({"name": "zstd", "configuration": {"level": ZSTD_LEVEL, "checksum": false}}),

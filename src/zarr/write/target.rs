@@ -5,10 +5,10 @@
 //!   target (with `overwrite`) is renamed aside first and removed after the new one is in
 //!   place.
 //! - **Object store**: objects have no rename. A new target is written in place with its
-//!   metadata document (`zarr.json`) last, so no reader sees a store before it is complete;
+//!   commit document (`zarr.json`, a Zarr 2 group's `.zgroup`) last, so no reader sees a store before it is complete;
 //!   an existing one (with `overwrite`) is kept until a staged copy under a hidden prefix
 //!   beside it is complete, then replaced: its objects deleted, the staged ones copied over
-//!   (server-side), the metadata last.
+//!   (server-side), the commit document last.
 //!
 //! A write that fails, or that is dropped (a cancelled query), removes what it wrote: the
 //! staging folder, or every object it put.
@@ -24,8 +24,19 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use crate::error::{Error, Result};
 use crate::storage::{resolve, RemoteStore, Resolved, StorageOptions};
 
-/// The metadata document, written last.
-pub(crate) const METADATA_KEY: &str = "zarr.json";
+/// The document that completes a store, written last: the root's `zarr.json` (or a Zarr 2
+/// group's `.zgroup`). Until it is there, a reader finds no store.
+#[derive(Debug)]
+pub(crate) struct Commit {
+    pub key: &'static str,
+    pub bytes: Vec<u8>,
+}
+
+impl Commit {
+    pub(crate) fn new(key: &'static str, bytes: Vec<u8>) -> Self {
+        Commit { key, bytes }
+    }
+}
 
 /// Objects deleted or copied at once when a remote store is replaced or cleaned up.
 const OBJECTS_IN_FLIGHT: usize = 16;
@@ -181,8 +192,8 @@ impl Target {
         }
     }
 
-    /// Writes the metadata document and puts the complete store at the location.
-    pub(crate) async fn commit(mut self, metadata: Vec<u8>) -> Result<()> {
+    /// Writes the commit document and puts the complete store at the location.
+    pub(crate) async fn commit(mut self, commit: Commit) -> Result<()> {
         let location = self.location.clone();
         match &self.at {
             Place::Local {
@@ -192,7 +203,7 @@ impl Target {
             } => {
                 let (target, staging, replace) = (target.clone(), staging.clone(), *replace);
                 tokio::task::spawn_blocking(move || {
-                    commit_local(&location, &target, &staging, replace, &metadata)
+                    commit_local(&location, &target, &staging, replace, &commit)
                 })
                 .await
                 .map_err(|e| failed(&self.location, e))??;
@@ -205,10 +216,10 @@ impl Target {
                 if staging.root != target.root {
                     replace_remote(&location, target, staging, written).await?;
                 }
-                let key = target.path(METADATA_KEY);
+                let key = target.path(commit.key);
                 target
                     .store
-                    .put(&key, PutPayload::from(metadata))
+                    .put(&key, PutPayload::from(commit.bytes))
                     .await
                     .map_err(|e| failed(&location, e))?;
             }
@@ -219,17 +230,16 @@ impl Target {
 }
 
 impl Target {
-    /// Ends a write: on success puts `metadata` as the store's `zarr.json` and the store in
-    /// place; on an error waits for the chunk writes already started (`writes`), then removes
+    /// Ends a write: on success puts the `commit` document and the store in place; on an error waits for the chunk writes already started (`writes`), then removes
     /// what was written. The outcome's value is returned, or its error.
     pub(crate) async fn finish<T>(
         self,
-        outcome: datafusion::common::Result<(T, Vec<u8>)>,
+        outcome: datafusion::common::Result<(T, Commit)>,
         writes: &mut tokio::task::JoinSet<Result<usize>>,
     ) -> datafusion::common::Result<T> {
         match outcome {
-            Ok((value, metadata)) => {
-                self.commit(metadata).await?;
+            Ok((value, commit)) => {
+                self.commit(commit).await?;
                 Ok(value)
             }
             Err(e) => {
@@ -272,16 +282,16 @@ fn parent_of(path: &FsPath) -> PathBuf {
     }
 }
 
-/// Writes `zarr.json` into the staging folder and renames it to `target`; an existing target
+/// Writes the commit document into the staging folder and renames it to `target`; an existing target
 /// (when `replace`) is renamed aside first, put back if the rename fails, and removed after.
 fn commit_local(
     location: &str,
     target: &FsPath,
     staging: &FsPath,
     replace: bool,
-    metadata: &[u8],
+    commit: &Commit,
 ) -> Result<()> {
-    std::fs::write(staging.join(METADATA_KEY), metadata).map_err(|e| failed(location, e))?;
+    std::fs::write(staging.join(commit.key), &commit.bytes).map_err(|e| failed(location, e))?;
     let aside = match replace {
         false => None,
         true => {
@@ -327,7 +337,7 @@ fn remove_path(path: &FsPath) -> std::io::Result<()> {
     }
 }
 
-/// Deletes the objects below `target`, copies the staged ones over (the metadata is put by
+/// Deletes the objects below `target`, copies the staged ones over (the commit document is put by
 /// the caller, last) and deletes the staged ones.
 async fn replace_remote(
     location: &str,
