@@ -161,7 +161,8 @@ impl FormatOptions {
     }
 
     /// Like [`from_sql`](Self::from_sql) for a format that takes another's options (`specs`)
-    /// and its own (`more`): both sets, then the storage settings. Unknown keys list all.
+    /// and its own (`more`, which win a key both declare): both sets, then the storage
+    /// settings. Unknown keys list all.
     pub(crate) fn from_sql_layered(
         specs: &'static [OptionSpec],
         more: &'static [OptionSpec],
@@ -176,16 +177,20 @@ impl FormatOptions {
         for key in keys {
             let value = &options[key];
             let bare = key.strip_prefix("format.").unwrap_or(key);
-            if let Some(spec) = specs.iter().find(|s| s.key == bare) {
-                own.set(spec, OptionValue::parse(spec, value)?);
-            } else if let Some(spec) = more.iter().find(|s| s.key == bare) {
+            // A key both declare is the layering format's own (Icechunk's containers).
+            if let Some(spec) = more.iter().find(|s| s.key == bare) {
                 extra.set(spec, OptionValue::parse(spec, value)?);
+            } else if let Some(spec) = specs.iter().find(|s| s.key == bare) {
+                own.set(spec, OptionValue::parse(spec, value)?);
             } else if StorageOptions::is_storage_key(bare) {
                 storage = storage.with(bare, value.clone())?;
             } else {
-                let known: Vec<&str> = (specs.iter().chain(more).map(|s| s.key))
-                    .chain(StorageOptions::keys())
-                    .collect();
+                let mut known: Vec<&str> = Vec::new();
+                for key in (specs.iter().chain(more).map(|s| s.key)).chain(StorageOptions::keys()) {
+                    if !known.contains(&key) {
+                        known.push(key);
+                    }
+                }
                 return Err(Error::InvalidOption {
                     option: bare.to_string(),
                     reason: format!(

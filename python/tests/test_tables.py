@@ -44,6 +44,19 @@ def test_a_dataset_decodes_times_as_xarray_does(ctx):
     assert "blocks=2/6" in shown, shown
 
 
+def test_a_kerchunk_reference_file_reads_the_netcdf_file_it_describes(ctx):
+    # refs_v1.json: kerchunk 0.2.10's references into demo.nc (netCDF4-python 1.7.5).
+    ctx.register_table("k", ndfusion.ZarrTable(str(DATA / "kerchunk" / "refs_v1.json")))
+    demo = expected("kerchunk")["demo"]
+    temps = [float(t) for t in demo["values"]["temp"] if t is not None]
+    count, total = one(ctx, "SELECT count(temp), sum(temp) FROM k")
+    assert count == len(temps)
+    assert total == pytest.approx(sum(temps), rel=1e-12)
+    # References outside the reference file's folder need the option.
+    with pytest.raises(Exception, match="virtual_chunk_containers"):
+        ndfusion.ZarrTable(str(DATA / "kerchunk" / "elsewhere" / "refs_up.json"))
+
+
 def test_a_collection_is_chosen_by_its_members_attributes(ctx):
     pattern = str(DATA / "collections" / "floats" / "*.zarr")
     ctx.register_table("f", ndfusion.ZarrTable(pattern))

@@ -4,11 +4,11 @@ use std::sync::Arc;
 
 use datafusion::catalog::TableProvider;
 
-use super::containers::parse_grants;
 use super::{
     IcechunkLogFunction, IcechunkOptions, IcechunkRefsFunction, IcechunkTable, IcechunkTableFactory,
 };
 use crate::session::ICECHUNK_FORMAT;
+use crate::storage::parse_grants;
 use crate::table_kind::{no_locations, NamedTableFunction, Opening, Reopened, TableKind};
 
 /// A node of an Icechunk repository at one version, and the repository's history.

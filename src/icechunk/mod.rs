@@ -5,7 +5,7 @@
 //! STORED AS ICECHUNK LOCATION 'repo' OPTIONS ('branch' 'main', 'path' 'ocean')
 //!   └─ options.rs     IcechunkOptions: Zarr's options + version, path, containers
 //!   └─ repository.rs  Icechunk's storage from the storage keys; virtual chunk containers
-//!                     authorized (containers.rs parses the option)
+//!                     authorized (storage/containers.rs parses the option)
 //!   └─ table.rs       IcechunkTable: per query, version.rs resolves the version to a
 //!                     snapshot, store.rs reads it as a ZarrStore, and the Zarr reader does
 //!                     the rest (NodeTable: arrays, datasets)
@@ -13,7 +13,6 @@
 //! ```
 
 mod bounds;
-mod containers;
 mod history;
 mod kind;
 mod options;

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use crate::error::Result;
-use crate::icechunk::containers::{parse_grants, ContainerGrant};
 use crate::icechunk::version::{Version, VersionOptions};
+use crate::storage::{parse_grants, ContainerGrant};
 use crate::table_options::{FormatOptions, OptionKind, OptionSpec, OptionValue};
 use crate::zarr::ZarrOptions;
 

@@ -9,7 +9,7 @@ use icechunk::{ObjectStoreConfig, Repository, RepositoryConfig, Storage};
 
 use crate::error::{Error, Result};
 use crate::icechunk::bounds::RepositoryFiles;
-use crate::icechunk::containers::ContainerGrant;
+use crate::storage::ContainerGrant;
 use crate::storage::{local_folder, Location, Service, StorageOptions};
 
 /// Opens the repository at `location` (a local folder, `s3://`, `gs://` or `az://` prefix)

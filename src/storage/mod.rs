@@ -2,6 +2,7 @@
 //! `az://`, `abfs://`, `http(s)://`), reached with the settings of [`StorageOptions`]. Both
 //! formats resolve their location here; each table gets one object store.
 
+mod containers;
 #[cfg(any(feature = "s3", feature = "gcs", feature = "azure", feature = "http"))]
 mod http_client;
 mod location;
@@ -10,9 +11,10 @@ mod remote;
 
 use std::path::PathBuf;
 
+pub(crate) use containers::{parse_grants, ContainerGrant};
 #[cfg(feature = "icechunk")]
 pub(crate) use location::Service;
-pub(crate) use location::{local_folder, Location};
+pub(crate) use location::{local_folder, redact_url, Location};
 pub use options::StorageOptions;
 pub(crate) use remote::RemoteStore;
 

@@ -6,7 +6,7 @@ use datafusion::catalog::TableProvider;
 
 use super::{ZarrFormatFactory, ZarrOptions, ZarrTable, ZarrTableFactory, ZarrWriteOptions};
 use crate::session::ZARR_FORMAT;
-use crate::table_kind::{no_functions, no_option_locations, Opening, Reopened, TableKind, Writer};
+use crate::table_kind::{no_functions, Opening, Reopened, TableKind, Writer};
 
 /// Zarr arrays, groups (datasets) and collections.
 pub(crate) fn kind() -> TableKind {
@@ -30,7 +30,13 @@ pub(crate) fn kind() -> TableKind {
                 .map(ZarrTable::member_locations);
             members.into_iter().flatten().map(str::to_string).collect()
         },
-        option_locations: no_option_locations,
+        // A reference file's references outside its folder are read too.
+        option_locations: |options| {
+            let value = options
+                .get("virtual_chunk_containers")
+                .or_else(|| options.get("format.virtual_chunk_containers"));
+            super::options::granted_prefixes(value.map(String::as_str))
+        },
         writer: Some(Writer {
             format: || Arc::new(ZarrFormatFactory::default()),
             options: ZarrWriteOptions::documented,

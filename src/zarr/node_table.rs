@@ -20,7 +20,8 @@ pub(crate) enum NodeTable {
 impl NodeTable {
     /// Opens the array or group at `location`.
     pub(crate) async fn open(location: &str, options: ZarrOptions) -> crate::error::Result<Self> {
-        let store = ZarrStore::open(location, options.storage())?;
+        let granted = options.granted_prefixes()?;
+        let store = ZarrStore::open(location, options.storage(), &granted).await?;
         Self::open_in(store, location, options).await
     }
 

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
+use crate::storage::{parse_grants, ContainerGrant};
 use crate::table_options::{
     Declared, FormatOptions, KindOptions, OptionKeys, OptionKind, OptionSpec, OptionValue,
 };
@@ -55,6 +56,13 @@ const MASK_AND_SCALE: OptionSpec = OptionSpec::new(
 )
 .for_groups();
 
+const VIRTUAL_CHUNK_CONTAINERS: OptionSpec = OptionSpec::new(
+    "virtual_chunk_containers",
+    OptionKind::Text,
+    "Kerchunk reference files: URL prefixes outside the file's own folder its references may \
+     point into, comma-separated (file:///data/nc/, s3://bucket/nc/; default: none)",
+);
+
 /// The options of `STORED AS ZARR`, in the order EXPLAIN shows them.
 pub(crate) const OPTIONS: &[OptionSpec] = &[
     BATCH_SIZE,
@@ -63,6 +71,7 @@ pub(crate) const OPTIONS: &[OptionSpec] = &[
     VARIABLES,
     DECODE_TIMES,
     MASK_AND_SCALE,
+    VIRTUAL_CHUNK_CONTAINERS,
 ];
 
 /// The keys of `STORED AS ZARR` (what makes a [`KindOptions`] a [`ZarrOptions`]).
@@ -136,6 +145,25 @@ impl KindOptions<ZarrKeys> {
         self
     }
 
+    /// For a Kerchunk reference file: URL prefixes (ending in `/`: `file:///data/nc/`,
+    /// `s3://bucket/nc/`) outside the file's own folder that its references may point into.
+    pub fn with_virtual_chunk_containers<S: AsRef<str>>(
+        mut self,
+        prefixes: impl IntoIterator<Item = S>,
+    ) -> Self {
+        let list: Vec<String> = prefixes
+            .into_iter()
+            .map(|p| p.as_ref().trim().to_string())
+            .collect();
+        (self.set).set(&VIRTUAL_CHUNK_CONTAINERS, OptionValue::Text(list.join(",")));
+        self
+    }
+
+    /// The URL prefixes `virtual_chunk_containers` grants (checked: each ends in `/`).
+    pub(crate) fn granted_prefixes(&self) -> Result<Vec<String>> {
+        granted_prefixes(self.set.text(&VIRTUAL_CHUNK_CONTAINERS))
+    }
+
     /// Zarr's options and those of a format built on Zarr (`more`: Icechunk's), from SQL
     /// `OPTIONS`; `taker` names that format in messages.
     #[cfg_attr(not(feature = "icechunk"), allow(dead_code))]
@@ -200,6 +228,26 @@ impl KindOptions<ZarrKeys> {
             (&PIECE_BYTES_OPTION, self.piece_bytes()),
         ])
     }
+}
+
+/// The prefixes of a `virtual_chunk_containers` value. A reference names files by URL, so
+/// Icechunk's named containers (`name=prefix`) have no meaning here and are refused.
+pub(crate) fn granted_prefixes(value: Option<&str>) -> Result<Vec<String>> {
+    let Some(value) = value else {
+        return Ok(Vec::new());
+    };
+    (parse_grants(value)?.into_iter())
+        .map(|grant| match grant {
+            ContainerGrant::Prefix(prefix) => Ok(prefix),
+            moved @ ContainerGrant::Moved { .. } => Err(Error::InvalidOption {
+                option: "virtual_chunk_containers".into(),
+                reason: format!(
+                    "'{moved}': a named container is Icechunk's; a Kerchunk reference file's \
+                     references are URLs: give their URL prefix"
+                ),
+            }),
+        })
+        .collect()
 }
 
 #[cfg(test)]

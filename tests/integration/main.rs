@@ -10,6 +10,7 @@ mod zarr_write;
 mod cli;
 mod cluster;
 mod icechunk;
+mod kerchunk;
 mod lance_nd;
 mod lance_nd_write;
 mod limits;

@@ -64,7 +64,7 @@ impl ZarrArray {
     /// naming the array (the prefix holding `zarr.json` or `.zarray`). A group is an error.
     #[cfg(test)]
     pub(crate) async fn open(location: &str, storage: &StorageOptions) -> Result<Self> {
-        let store = ZarrStore::open(location, storage)?;
+        let store = ZarrStore::open(location, storage, &[]).await?;
         match crate::zarr::metadata::node::read_node(&store, location).await? {
             crate::zarr::metadata::node::Node::Array(meta) => Self::new(store, "", location, *meta),
             crate::zarr::metadata::node::Node::Group(_) => {

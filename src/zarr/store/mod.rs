@@ -1,11 +1,13 @@
 //! Where a Zarr node's objects (metadata and chunks) are read from: a [`ZarrStore`] over one
 //! [`StoreBackend`] — a local folder (`local.rs`: zarrs' filesystem store on blocking
 //! threads, byte ranges checked against the file), a prefix of an object store (`remote.rs`),
-//! or any other backend a table kind brings (an Icechunk snapshot: `icechunk/store.rs`). The
-//! size checks of chunks and metadata documents, and their errors, are written here once.
+//! a Kerchunk reference file (`references/`: keys inline or in other files), or any other
+//! backend a table kind brings (an Icechunk snapshot: `icechunk/store.rs`). The size checks of
+//! chunks and metadata documents, and their errors, are written here once.
 
 mod backend;
 mod local;
+mod references;
 mod remote;
 
 use std::ops::Range;
@@ -15,6 +17,7 @@ use zarrs::storage::{AsyncReadableStorageTraits, Bytes, StoreKey};
 
 pub(crate) use backend::{Fetched, StoreBackend};
 pub(crate) use local::LocalStore;
+use references::ReferenceBackend;
 use remote::RemoteBackend;
 
 use crate::error::{BoxError, Error, Result};
@@ -38,10 +41,20 @@ impl std::fmt::Debug for ZarrStore {
 }
 
 impl ZarrStore {
-    /// The store of the array or group at `location`. Nothing is read yet.
-    pub(crate) fn open(location: &str, options: &StorageOptions) -> Result<Self> {
+    /// The store of the array or group at `location`: a folder or prefix, where nothing is
+    /// read yet, or a Kerchunk reference file (`*.json`), which is read, its references
+    /// allowed inside its own folder or the `granted` URL prefixes.
+    pub(crate) async fn open(
+        location: &str,
+        options: &StorageOptions,
+        granted: &[String],
+    ) -> Result<Self> {
         // Every Zarr location opens here: a bad NDFUSION_MAX_* variable is reported first.
         let limits = options.limits()?;
+        if references::is_reference_file(location) {
+            let backend = ReferenceBackend::open(location, options, granted, &limits).await?;
+            return Ok(ZarrStore::over(Arc::new(backend), limits));
+        }
         match resolve(location, options)? {
             Resolved::Local(path) => {
                 // The array's folder, holding `zarr.json` or `.zarray`.
