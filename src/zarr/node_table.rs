@@ -12,7 +12,15 @@ use crate::zarr::store::ZarrStore;
 /// An array or a dataset: what a location without wildcards opens, and what a collection's
 /// members are.
 #[derive(Debug)]
-pub(crate) enum NodeTable {
+pub(crate) struct NodeTable {
+    table: Table,
+    /// Files its store reads besides the node's own location (a Kerchunk reference file's
+    /// targets), which a cluster holds to its allow list as it holds locations.
+    reads_beyond: Vec<String>,
+}
+
+#[derive(Debug)]
+enum Table {
     Array(ArrayTable),
     Dataset(DatasetTable),
 }
@@ -32,37 +40,47 @@ impl NodeTable {
         location: &str,
         options: ZarrOptions,
     ) -> crate::error::Result<Self> {
-        Ok(match read_node(&store, location).await? {
+        let reads_beyond = store.reads_beyond();
+        let table = match read_node(&store, location).await? {
             Node::Array(meta) => {
                 options.check_array_options(location)?;
-                NodeTable::Array(ArrayTable::new(store, location, *meta, options)?)
+                Table::Array(ArrayTable::new(store, location, *meta, options)?)
             }
             Node::Group(group) => {
-                NodeTable::Dataset(DatasetTable::open(store, location, group, options).await?)
+                Table::Dataset(DatasetTable::open(store, location, group, options).await?)
             }
+        };
+        Ok(NodeTable {
+            table,
+            reads_beyond,
         })
+    }
+
+    /// Files read besides the node's own location (a reference file's targets).
+    pub(crate) fn reads_beyond(&self) -> impl Iterator<Item = &str> {
+        self.reads_beyond.iter().map(String::as_str)
     }
 
     /// The shape of the array, or of the grid of the dataset.
     pub(crate) fn shape(&self) -> Vec<u64> {
-        match self {
-            NodeTable::Array(t) => t.shape().to_vec(),
-            NodeTable::Dataset(t) => t.shape(),
+        match &self.table {
+            Table::Array(t) => t.shape().to_vec(),
+            Table::Dataset(t) => t.shape(),
         }
     }
 
     /// The attributes of the array or group.
     pub(crate) fn attributes(&self) -> &serde_json::Map<String, serde_json::Value> {
-        match self {
-            NodeTable::Array(t) => t.attributes(),
-            NodeTable::Dataset(t) => t.attributes(),
+        match &self.table {
+            Table::Array(t) => t.attributes(),
+            Table::Dataset(t) => t.attributes(),
         }
     }
 
     pub(crate) fn provider(&self) -> &dyn TableProvider {
-        match self {
-            NodeTable::Array(t) => t,
-            NodeTable::Dataset(t) => t,
+        match &self.table {
+            Table::Array(t) => t,
+            Table::Dataset(t) => t,
         }
     }
 }

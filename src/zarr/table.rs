@@ -165,12 +165,12 @@ impl ZarrTable {
         &self.source
     }
 
-    /// The locations of a collection's members (what its pattern expanded to); empty for an
-    /// array or a dataset.
+    /// The locations read besides the table's own: a collection's members (what its pattern
+    /// expanded to), and the files Kerchunk references point into.
     pub(crate) fn member_locations(&self) -> Vec<&str> {
         match &self.inner {
             Inner::Collection(t) => t.member_locations(),
-            _ => Vec::new(),
+            Inner::Node(t) => t.reads_beyond().collect(),
         }
     }
 

@@ -577,6 +577,9 @@ async fn a_cluster_refuses_what_it_does_not_run() {
             "s3://bucket".into(),
             "--allow".into(),
             redirecting.url(),
+            // One reference file allowed alone, not the folder it is in.
+            "--allow".into(),
+            outside_dir.join("refs_alone.json").display().to_string(),
         ],
     );
     let on_cluster = |statements: &[String]| {
@@ -733,6 +736,54 @@ async fn a_cluster_refuses_what_it_does_not_run() {
         &out,
         &["this cluster only reads locations under"],
         "a pattern's member",
+    );
+
+    // A Kerchunk reference file in an allowed folder whose references point outside the
+    // allow list: the grant the client gives them ('virtual_chunk_containers') is held to
+    // the executors' allow list like a location.
+    std::fs::copy(
+        repo().join("tests/data/kerchunk/demo.nc"),
+        outside_dir.join("demo.nc"),
+    )
+    .unwrap();
+    let refs = std::fs::read_to_string(repo().join("tests/data/kerchunk/refs_v1.json"))
+        .unwrap()
+        .replace(
+            "\"demo.nc\"",
+            &format!("\"file://{}/demo.nc\"", outside_dir.display()),
+        );
+    std::fs::write(inside_dir.join("refs.json"), refs).unwrap();
+    let out = on_cluster(&[
+        format!(
+            "CREATE EXTERNAL TABLE k STORED AS ZARR LOCATION '{}/refs.json' \
+             OPTIONS ('virtual_chunk_containers' 'file://{}/')",
+            inside_dir.display(),
+            outside_dir.display()
+        ),
+        "SELECT sum(temp) FROM k".into(),
+    ]);
+    assert_refused(
+        &out,
+        &["this cluster only reads locations under"],
+        "a reference file's grant",
+    );
+    // A reference file allowed alone: the file beside it that its references read is not.
+    std::fs::copy(
+        repo().join("tests/data/kerchunk/refs_v1.json"),
+        outside_dir.join("refs_alone.json"),
+    )
+    .unwrap();
+    let out = on_cluster(&[
+        format!(
+            "CREATE EXTERNAL TABLE alone STORED AS ZARR LOCATION '{}/refs_alone.json'",
+            outside_dir.display()
+        ),
+        "SELECT sum(temp) FROM alone".into(),
+    ]);
+    assert_refused(
+        &out,
+        &["this cluster only reads locations under", "demo.nc"],
+        "a file a reference file reads",
     );
 
     // 4. A chunk that redirects to another host is an error, and that host hears nothing.

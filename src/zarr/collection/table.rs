@@ -193,7 +193,9 @@ impl CollectionTable {
     }
 
     pub(crate) fn member_locations(&self) -> Vec<&str> {
-        self.members.iter().map(|m| m.location.as_str()).collect()
+        (self.members.iter())
+            .flat_map(|m| std::iter::once(m.location.as_str()).chain(m.table.reads_beyond()))
+            .collect()
     }
 }
 

@@ -53,6 +53,12 @@ pub(crate) trait StoreBackend: std::fmt::Debug + Send + Sync {
         None
     }
 
+    /// Files read besides the node's own location (a Kerchunk reference file's targets), as
+    /// URLs: a cluster holds them to its allow list as it holds locations.
+    fn reads_beyond(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The objects as zarrs reads them: chunk keys, codecs and partial decoders of an `Array`.
     fn zarrs_storage(&self) -> Arc<dyn AsyncReadableStorageTraits>;
 }

@@ -162,6 +162,11 @@ impl ZarrStore {
         self.backend.why_absent().await
     }
 
+    /// Files read besides the node's own location (a Kerchunk reference file's targets).
+    pub(crate) fn reads_beyond(&self) -> Vec<String> {
+        self.backend.reads_beyond()
+    }
+
     /// The store as zarrs reads it: chunk keys, codecs and partial decoders of an `Array`.
     pub(crate) fn zarrs_storage(&self) -> Arc<dyn AsyncReadableStorageTraits> {
         self.backend.zarrs_storage()

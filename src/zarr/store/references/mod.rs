@@ -294,6 +294,10 @@ impl StoreBackend for ReferenceBackend {
         )
     }
 
+    fn reads_beyond(&self) -> Vec<String> {
+        self.urls.to_vec()
+    }
+
     fn zarrs_storage(&self) -> Arc<dyn AsyncReadableStorageTraits> {
         Arc::new(ReferenceStorage(self.clone()))
     }
