@@ -16,7 +16,7 @@ use zarrs::storage::{
 };
 
 use crate::error::{BoxError, Error, Result};
-use crate::zarr::store::{Fetched, StoreBackend};
+use crate::zarr::store::{concurrent_parts, storage_error, Fetched, StoreBackend};
 
 /// The node at `prefix` of one snapshot.
 #[derive(Clone)]
@@ -184,10 +184,6 @@ fn absent_as_none<T>(result: std::result::Result<T, StoreError>) -> Result<Optio
 /// The snapshot as zarrs reads it: an `Array`'s chunk keys, codecs and partial decoders.
 struct IcechunkStorage(IcechunkStore);
 
-fn storage_error(e: BoxError) -> StorageError {
-    StorageError::Other(crate::error::with_root_cause(e.as_ref()))
-}
-
 fn icechunk_range(range: ZarrsRange) -> ByteRange {
     match range {
         ZarrsRange::FromStart(offset, None) => ByteRange::From(offset),
@@ -209,18 +205,8 @@ impl AsyncReadableStorageTraits for IcechunkStorage {
         key: &StoreKey,
         byte_ranges: ByteRangeIterator<'a>,
     ) -> Result<AsyncMaybeBytesIterator<'a>, StorageError> {
-        use futures::StreamExt;
-        // One key's ranges (a shard's chunks), fetched concurrently.
         let reads = byte_ranges.map(|range| self.0.get(key.as_str(), Some(icechunk_range(range))));
-        let parts = futures::future::try_join_all(reads)
-            .await
-            .map_err(storage_error)?;
-        let Some(parts) = parts.into_iter().collect::<Option<Vec<Bytes>>>() else {
-            return Ok(None);
-        };
-        Ok(Some(
-            futures::stream::iter(parts.into_iter().map(Ok)).boxed(),
-        ))
+        concurrent_parts(reads).await
     }
 
     async fn size_key(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {

@@ -32,9 +32,7 @@ pub(crate) fn kind() -> TableKind {
         },
         // A reference file's references outside its folder are read too.
         option_locations: |options| {
-            let value = options
-                .get("virtual_chunk_containers")
-                .or_else(|| options.get("format.virtual_chunk_containers"));
+            let value = options.get("virtual_chunk_containers");
             super::options::granted_prefixes(value.map(String::as_str))
         },
         writer: Some(Writer {

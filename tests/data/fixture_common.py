@@ -133,3 +133,17 @@ def dataframe_column(values):
     if values.dtype == bool:
         return [bool(v) for v in values]
     return [None if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in values]
+
+
+def dataframe_table(ds):
+    """What `ds.to_dataframe().reset_index()` shows, as the dataset fixtures record it: the
+    columns in order, their dtypes, the row count, each column's values (`dataframe_column`)
+    and the dataset's attributes."""
+    df = ds.to_dataframe().reset_index()
+    return {
+        "columns": list(df.columns),
+        "dtypes": {c: str(df[c].dtype) for c in df.columns},
+        "rows": len(df),
+        "values": {c: dataframe_column(df[c].to_numpy()) for c in df.columns},
+        "attrs": {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in ds.attrs.items()},
+    }

@@ -8,7 +8,8 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use zarrs::storage::{AsyncReadableStorageTraits, Bytes};
+use futures::StreamExt;
+use zarrs::storage::{AsyncMaybeBytesIterator, AsyncReadableStorageTraits, Bytes, StorageError};
 
 use crate::error::BoxError;
 
@@ -61,4 +62,28 @@ pub(crate) trait StoreBackend: std::fmt::Debug + Send + Sync {
 
     /// The objects as zarrs reads them: chunk keys, codecs and partial decoders of an `Array`.
     fn zarrs_storage(&self) -> Arc<dyn AsyncReadableStorageTraits>;
+}
+
+/// A backend's error as zarrs' storage error, with its root cause.
+pub(crate) fn storage_error(e: BoxError) -> StorageError {
+    StorageError::Other(crate::error::with_root_cause(e.as_ref()))
+}
+
+/// The answer of zarrs' `get_partial_many` from `reads` (one key's byte ranges: a shard's
+/// chunks), awaited concurrently; `None` when the key is absent.
+pub(crate) async fn concurrent_parts<'a, F>(
+    reads: impl IntoIterator<Item = F>,
+) -> Result<AsyncMaybeBytesIterator<'a>, StorageError>
+where
+    F: std::future::Future<Output = Result<Option<Bytes>, BoxError>>,
+{
+    let parts = futures::future::try_join_all(reads)
+        .await
+        .map_err(storage_error)?;
+    let Some(parts) = parts.into_iter().collect::<Option<Vec<Bytes>>>() else {
+        return Ok(None);
+    };
+    Ok(Some(
+        futures::stream::iter(parts.into_iter().map(Ok)).boxed(),
+    ))
 }

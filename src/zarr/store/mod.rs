@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use zarrs::storage::{AsyncReadableStorageTraits, Bytes, StoreKey};
 
-pub(crate) use backend::{Fetched, StoreBackend};
+pub(crate) use backend::{concurrent_parts, storage_error, Fetched, StoreBackend};
 pub(crate) use local::LocalStore;
 use references::ReferenceBackend;
 use remote::RemoteBackend;

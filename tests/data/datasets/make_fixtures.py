@@ -28,7 +28,7 @@ assert xr.__version__ == "2026.9.0", xr.__version__
 assert zarr.__version__ == "3.4.2", zarr.__version__
 warnings.filterwarnings("ignore")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from fixture_common import dataframe_column  # noqa: E402
+from fixture_common import dataframe_table  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 EXPECTED = {}
@@ -44,14 +44,7 @@ def fresh(name):
 
 def record(name, path, **open_kwargs):
     ds = xr.open_zarr(path, **open_kwargs)
-    df = ds.to_dataframe().reset_index()
-    EXPECTED[name] = {
-        "columns": list(df.columns),
-        "dtypes": {c: str(df[c].dtype) for c in df.columns},
-        "rows": len(df),
-        "values": {c: dataframe_column(df[c].to_numpy()) for c in df.columns},
-        "attrs": {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in ds.attrs.items()},
-    }
+    EXPECTED[name] = dataframe_table(ds)
     return ds
 
 

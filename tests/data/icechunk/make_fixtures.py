@@ -46,7 +46,7 @@ assert xr.__version__ == "2026.9.0", xr.__version__
 assert zarr.__version__ == "3.4.2", zarr.__version__
 warnings.filterwarnings("ignore")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from fixture_common import dataframe_column  # noqa: E402
+from fixture_common import dataframe_column, dataframe_table  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 EXPECTED = {}
@@ -62,24 +62,13 @@ def fresh(name):
     return path
 
 
-def table(ds):
-    df = ds.to_dataframe().reset_index()
-    return {
-        "columns": list(df.columns),
-        "dtypes": {c: str(df[c].dtype) for c in df.columns},
-        "rows": len(df),
-        "values": {c: dataframe_column(df[c].to_numpy()) for c in df.columns},
-        "attrs": {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in ds.attrs.items()},
-    }
-
-
 def version_answers(session):
     """What xarray and numpy read at one snapshot."""
     ds = xr.open_zarr(session.store, group="surface", consolidated=False)
     points = zarr.open_array(session.store, path="points", mode="r")[...]
     raw = xr.open_zarr(session.store, group="surface", consolidated=False, decode_times=False)
     return {
-        "surface": table(ds),
+        "surface": dataframe_table(ds),
         # The stored times, as xarray shows them undecoded.
         "raw_time": dataframe_column(raw["time"].values),
         "count_temp": int(ds["temp"].count()),
@@ -250,7 +239,7 @@ def write_virtual():
     session.commit("virtual: two netCDF days")
     read = xr.open_zarr(repo.readonly_session(branch="main").store, consolidated=False).load()
     xr.testing.assert_identical(read.drop_attrs(), from_files.drop_attrs())
-    EXPECTED["virtual"] = {"table": table(read), "container": "nc"}
+    EXPECTED["virtual"] = {"table": dataframe_table(read), "container": "nc"}
 
     # S3: VirtualiZarr's default, absolute URLs in the bucket the tests upload the files to.
     # The bucket and path the S3 tests upload tests/data/ to.

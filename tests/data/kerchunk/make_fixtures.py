@@ -46,21 +46,10 @@ assert kerchunk.__version__ == "0.2.10", kerchunk.__version__
 assert netCDF4.__version__ == "1.7.5", netCDF4.__version__
 warnings.filterwarnings("ignore")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from fixture_common import dataframe_column  # noqa: E402
+from fixture_common import dataframe_table  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 EXPECTED = {}
-
-
-def record(name, ds):
-    df = ds.to_dataframe().reset_index()
-    EXPECTED[name] = {
-        "columns": list(df.columns),
-        "dtypes": {c: str(df[c].dtype) for c in df.columns},
-        "rows": len(df),
-        "values": {c: dataframe_column(df[c].to_numpy()) for c in df.columns},
-        "attrs": {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in ds.attrs.items()},
-    }
 
 
 def open_refs(refs):
@@ -117,7 +106,7 @@ ds.to_netcdf(
     },
 )
 reference = xr.open_dataset(nc)
-record("demo", reference)
+EXPECTED["demo"] = dataframe_table(reference)
 
 with open(nc, "rb") as f:
     v1 = SingleHdf5ToZarr(f, "demo.nc", inline_threshold=0).translate()
@@ -165,7 +154,7 @@ gen = {
 (HERE / "refs_gen.json").write_text(json.dumps(gen, indent=1) + "\n")
 through_fsspec = open_refs(absolute(gen)).load()
 np.testing.assert_array_equal(through_fsspec["grid"].values, grid)
-record("grid", through_fsspec)
+EXPECTED["grid"] = dataframe_table(through_fsspec)
 
 # An inline chunk holding bytes that are not UTF-8 is written as base64 (checked above);
 # this one spells out the decoding the tests assert for a text one.

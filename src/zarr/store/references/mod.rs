@@ -13,16 +13,18 @@ mod template;
 
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::path::Path;
 use std::sync::Arc;
 
-use object_store::ObjectStoreExt;
 use url::Url;
 use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
 use zarrs::storage::{
     AsyncMaybeBytesIterator, AsyncReadableStorageTraits, Bytes, MaybeBytes, StorageError, StoreKey,
 };
 
-use super::backend::{Fetched, StoreBackend};
+use super::backend::{concurrent_parts, storage_error, Fetched, StoreBackend};
+use super::remote::RemoteBackend;
+use super::LocalStore;
 use crate::error::{BoxError, Error, Result};
 use crate::limits::{Limits, METADATA_BYTES};
 use crate::storage::{resolve, Location, Resolved, StorageOptions};
@@ -201,32 +203,28 @@ async fn fetch_document(
         }
         Location::Remote { url, .. } => url,
     };
-    let bytes = match resolve(location, options)? {
+    // The document is read as a store's object: the key of its file in its folder (local),
+    // or the object at the store path itself (remote).
+    let fetched = match resolve(location, options)? {
         Resolved::Local(path) => {
-            let read = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
-                use std::io::Read;
-                let file = std::fs::File::open(&path)?;
-                let size = file.metadata()?.len();
-                if size > max {
-                    return Ok(Err(size));
-                }
-                let mut bytes = Vec::with_capacity(size as usize);
-                file.take(max).read_to_end(&mut bytes)?;
-                Ok(Ok(bytes))
-            })
-            .await
-            .map_err(|e| cannot(e.to_string()))?
-            .map_err(|e| cannot(e.to_string()))?;
-            Bytes::from(read.map_err(too_large)?)
+            let (folder, file) = match (path.parent(), path.file_name()) {
+                (Some(folder), Some(file)) => (folder, file.to_string_lossy().to_string()),
+                _ => return Err(cannot("not a file".into())),
+            };
+            let folder = if folder.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                folder
+            };
+            let store = LocalStore::new(folder).map_err(|e| cannot(e.to_string()))?;
+            Arc::new(store).get_at_most(&file, max).await
         }
-        Resolved::Remote(remote) => {
-            let path = remote.root.clone();
-            match remote.store.get(&path).await {
-                Ok(result) if result.meta.size > max => return Err(too_large(result.meta.size)),
-                Ok(result) => result.bytes().await.map_err(|e| cannot(e.to_string()))?,
-                Err(e) => return Err(cannot(crate::error::with_root_cause(&e))),
-            }
-        }
+        Resolved::Remote(remote) => RemoteBackend(remote).get_at_most("", max).await,
+    };
+    let bytes = match fetched.map_err(|e| cannot(crate::error::with_root_cause(e.as_ref())))? {
+        Some(Fetched::Bytes(bytes)) => bytes,
+        Some(Fetched::TooLarge(size)) => return Err(too_large(size)),
+        None => return Err(cannot("no such file".into())),
     };
     Ok((bytes, base))
 }
@@ -306,10 +304,6 @@ impl StoreBackend for ReferenceBackend {
 /// The references as zarrs reads them: an `Array`'s chunk keys, codecs and partial decoders.
 struct ReferenceStorage(ReferenceBackend);
 
-fn storage_error(e: BoxError) -> StorageError {
-    StorageError::Other(crate::error::with_root_cause(e.as_ref()))
-}
-
 #[async_trait::async_trait]
 impl AsyncReadableStorageTraits for ReferenceStorage {
     async fn get(&self, key: &StoreKey) -> std::result::Result<MaybeBytes, StorageError> {
@@ -325,7 +319,6 @@ impl AsyncReadableStorageTraits for ReferenceStorage {
         key: &StoreKey,
         byte_ranges: ByteRangeIterator<'a>,
     ) -> std::result::Result<AsyncMaybeBytesIterator<'a>, StorageError> {
-        use futures::StreamExt;
         let key = key.as_str();
         let Some(size) = self.0.size(key).await.map_err(storage_error)? else {
             return Ok(None);
@@ -346,17 +339,7 @@ impl AsyncReadableStorageTraits for ReferenceStorage {
             }
             ranges.push(start..end);
         }
-        // One key's ranges (a shard's chunks), fetched concurrently.
-        let reads = ranges.into_iter().map(|range| self.0.read(key, range));
-        let parts = futures::future::try_join_all(reads)
-            .await
-            .map_err(storage_error)?;
-        let Some(parts) = parts.into_iter().collect::<Option<Vec<Bytes>>>() else {
-            return Ok(None);
-        };
-        Ok(Some(
-            futures::stream::iter(parts.into_iter().map(Ok)).boxed(),
-        ))
+        concurrent_parts(ranges.into_iter().map(|range| self.0.read(key, range))).await
     }
 
     async fn size_key(&self, key: &StoreKey) -> std::result::Result<Option<u64>, StorageError> {
