@@ -61,6 +61,7 @@ mod icechunk;
 mod lance_nd;
 mod limits;
 mod nd;
+mod netcdf;
 #[cfg(test)]
 mod proptest_config;
 mod scan;
@@ -90,11 +91,12 @@ pub use lance_nd::{
 };
 pub use limits::{parse_size, Limits, SessionLimits};
 pub use nd::{Dim, NdArrowArray, NdError, NdRecordBatch};
+pub use netcdf::{NetCDFKeys, NetCDFOptions, NetCDFTable, NetCDFTableFactory};
 #[cfg(feature = "icechunk")]
 pub use session::ICECHUNK_FORMAT;
 pub use session::{
     new_session_context, new_session_context_with_config, new_session_context_with_runtime,
-    register_table_factories, LANCE_ND_FORMAT, ZARR_FORMAT,
+    register_table_factories, LANCE_ND_FORMAT, NETCDF_FORMAT, ZARR_FORMAT,
 };
 pub use storage::StorageOptions;
 pub use table_kind::{table_kind, table_kind_of, table_kinds, NamedTableFunction, TableKind};

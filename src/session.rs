@@ -14,6 +14,8 @@ use crate::table_kind::{table_kinds, TableKind};
 
 /// The `STORED AS` name of Zarr tables.
 pub const ZARR_FORMAT: &str = "ZARR";
+/// The `STORED AS` name of netCDF files.
+pub const NETCDF_FORMAT: &str = "NETCDF";
 /// The `STORED AS` name of lance-nd tables.
 pub const LANCE_ND_FORMAT: &str = "LANCE_ND";
 /// The `STORED AS` name of Icechunk repositories.

@@ -157,7 +157,7 @@ impl TableKind {
 pub fn table_kinds() -> &'static [TableKind] {
     static KINDS: OnceLock<Vec<TableKind>> = OnceLock::new();
     KINDS.get_or_init(|| {
-        let mut kinds = vec![crate::zarr::kind()];
+        let mut kinds = vec![crate::zarr::kind(), crate::netcdf::kind()];
         #[cfg(feature = "icechunk")]
         kinds.push(crate::icechunk::kind());
         kinds.push(crate::lance_nd::kind());
@@ -211,6 +211,10 @@ mod tests {
     fn example(kind: &str) -> Option<(&'static str, &'static str)> {
         Some(match kind {
             "ZARR" => ("tests/data/zarr_v3/struct_1d.zarr", ""),
+            "NETCDF" => (
+                "tests/data/netcdf/classic.nc",
+                "OPTIONS ('variables' 'temp')",
+            ),
             "LANCE_ND" => ("tests/data/lance_nd/doc_example.lance", ""),
             "ICECHUNK" => (
                 "tests/data/icechunk/ocean.icechunk",

@@ -366,6 +366,18 @@ impl<K: OptionKeys> KindOptions<K> {
         Ok(KindOptions::of(set, storage))
     }
 
+    /// The same settings as the options of another kind, as far as it has the keys (a netCDF
+    /// table is read as a Zarr group is).
+    pub(crate) fn as_kind<L: OptionKeys>(&self) -> KindOptions<L> {
+        let mut set = FormatOptions::new(L::SPECS);
+        for (key, value) in &self.set.values {
+            if let Some(spec) = L::SPECS.iter().find(|s| s.key == *key) {
+                set.set(spec, value.clone());
+            }
+        }
+        KindOptions::of(set, self.storage.clone())
+    }
+
     pub(crate) fn of(set: FormatOptions, storage: StorageOptions) -> Self {
         KindOptions {
             set,

@@ -1,5 +1,5 @@
-"""ndfusion's tables for datafusion-python: Zarr arrays, groups and collections, Icechunk
-repositories, and lance-nd tables, with their filters pushed into the scan as in Rust; and lance-nd tables
+"""ndfusion's tables for datafusion-python: Zarr arrays, groups and collections, netCDF files,
+Icechunk repositories, and lance-nd tables, with their filters pushed into the scan as in Rust; and lance-nd tables
 written from and read into xarray Datasets."""
 
 import datafusion as _datafusion
@@ -13,13 +13,21 @@ if _major != _SUPPORTED_MAJOR:
         f"{_datafusion.__version__}: pip install 'datafusion>={_SUPPORTED_MAJOR},<{_SUPPORTED_MAJOR + 1}'"
     )
 
-from ._ndfusion import Error, IcechunkTable, LanceNdTable, TableFactory, ZarrTable  # noqa: E402
+from ._ndfusion import (  # noqa: E402
+    Error,
+    IcechunkTable,
+    LanceNdTable,
+    NetCDFTable,
+    TableFactory,
+    ZarrTable,
+)
 from .nd_batches import read_nd_batches, write_nd_batches  # noqa: E402
 
 __all__ = [
     "Error",
     "IcechunkTable",
     "LanceNdTable",
+    "NetCDFTable",
     "ZarrTable",
     "read_nd_batches",
     "register_table_factories",
@@ -28,6 +36,6 @@ __all__ = [
 
 
 def register_table_factories(ctx: _datafusion.SessionContext) -> None:
-    """Lets `ctx` run `CREATE EXTERNAL TABLE ... STORED AS ZARR | ICECHUNK | LANCE_ND`."""
-    for fmt in ("ZARR", "ICECHUNK", "LANCE_ND"):
+    """Lets `ctx` run `CREATE EXTERNAL TABLE ... STORED AS ZARR | NETCDF | ICECHUNK | LANCE_ND`."""
+    for fmt in ("ZARR", "NETCDF", "ICECHUNK", "LANCE_ND"):
         ctx.register_table_factory(fmt, TableFactory(fmt))

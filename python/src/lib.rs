@@ -204,6 +204,12 @@ table_class!(
     ndfusion::ZarrTable
 );
 table_class!(
+    /// A netCDF file or glob of files, as `STORED AS NETCDF` opens it.
+    NetCDFTable,
+    ndfusion::NetCDFOptions,
+    ndfusion::NetCDFTable
+);
+table_class!(
     /// A lance-nd table, as `STORED AS LANCE_ND` opens it.
     LanceNdTable,
     ndfusion::LanceNdOptions,
@@ -288,6 +294,7 @@ impl TableFactory {
 #[pymodule]
 fn _ndfusion(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ZarrTable>()?;
+    m.add_class::<NetCDFTable>()?;
     m.add_class::<LanceNdTable>()?;
     m.add_class::<IcechunkTable>()?;
     m.add_class::<TableFactory>()?;

@@ -57,6 +57,27 @@ def test_a_kerchunk_reference_file_reads_the_netcdf_file_it_describes(ctx):
         ndfusion.ZarrTable(str(DATA / "kerchunk" / "elsewhere" / "refs_up.json"))
 
 
+def test_a_netcdf_file_reads_as_xarray_reads_it(ctx):
+    # records.nc: netCDF4-python 1.7.5, CDF-1; xarray 2026.9 computed the answers.
+    ctx.register_table("r", ndfusion.NetCDFTable(str(DATA / "netcdf" / "records.nc")))
+    records = expected("netcdf")["records"]
+    weeks = records["weeks_3_to_5"]
+    where = "time >= '2000-01-22' AND time < '2000-02-12'"
+    got = one(ctx, f"SELECT count(sst), min(sst), max(sst) FROM r WHERE {where}")
+    assert got == [weeks["count"], float(weeks["min"]), float(weeks["max"])]
+    count, total = one(ctx, "SELECT count(sst), sum(sst) FROM r")
+    assert count == records["count"]
+    assert total == pytest.approx(float(records["sum"]), rel=1e-12)
+    shown = plan(ctx, f"SELECT sst FROM r WHERE {where}")
+    assert "FFI_ExecutionPlan: ZarrDatasetScanExec: group=" in shown, shown
+    assert "chunks=[sst 1/3]" in shown, shown
+    ndfusion.register_table_factories(ctx)
+    ctx.sql(f"CREATE EXTERNAL TABLE c STORED AS NETCDF LOCATION '{DATA / 'netcdf' / 'classic.nc'}'")
+    assert one(ctx, "SELECT count(*), count(temp) FROM c") == [60, 59]
+    with pytest.raises(ndfusion.Error, match="netCDF-4"):
+        ndfusion.NetCDFTable(str(DATA / "kerchunk" / "demo.nc"))
+
+
 def test_a_collection_is_chosen_by_its_members_attributes(ctx):
     pattern = str(DATA / "collections" / "floats" / "*.zarr")
     ctx.register_table("f", ndfusion.ZarrTable(pattern))

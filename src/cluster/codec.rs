@@ -674,6 +674,7 @@ mod tests {
         let encoded = encode_table(&TableSource::new(ZarrOpened::One {
             location: "s3://b/a.zarr".into(),
             options,
+            format: Default::default(),
         }))
         .unwrap();
         assert_eq!(encoded.options["aws.secret_access_key"], "s3cr3t");
@@ -684,6 +685,7 @@ mod tests {
         let err = encode_table(&TableSource::new(ZarrOpened::One {
             location: "a.zarr".into(),
             options,
+            format: Default::default(),
         }))
         .unwrap_err();
         assert!(

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use object_store::path::Path;
-use object_store::ObjectStore;
 #[cfg(any(feature = "s3", feature = "gcs", feature = "azure", feature = "http"))]
 use object_store::{ClientOptions, RetryConfig};
+use object_store::{GetOptions, GetRange, ObjectStore};
 use url::Url;
 
 #[cfg(any(feature = "s3", feature = "gcs", feature = "azure", feature = "http"))]
@@ -79,6 +79,18 @@ impl RemoteStore {
     /// Why nothing was found at the root: the bucket (or container) is missing, or nothing is
     /// stored below the root. `None` when neither can be told (HTTP has no listing).
     pub(crate) async fn why_absent(&self) -> Option<String> {
+        // An object at the location itself: a netCDF file opened as a Zarr store?
+        let head = GetOptions {
+            range: Some(GetRange::Bounded(0..8)),
+            ..GetOptions::default()
+        };
+        if let Ok(result) = self.store.get_opts(&self.root, head).await {
+            if let Some(hint) = (result.bytes().await.ok())
+                .and_then(|bytes| crate::netcdf::file_format_hint(&bytes))
+            {
+                return Some(hint.into());
+            }
+        }
         match self.store.list_with_delimiter(Some(&self.root)).await {
             Ok(listing) if listing.objects.is_empty() && listing.common_prefixes.is_empty() => {
                 Some("nothing is stored at this location".into())

@@ -15,7 +15,7 @@
 mod array;
 mod collection;
 mod dataset;
-mod decode;
+pub(crate) mod decode;
 mod factory;
 #[cfg(test)]
 mod generated_hostile_inputs;

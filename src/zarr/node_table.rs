@@ -9,6 +9,25 @@ use crate::zarr::metadata::node::{read_node, Node};
 use crate::zarr::options::ZarrOptions;
 use crate::zarr::store::ZarrStore;
 
+/// What a location holds: a Zarr node (or a Kerchunk reference file, which describes one), or
+/// a netCDF file, read as the Zarr group its header describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum NodeFormat {
+    #[default]
+    Zarr,
+    NetCDF,
+}
+
+impl NodeFormat {
+    /// What the members of a collection of this format are, for messages.
+    pub(crate) fn members(self) -> &'static str {
+        match self {
+            NodeFormat::Zarr => "Zarr array or group",
+            NodeFormat::NetCDF => "file",
+        }
+    }
+}
+
 /// An array or a dataset: what a location without wildcards opens, and what a collection's
 /// members are.
 #[derive(Debug)]
@@ -26,10 +45,19 @@ enum Table {
 }
 
 impl NodeTable {
-    /// Opens the array or group at `location`.
-    pub(crate) async fn open(location: &str, options: ZarrOptions) -> crate::error::Result<Self> {
-        let granted = options.granted_prefixes()?;
-        let store = ZarrStore::open(location, options.storage(), &granted).await?;
+    /// Opens the array or group at `location`, or the netCDF file there.
+    pub(crate) async fn open(
+        location: &str,
+        options: ZarrOptions,
+        format: NodeFormat,
+    ) -> crate::error::Result<Self> {
+        let store = match format {
+            NodeFormat::Zarr => {
+                let granted = options.granted_prefixes()?;
+                ZarrStore::open(location, options.storage(), &granted).await?
+            }
+            NodeFormat::NetCDF => crate::netcdf::open_netcdf(location, options.storage()).await?,
+        };
         Self::open_in(store, location, options).await
     }
 

@@ -13,7 +13,7 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use crate::table_source::{scan_of, Opened, TableSource};
 use crate::zarr::collection::{expand, is_pattern, CollectionTable};
-use crate::zarr::node_table::NodeTable;
+use crate::zarr::node_table::{NodeFormat, NodeTable};
 use crate::zarr::options::ZarrOptions;
 
 /// A Zarr array or group as a table.
@@ -59,19 +59,24 @@ pub(crate) enum ZarrOpened {
     One {
         location: String,
         options: ZarrOptions,
+        format: NodeFormat,
     },
     /// `ZarrTable::open_many(locations)`: a collection of listed members.
     Many {
         locations: Vec<String>,
         options: ZarrOptions,
+        format: NodeFormat,
     },
 }
 
 impl Opened for ZarrOpened {
     fn format(&self) -> &'static str {
+        use NodeFormat::*;
         match self {
-            ZarrOpened::One { .. } => "zarr",
-            ZarrOpened::Many { .. } => "zarr_many",
+            ZarrOpened::One { format: Zarr, .. } => "zarr",
+            ZarrOpened::Many { format: Zarr, .. } => "zarr_many",
+            ZarrOpened::One { format: NetCDF, .. } => "netcdf",
+            ZarrOpened::Many { format: NetCDF, .. } => "netcdf_many",
         }
     }
 
@@ -105,25 +110,32 @@ impl ZarrTable {
 
     /// Opens the array, group or collection (a glob) at `location` with `options`.
     pub async fn open_with(location: &str, options: ZarrOptions) -> crate::error::Result<Self> {
-        if is_pattern(location) {
-            let (members, storage) = expand(location, options.storage()).await?;
+        Self::open_as(location, options, NodeFormat::Zarr).await
+    }
+
+    /// Opens what `location` holds (a node, a file, or a glob of them) in `format`.
+    pub(crate) async fn open_as(
+        location: &str,
+        options: ZarrOptions,
+        format: NodeFormat,
+    ) -> crate::error::Result<Self> {
+        let source = TableSource::new(ZarrOpened::One {
+            location: location.to_string(),
+            options: options.clone(),
+            format,
+        });
+        let inner = if is_pattern(location) {
+            let (members, storage) = expand(location, options.storage(), format).await?;
             let member_options = options.clone().with_storage(storage);
-            let collection = CollectionTable::open(location, members, member_options).await?;
-            return Ok(ZarrTable {
-                inner: Inner::Collection(collection),
-                source: TableSource::new(ZarrOpened::One {
-                    location: location.to_string(),
-                    options: options.clone(),
-                }),
-                options,
-            });
-        }
+            Inner::Collection(
+                CollectionTable::open(location, members, member_options, format).await?,
+            )
+        } else {
+            Inner::Node(NodeTable::open(location, options.clone(), format).await?)
+        };
         Ok(ZarrTable {
-            inner: Inner::Node(NodeTable::open(location, options.clone()).await?),
-            source: TableSource::new(ZarrOpened::One {
-                location: location.to_string(),
-                options: options.clone(),
-            }),
+            inner,
+            source,
             options,
         })
     }
@@ -132,6 +144,15 @@ impl ZarrTable {
     pub async fn open_many<S: AsRef<str>>(
         locations: &[S],
         options: ZarrOptions,
+    ) -> crate::error::Result<Self> {
+        Self::open_many_as(locations, options, NodeFormat::Zarr).await
+    }
+
+    /// One table over the nodes or files at `locations`, in `format`.
+    pub(crate) async fn open_many_as<S: AsRef<str>>(
+        locations: &[S],
+        options: ZarrOptions,
+        format: NodeFormat,
     ) -> crate::error::Result<Self> {
         let members: Vec<String> = locations.iter().map(|l| l.as_ref().to_string()).collect();
         let shown = match members.as_slice() {
@@ -144,12 +165,14 @@ impl ZarrTable {
             [one] => one.clone(),
             [first, ..] => format!("{first} and {} more", members.len() - 1),
         };
-        let collection = CollectionTable::open(&shown, members.clone(), options.clone()).await?;
+        let collection =
+            CollectionTable::open(&shown, members.clone(), options.clone(), format).await?;
         Ok(ZarrTable {
             inner: Inner::Collection(collection),
             source: TableSource::new(ZarrOpened::Many {
                 locations: members,
                 options: options.clone(),
+                format,
             }),
             options,
         })

@@ -15,6 +15,7 @@ mod lance_nd;
 mod lance_nd_write;
 mod limits;
 mod listener;
+mod netcdf;
 mod object_stores;
 mod servers;
 mod slt;

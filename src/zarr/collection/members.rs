@@ -11,6 +11,7 @@ use url::Url;
 use crate::error::{Error, Result};
 use crate::limits::{Limits, GLOB_ENTRIES};
 use crate::storage::{Location, RemoteStore, StorageOptions};
+use crate::zarr::node_table::NodeFormat;
 
 /// The files that make a folder a Zarr node.
 const NODE_FILES: &[&str] = &["zarr.json", ".zarray", ".zgroup"];
@@ -31,6 +32,7 @@ pub(crate) fn is_pattern(location: &str) -> bool {
 pub(crate) async fn expand(
     pattern: &str,
     storage: &StorageOptions,
+    format: NodeFormat,
 ) -> Result<(Vec<String>, StorageOptions)> {
     let limits = storage.limits()?;
     let mut shared = storage.clone();
@@ -42,7 +44,7 @@ pub(crate) async fn expand(
         Location::Local(path) if storage.object_store().is_none() => {
             // Walking folders blocks: off the async workers.
             let text = path.to_string_lossy().to_string();
-            tokio::task::spawn_blocking(move || walk_local(&text, &limits))
+            tokio::task::spawn_blocking(move || walk_local(&text, &limits, format))
                 .await
                 .map_err(|e| Error::Internal(format!("walking {pattern}: {e}")))?
                 .map_err(|e| invalid(e.to_string()))?
@@ -55,7 +57,7 @@ pub(crate) async fn expand(
             let text = path.to_string_lossy().trim_start_matches('/').to_string();
             let (prefix, _) = literal_prefix(&text);
             let remote = RemoteStore::given(given, Path::new(prefix))?;
-            list_matches(&remote, &text, limits.glob_entries)
+            list_matches(&remote, &text, limits.glob_entries, format)
                 .await?
                 .into_iter()
                 .map(|key| format!("/{key}"))
@@ -69,7 +71,7 @@ pub(crate) async fn expand(
             base.set_path(&format!("/{prefix}"));
             let remote = RemoteStore::open(&base, service, storage)?;
             shared = storage.clone().with_object_store(remote.store.clone());
-            list_matches(&remote, &decoded, limits.glob_entries)
+            list_matches(&remote, &decoded, limits.glob_entries, format)
                 .await?
                 .into_iter()
                 .map(|key| member_url(&url, &key))
@@ -79,7 +81,7 @@ pub(crate) async fn expand(
     if members.is_empty() {
         return Err(Error::NotFound {
             location: pattern.to_string(),
-            reason: "the pattern matches no Zarr array or group".into(),
+            reason: format!("the pattern matches no {}", format.members()),
         });
     }
     Ok((members, shared))
@@ -113,6 +115,7 @@ pub(crate) enum WalkError {
 pub(crate) fn walk_local(
     pattern: &str,
     limits: &Limits,
+    format: NodeFormat,
 ) -> std::result::Result<Vec<String>, WalkError> {
     let matcher = Pattern::new(pattern).map_err(WalkError::Pattern)?;
     let (prefix, rest) = literal_prefix(pattern);
@@ -161,10 +164,15 @@ pub(crate) fn walk_local(
                 f => format!("{f}/{name}"),
             };
             let as_path = Path::new(&path);
-            if !as_path.is_dir() {
+            let folder = as_path.is_dir();
+            if !folder {
+                // A file is a member of a collection of files (netCDF).
+                if format == NodeFormat::NetCDF && matcher.matches_with(&path, OPTIONS) {
+                    members.push(path);
+                }
                 continue;
             }
-            if is_node(as_path) {
+            if format == NodeFormat::Zarr && is_node(as_path) {
                 if matcher.matches_with(&path, OPTIONS) {
                     members.push(path);
                 }
@@ -212,6 +220,7 @@ async fn list_matches(
     remote: &RemoteStore,
     pattern: &str,
     max_objects: usize,
+    format: NodeFormat,
 ) -> Result<Vec<String>> {
     let glob = Pattern::new(pattern).map_err(|e| Error::InvalidLocation {
         location: pattern.to_string(),
@@ -240,6 +249,12 @@ async fn list_matches(
             });
         }
         let key = meta.location.as_ref();
+        if format == NodeFormat::NetCDF {
+            if glob.matches_with(key, OPTIONS) {
+                members.push(key.to_string());
+            }
+            continue;
+        }
         let Some((parent, file)) = key.rsplit_once('/') else {
             continue;
         };
@@ -285,7 +300,9 @@ mod tests {
             }
         }
         let remote = RemoteStore::given(memory, Path::new("data")).unwrap();
-        let members = list_matches(&remote, "data/*.zarr", 12).await.unwrap();
+        let members = list_matches(&remote, "data/*.zarr", 12, NodeFormat::Zarr)
+            .await
+            .unwrap();
         assert_eq!(
             members,
             [
@@ -295,7 +312,7 @@ mod tests {
                 "data/m3.zarr"
             ]
         );
-        let err = list_matches(&remote, "data/*.zarr", 11)
+        let err = list_matches(&remote, "data/*.zarr", 11, NodeFormat::Zarr)
             .await
             .unwrap_err()
             .to_string();
@@ -319,22 +336,31 @@ mod tests {
     #[tokio::test]
     async fn local_patterns_match_nodes() {
         let base = format!("{}/tests/data/collections", env!("CARGO_MANIFEST_DIR"));
-        let (floats, _) = expand(&format!("{base}/floats/*.zarr"), &StorageOptions::new())
-            .await
-            .unwrap();
+        let (floats, _) = expand(
+            &format!("{base}/floats/*.zarr"),
+            &StorageOptions::new(),
+            NodeFormat::Zarr,
+        )
+        .await
+        .unwrap();
         assert_eq!(floats.len(), 4);
         assert!(floats[0].ends_with("floats/f1.zarr"));
         let (nested, _) = expand(
             &format!("{base}/regions/**/profile.zarr"),
             &StorageOptions::new(),
+            NodeFormat::Zarr,
         )
         .await
         .unwrap();
         assert_eq!(nested.len(), 3);
-        let none = expand(&format!("{base}/nothing/*.zarr"), &StorageOptions::new())
-            .await
-            .unwrap_err()
-            .to_string();
+        let none = expand(
+            &format!("{base}/nothing/*.zarr"),
+            &StorageOptions::new(),
+            NodeFormat::Zarr,
+        )
+        .await
+        .unwrap_err()
+        .to_string();
         assert!(none.to_string().contains("matches no Zarr array or group"));
     }
 
@@ -347,7 +373,9 @@ mod tests {
         std::os::unix::fs::symlink("..", d.join("up")).unwrap();
         std::os::unix::fs::symlink(d.join("a.zarr"), d.join("again.zarr")).unwrap();
         let pattern = format!("{}/**/*.zarr", dir.path().display());
-        let (members, _) = expand(&pattern, &StorageOptions::new()).await.unwrap();
+        let (members, _) = expand(&pattern, &StorageOptions::new(), NodeFormat::Zarr)
+            .await
+            .unwrap();
         assert_eq!(members.len(), 1, "{members:?}");
     }
 
@@ -363,6 +391,7 @@ mod tests {
         let err = walk_local(
             &format!("{}/**/*.zarr", dir.path().display()),
             &Limits::default(),
+            NodeFormat::Zarr,
         )
         .unwrap_err()
         .to_string();

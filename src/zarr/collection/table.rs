@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
 use crate::scan::ScanExec;
 use crate::zarr::metadata::attributes::{reads_only_global_attrs, GlobalAttrs};
-use crate::zarr::node_table::NodeTable;
+use crate::zarr::node_table::{NodeFormat, NodeTable};
 use crate::zarr::options::ZarrOptions;
 
 /// How many members' metadata are read at a time.
@@ -56,11 +56,12 @@ impl CollectionTable {
         pattern: &str,
         locations: Vec<String>,
         options: ZarrOptions,
+        format: NodeFormat,
     ) -> Result<Self> {
         let tables: Vec<NodeTable> = futures::stream::iter(locations.clone())
             .map(|location| {
                 let options = options.clone();
-                async move { NodeTable::open(&location, options).await }
+                async move { NodeTable::open(&location, options, format).await }
             })
             .buffered(OPENING_IN_FLIGHT)
             .try_collect()

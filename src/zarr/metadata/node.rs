@@ -223,7 +223,7 @@ async fn read_group_v3(store: &ZarrStore, base: &str, path: &str, doc: Value) ->
             }
         }
     }
-    members.sort_by(|a, b| a.name.cmp(&b.name));
+    order_members(store, &mut members);
     Ok(Group {
         attributes,
         members,
@@ -296,7 +296,7 @@ async fn read_group_v2(store: &ZarrStore, base: &str) -> Result<Group> {
             false
         }
     };
-    members.sort_by(|a, b| a.name.cmp(&b.name));
+    order_members(store, &mut members);
     Ok(Group {
         attributes,
         members,
@@ -413,4 +413,13 @@ fn strings_v2(
         attributes,
         zarrs_metadata: ArrayMetadata::V2(v2),
     })
+}
+
+/// Members by name, or in the order the store's format keeps them (a netCDF file's).
+fn order_members(store: &ZarrStore, members: &mut [Member]) {
+    members.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(order) = store.member_order() {
+        let at = |name: &str| order.iter().position(|n| n == name).unwrap_or(usize::MAX);
+        members.sort_by_key(|m| at(&m.name));
+    }
 }

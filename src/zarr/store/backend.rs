@@ -60,6 +60,12 @@ pub(crate) trait StoreBackend: std::fmt::Debug + Send + Sync {
         Vec::new()
     }
 
+    /// The order the format keeps a group's members in (a netCDF file's variables), which
+    /// the dataset's columns follow; `None` for Zarr, whose members are read by name.
+    fn member_order(&self) -> Option<Vec<String>> {
+        None
+    }
+
     /// The objects as zarrs reads them: chunk keys, codecs and partial decoders of an `Array`.
     fn zarrs_storage(&self) -> Arc<dyn AsyncReadableStorageTraits>;
 }

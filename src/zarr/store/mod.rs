@@ -17,6 +17,7 @@ use zarrs::storage::{AsyncReadableStorageTraits, Bytes, StoreKey};
 
 pub(crate) use backend::{concurrent_parts, storage_error, Fetched, StoreBackend};
 pub(crate) use local::LocalStore;
+pub(crate) use references::target::{open_file, Target as FileTarget};
 use references::ReferenceBackend;
 use remote::RemoteBackend;
 
@@ -58,6 +59,12 @@ impl ZarrStore {
         match resolve(location, options)? {
             Resolved::Local(path) => {
                 // The array's folder, holding `zarr.json` or `.zarray`.
+                if let Some(hint) = local_file_hint(&path) {
+                    return Err(Error::NotFound {
+                        location: location.to_string(),
+                        reason: hint.into(),
+                    });
+                }
                 local_folder(location, &path, "a Zarr array folder")?;
                 let store = LocalStore::new(&path).map_err(|e| Error::NotFound {
                     location: location.to_string(),
@@ -84,6 +91,11 @@ impl ZarrStore {
             local: None,
             limits,
         }
+    }
+
+    /// The order the store's format keeps a group's members in, when it keeps one.
+    pub(crate) fn member_order(&self) -> Option<Vec<String>> {
+        self.backend.member_order()
     }
 
     /// The limits the node is read under.
@@ -194,4 +206,17 @@ fn chunk_within(fetched: Option<Fetched>, limit: u64) -> Result<Option<Bytes>, B
 pub(crate) struct ChunkTooLarge {
     pub size: u64,
     pub limit: u64,
+}
+
+/// What a local file opened as a Zarr store is, when it is a netCDF or HDF5 file.
+fn local_file_hint(path: &std::path::Path) -> Option<&'static str> {
+    use std::io::Read;
+    if !path.is_file() {
+        return None;
+    }
+    let mut head = [0u8; 8];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .ok()?;
+    crate::netcdf::file_format_hint(&head[..n])
 }

@@ -9,8 +9,9 @@
 //!    CF calendars (`decode_times`).
 //!
 //! `valid_min` / `valid_max` / `valid_range` are not applied (xarray does not by default).
-//! Output types follow xarray's rules: with `scale_factor` or `add_offset` (JSON numbers, so
-//! float64) the values are Float64; masked without them, floats keep their type, 8/16-bit
+//! Output types follow xarray's rules: with `scale_factor` or `add_offset` the values are
+//! Float64 (JSON numbers are float64), or Float32 for float32 ones of a netCDF file
+//! ([`ATTRIBUTE_TYPES`]); masked without them, floats keep their type, 8/16-bit
 //! integers become Float32 and other integers Float64; masked times stay integers until they
 //! are Timestamps; bytes and strings keep their type.
 
@@ -22,7 +23,7 @@ mod time_units;
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, Float64Array, PrimitiveArray};
+use arrow::array::{Array, ArrayRef, Float32Array, Float64Array, PrimitiveArray};
 use arrow::compute::kernels::numeric;
 use arrow::compute::{cast, nullif};
 use arrow::datatypes::{
@@ -142,7 +143,16 @@ impl CfDecoder {
             _ => None,
         };
         let float = if scale.is_some() || offset.is_some() {
-            Some(DataType::Float64)
+            let types = attributes.get(ATTRIBUTE_TYPES).and_then(Value::as_object);
+            let type_of = |key: &str| {
+                let given = types.and_then(|t| t.get(key)).and_then(Value::as_str);
+                given.unwrap_or("float64").to_string()
+            };
+            Some(packed_float(
+                &compared,
+                scale.map(|_| type_of("scale_factor")).as_deref(),
+                offset.map(|_| type_of("add_offset")).as_deref(),
+            ))
         } else if !missing.is_empty() && numeric && time.is_none() {
             Some(match &compared {
                 t if t.is_floating() => t.clone(),
@@ -191,6 +201,19 @@ impl CfDecoder {
         };
         let missing = missing_mask(&stored, &self.missing)?;
         let mut values = match &self.float {
+            // In float32 when xarray unpacks in float32 (float32 scale_factor / add_offset of
+            // a netCDF file), so each product rounds as numpy's does.
+            Some(DataType::Float32) if self.scale.is_some() || self.offset.is_some() => {
+                let mut v = cast(&stored, &DataType::Float32).map_err(error)?;
+                if let Some(scale) = self.scale {
+                    v = numeric::mul(&v, &Float32Array::new_scalar(scale as f32)).map_err(error)?;
+                }
+                if let Some(offset) = self.offset {
+                    v = numeric::add(&v, &Float32Array::new_scalar(offset as f32))
+                        .map_err(error)?;
+                }
+                v
+            }
             Some(float) if self.scale.is_some() || self.offset.is_some() => {
                 let mut v = cast(&stored, &DataType::Float64).map_err(error)?;
                 if let Some(scale) = self.scale {
@@ -212,6 +235,34 @@ impl CfDecoder {
             Some(time) => time.decode(&values, &self.name),
             None => Ok(values),
         }
+    }
+}
+
+/// A variable attribute naming the numpy types of its `scale_factor` and `add_offset`
+/// (`{"scale_factor": "float32"}`), which JSON does not keep: a netCDF file's are typed, and
+/// xarray unpacks in their type. Without it they are float64, as xarray reads JSON numbers.
+pub(crate) const ATTRIBUTE_TYPES: &str = "_ndfusion_attribute_types";
+
+/// The float type xarray unpacks `stored` values into (`_choose_float_dtype`): the type of
+/// `scale_factor` and `add_offset` when both are given, equal and float32 or float64 (but
+/// float64 for 32-bit integers); float64 with an `add_offset` otherwise; the type of a lone
+/// `scale_factor` (float64 for integer ones, where xarray would keep integers).
+fn packed_float(stored: &DataType, scale: Option<&str>, offset: Option<&str>) -> DataType {
+    let float = |name: &str| match name {
+        "float32" => DataType::Float32,
+        _ => DataType::Float64,
+    };
+    match (scale, offset) {
+        (Some(s), Some(o)) if s == o && matches!(s, "float32" | "float64") => {
+            if stored.is_integer() && stored.primitive_width() == Some(4) {
+                DataType::Float64
+            } else {
+                float(s)
+            }
+        }
+        (_, Some(_)) => DataType::Float64,
+        (Some(s), None) => float(s),
+        (None, None) => DataType::Float64,
     }
 }
 

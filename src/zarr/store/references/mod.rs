@@ -8,7 +8,7 @@
 //! `{{ }}` expressions, `target.rs` where each URL is and how its bytes are read.
 
 mod document;
-mod target;
+pub(crate) mod target;
 mod template;
 
 use std::collections::BTreeMap;

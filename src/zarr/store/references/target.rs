@@ -18,7 +18,7 @@ use crate::storage::{redact_url, resolve, Location, Resolved, StorageOptions};
 
 /// One file the references point into.
 #[derive(Debug, Clone)]
-pub(super) enum Target {
+pub(crate) enum Target {
     Local(PathBuf),
     Remote {
         store: Arc<dyn ObjectStore>,
@@ -100,9 +100,34 @@ pub(super) fn open_targets(urls: &[Url], options: &StorageOptions) -> Result<Vec
     Ok(targets)
 }
 
+/// The file at `location` (a path, or an object-store URL), read with `options`.
+pub(crate) fn open_file(location: &str, options: &StorageOptions) -> Result<Target> {
+    Ok(match resolve(location, options)? {
+        Resolved::Local(path) => Target::Local(path),
+        Resolved::Remote(remote) => Target::Remote {
+            store: remote.store,
+            path: remote.root,
+        },
+    })
+}
+
 impl Target {
+    /// Why a local path is no file to read (a folder); `None` for a file, an absent path
+    /// (which reads as absent) and objects.
+    pub(crate) async fn not_a_file(&self) -> Option<String> {
+        let Target::Local(path) = self else {
+            return None;
+        };
+        let path = path.clone();
+        let meta = tokio::task::spawn_blocking(move || std::fs::metadata(path)).await;
+        match meta {
+            Ok(Ok(meta)) if meta.is_dir() => Some("a folder, not a file".into()),
+            _ => None,
+        }
+    }
+
     /// The whole file's size, `None` when it does not exist.
-    pub(super) async fn size(&self) -> std::result::Result<Option<u64>, BoxError> {
+    pub(crate) async fn size(&self) -> std::result::Result<Option<u64>, BoxError> {
         match self {
             Target::Local(path) => {
                 let path = path.clone();
@@ -124,7 +149,7 @@ impl Target {
     /// Bytes `range` of the file, exactly: a file shorter than the range is an error (the
     /// references describe a file that is no longer there as it was); `None` when there is no
     /// such file. The range's length was checked by the caller against what it may read.
-    pub(super) async fn read(
+    pub(crate) async fn read(
         &self,
         range: Range<u64>,
     ) -> std::result::Result<Option<Bytes>, BoxError> {

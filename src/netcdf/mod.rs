@@ -1,0 +1,32 @@
+//! netCDF files as tables (`STORED AS NETCDF`): a file is a dataset, read as a Zarr group is
+//! (`zarr/dataset/`), and a glob of files is a collection.
+//!
+//! Nothing here decodes values: `classic.rs` lays a netCDF-3 header out as the Zarr v2 group
+//! xarray would see (metadata documents, chunks that are rows of the file), `store.rs` serves
+//! that group to the Zarr reader from ranged reads of the file. So pushdown, statistics, CF
+//! decoding, collections and clusters are the Zarr tables' own. `table.rs` is the public
+//! [`NetCDFTable`] and its factory, `options.rs` its `OPTIONS`, `kind.rs` its entry in the list
+//! of table kinds.
+
+mod classic;
+mod kind;
+mod options;
+mod store;
+mod table;
+
+pub(crate) use kind::kind;
+pub use options::{NetCDFKeys, NetCDFOptions};
+pub(crate) use store::open_netcdf;
+pub use table::{NetCDFTable, NetCDFTableFactory};
+
+/// What a file starting with `head` is, when it is a netCDF or HDF5 file opened as something
+/// else (`STORED AS ZARR`): the error says how to read it.
+pub(crate) fn file_format_hint(head: &[u8]) -> Option<&'static str> {
+    if head.get(..4).and_then(classic::classic_format).is_some() {
+        Some("a netCDF file: read it with STORED AS NETCDF")
+    } else if head.starts_with(store::HDF5_MAGIC) {
+        Some("a netCDF-4 / HDF5 file, which ndfusion does not read yet (netCDF-3 files are read with STORED AS NETCDF)")
+    } else {
+        None
+    }
+}

@@ -1,0 +1,353 @@
+//! A netCDF file as the store of a Zarr group ([`StoreBackend`]): its metadata documents are
+//! made from the header when the table opens (`classic.rs`), its chunks are read from the file
+//! by byte range when a scan asks for them — a local file on blocking threads, an object with
+//! ranged requests — so the dataset reader (scan, pushdown, CF decoding) is the Zarr one.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
+use zarrs::storage::{
+    AsyncMaybeBytesIterator, AsyncReadableStorageTraits, Bytes, MaybeBytes, StorageError, StoreKey,
+};
+
+use super::classic::{classic_format, ClassicError, ClassicLayout, Rows};
+use crate::error::{BoxError, Error, Result};
+use crate::limits::METADATA_BYTES;
+use crate::storage::StorageOptions;
+use crate::zarr::store::{
+    concurrent_parts, open_file, storage_error, Fetched, FileTarget, StoreBackend, ZarrStore,
+};
+
+/// The first bytes of an HDF5 file (netCDF-4 is HDF5) whose superblock is at its start.
+pub(crate) const HDF5_MAGIC: &[u8] = b"\x89HDF\r\n\x1a\n";
+
+/// Bytes of the file read first for its header (more when the header is longer).
+const FIRST_READ: u64 = 64 << 10;
+
+/// The store of the netCDF file at `location`, its header read (at most the metadata limit).
+pub(crate) async fn open_netcdf(location: &str, options: &StorageOptions) -> Result<ZarrStore> {
+    let limits = options.limits()?;
+    let cannot = |reason: String| Error::NotFound {
+        location: location.to_string(),
+        reason,
+    };
+    let file = open_file(location, options)?;
+    let len = match file.not_a_file().await {
+        Some(why) => Err(why),
+        None => match file.size().await {
+            Ok(Some(len)) => Ok(len),
+            Ok(None) => Err("no such file".to_string()),
+            Err(e) => return Err(cannot(crate::error::with_root_cause(e.as_ref()))),
+        },
+    };
+    let len = match len {
+        Ok(len) => len,
+        Err(why) if is_zarr_store(location, options).await => {
+            return Err(cannot(format!(
+                "{why}: a Zarr store, read it with STORED AS ZARR"
+            )))
+        }
+        Err(why) => return Err(cannot(why)),
+    };
+    let max = limits.metadata_bytes;
+    let mut want = FIRST_READ.min(len);
+    loop {
+        let head = read(&file, 0..want).await.map_err(&cannot)?;
+        let format = match head.get(..4).and_then(classic_format) {
+            Some(format) => format,
+            None => return Err(cannot(not_netcdf(&head))),
+        };
+        match ClassicLayout::parse(&head, format, len) {
+            Ok(layout) => {
+                let backend = NetcdfBackend {
+                    shown: location.to_string(),
+                    file,
+                    layout: Arc::new(layout),
+                };
+                return Ok(ZarrStore::over(Arc::new(backend), limits));
+            }
+            Err(ClassicError::ShortHeader(_)) if want < max.min(len) => {
+                want = want.saturating_mul(4).min(max).min(len);
+            }
+            Err(ClassicError::ShortHeader(_)) => {
+                return Err(cannot(format!(
+                    "its header is longer than the {max} bytes a metadata document may have \
+                     ({METADATA_BYTES})"
+                )))
+            }
+            Err(ClassicError::Invalid(reason)) => return Err(cannot(reason)),
+        }
+    }
+}
+
+/// Whether `location` (no file) is a Zarr store: it holds Zarr metadata.
+async fn is_zarr_store(location: &str, options: &StorageOptions) -> bool {
+    for document in ["zarr.json", ".zgroup", ".zarray"] {
+        let path = format!("{}/{document}", location.trim_end_matches('/'));
+        if let Ok(file) = open_file(&path, options) {
+            if let Ok(Some(_)) = file.size().await {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Why a file whose first bytes are `head` is not one ndfusion reads as netCDF.
+fn not_netcdf(head: &[u8]) -> String {
+    if head.starts_with(HDF5_MAGIC) {
+        "a netCDF-4 / HDF5 file: ndfusion reads netCDF-3 files (CDF-1, CDF-2, CDF-5) so far".into()
+    } else if head.is_empty() {
+        "an empty file, not a netCDF file".into()
+    } else {
+        let shown: Vec<String> = head.iter().take(4).map(|b| format!("{b:02x}")).collect();
+        format!(
+            "not a netCDF file: it starts with bytes {} (a netCDF-3 file starts with 'CDF' \
+             and a version byte 1, 2 or 5)",
+            shown.join(" ")
+        )
+    }
+}
+
+async fn read(file: &FileTarget, range: Range<u64>) -> std::result::Result<Bytes, String> {
+    match file.read(range).await {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => Err("no such file".into()),
+        Err(e) => Err(crate::error::with_root_cause(e.as_ref())),
+    }
+}
+
+/// A netCDF-3 file's variables as a Zarr v2 group (cheap to clone: zarrs holds one too).
+#[derive(Clone)]
+pub(crate) struct NetcdfBackend {
+    /// The file as it may be shown.
+    shown: String,
+    file: FileTarget,
+    layout: Arc<ClassicLayout>,
+}
+
+impl std::fmt::Debug for NetcdfBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NetCDF({})", self.shown)
+    }
+}
+
+/// What a key of the store is.
+enum Object<'a> {
+    Document(&'a [u8]),
+    /// Chunk `index` (along the first dimension) of a variable.
+    Chunk(&'a Rows, u64),
+}
+
+impl NetcdfBackend {
+    /// The object at `key`, `None` when there is none.
+    fn object(&self, key: &str) -> Option<Object<'_>> {
+        if let Some(doc) = self.layout.documents.get(key) {
+            return Some(Object::Document(doc));
+        }
+        let (name, indices) = key.rsplit_once('/')?;
+        let rows = self.layout.variables.get(name)?;
+        let mut parts = indices.split('.');
+        let first: u64 = parts.next()?.parse().ok()?;
+        // A chunk spans the whole of every dimension after the first: their index is 0.
+        let rest: Vec<&str> = parts.collect();
+        if rest.len() != rows.rank.saturating_sub(1) || rest.iter().any(|p| *p != "0") {
+            return None;
+        }
+        rows.chunk(first)?;
+        Some(Object::Chunk(rows, first))
+    }
+
+    fn size(&self, key: &str) -> Option<u64> {
+        match self.object(key)? {
+            Object::Document(doc) => Some(doc.len() as u64),
+            Object::Chunk(rows, _) => Some(rows.chunk_bytes()),
+        }
+    }
+
+    /// The whole object at `key`; `None` when there is none.
+    async fn get(&self, key: &str) -> std::result::Result<Option<Bytes>, BoxError> {
+        match self.object(key) {
+            None => Ok(None),
+            Some(Object::Document(doc)) => Ok(Some(Bytes::copy_from_slice(doc))),
+            Some(Object::Chunk(rows, index)) => {
+                let all = 0..rows.chunk_bytes();
+                self.chunk_range(rows, index, all).await.map(Some)
+            }
+        }
+    }
+
+    /// Bytes `range` of chunk `index` as the Zarr reader expects a chunk: its rows one after
+    /// another, zeros for the rows past the last one. Only the rows the range covers are
+    /// read, with one ranged read of the file (the other record variables' bytes between
+    /// them are skipped here), so a selection of records reads those records.
+    async fn chunk_range(
+        &self,
+        rows: &Rows,
+        index: u64,
+        range: Range<u64>,
+    ) -> std::result::Result<Bytes, BoxError> {
+        let (Some(held), true) = (rows.chunk(index), range.end <= rows.chunk_bytes()) else {
+            return Err(format!("{}: no bytes {range:?} of chunk {index}", self.shown).into());
+        };
+        let len = (range.end - range.start) as usize;
+        let row = rows.row_bytes;
+        if row == 0 || len == 0 {
+            return Ok(Bytes::from(vec![0; len]));
+        }
+        // The rows the range covers, and where it starts in the first of them.
+        let first = held.start + range.start / row;
+        let end = (held.start + range.end.div_ceil(row)).min(held.end);
+        let skip = (range.start % row) as usize;
+        if first >= end {
+            return Ok(Bytes::from(vec![0; len]));
+        }
+        let bytes = match self.file.read(rows.span(&(first..end))).await {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Err(format!("{} no longer exists", self.shown).into()),
+            Err(e) => {
+                let cause = crate::error::with_root_cause(e.as_ref());
+                return Err(format!("{}: {cause}", self.shown).into());
+            }
+        };
+        if rows.stride == row && skip + len <= bytes.len() {
+            return Ok(bytes.slice(skip..skip + len));
+        }
+        let mut gathered = Vec::with_capacity(skip + len);
+        for r in 0..(end - first) as usize {
+            let at = r * rows.stride as usize;
+            gathered.extend_from_slice(&bytes[at..at + row as usize]);
+        }
+        gathered.resize(skip + len, 0);
+        Ok(Bytes::from(gathered).slice(skip..))
+    }
+
+    /// Bytes `range` (inside it) of the object at `key`; `None` when there is none.
+    async fn part(
+        &self,
+        key: &str,
+        range: Range<u64>,
+    ) -> std::result::Result<Option<Bytes>, BoxError> {
+        match self.object(key) {
+            None => Ok(None),
+            Some(Object::Document(doc)) => {
+                let end = (range.end as usize).min(doc.len());
+                let start = (range.start as usize).min(end);
+                Ok(Some(Bytes::copy_from_slice(&doc[start..end])))
+            }
+            Some(Object::Chunk(rows, index)) => {
+                self.chunk_range(rows, index, range).await.map(Some)
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl StoreBackend for NetcdfBackend {
+    /// Chunks are assembled from ranged reads of the file: always asynchronous.
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    async fn get_at_most(
+        &self,
+        key: &str,
+        max: u64,
+    ) -> std::result::Result<Option<Fetched>, BoxError> {
+        match self.size(key) {
+            None => Ok(None),
+            Some(size) if size > max => Ok(Some(Fetched::TooLarge(size))),
+            Some(_) => Ok(self.get(key).await?.map(Fetched::Bytes)),
+        }
+    }
+
+    async fn get_range(
+        &self,
+        key: &str,
+        range: Range<u64>,
+    ) -> std::result::Result<Option<(Bytes, u64)>, BoxError> {
+        let Some(size) = self.size(key) else {
+            return Ok(None);
+        };
+        if range.start > size || range.start > range.end {
+            return Err(format!(
+                "bytes {}..{} of '{key}', which holds {size}",
+                range.start, range.end
+            )
+            .into());
+        }
+        Ok(self.part(key, range).await?.map(|b| (b, size)))
+    }
+
+    async fn get_suffix(
+        &self,
+        key: &str,
+        n: u64,
+    ) -> std::result::Result<Option<(Bytes, u64)>, BoxError> {
+        let Some(size) = self.size(key) else {
+            return Ok(None);
+        };
+        let range = size.saturating_sub(n)..size;
+        Ok(self.part(key, range).await?.map(|b| (b, size)))
+    }
+
+    async fn list_children(&self) -> std::result::Result<Vec<String>, BoxError> {
+        Ok(self.layout.order.clone())
+    }
+
+    fn member_order(&self) -> Option<Vec<String>> {
+        Some(self.layout.order.clone())
+    }
+
+    fn zarrs_storage(&self) -> Arc<dyn AsyncReadableStorageTraits> {
+        Arc::new(NetcdfStorage(self.clone()))
+    }
+}
+
+/// The file's chunks as zarrs reads them.
+struct NetcdfStorage(NetcdfBackend);
+
+#[async_trait::async_trait]
+impl AsyncReadableStorageTraits for NetcdfStorage {
+    async fn get(&self, key: &StoreKey) -> std::result::Result<MaybeBytes, StorageError> {
+        self.0.get(key.as_str()).await.map_err(storage_error)
+    }
+
+    async fn get_partial_many<'a>(
+        &'a self,
+        key: &StoreKey,
+        byte_ranges: ByteRangeIterator<'a>,
+    ) -> std::result::Result<AsyncMaybeBytesIterator<'a>, StorageError> {
+        let key = key.as_str();
+        let Some(size) = self.0.size(key) else {
+            return Ok(None);
+        };
+        let mut ranges = Vec::new();
+        for range in byte_ranges {
+            let (start, end) = match range {
+                ByteRange::FromStart(offset, None) => (offset, size),
+                ByteRange::FromStart(offset, Some(length)) => {
+                    (offset, offset.saturating_add(length))
+                }
+                ByteRange::Suffix(length) => (size.saturating_sub(length), size),
+            };
+            if end > size || start > end {
+                return Err(StorageError::Other(format!(
+                    "bytes {start}..{end} of '{key}', which holds {size}"
+                )));
+            }
+            ranges.push(start..end);
+        }
+        // Each range its own read of the rows it covers, concurrently.
+        concurrent_parts(ranges.into_iter().map(|range| self.0.part(key, range))).await
+    }
+
+    async fn size_key(&self, key: &StoreKey) -> std::result::Result<Option<u64>, StorageError> {
+        Ok(self.0.size(key.as_str()))
+    }
+
+    fn supports_get_partial(&self) -> bool {
+        true
+    }
+}

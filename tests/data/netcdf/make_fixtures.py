@@ -1,0 +1,250 @@
+"""Writes the netCDF fixtures of ndfusion's tests and what xarray reads from them.
+
+Run from the repository root:
+
+    PYENV_VERSION=3.12.1 python3.12 -m pip install xarray==2026.9.0 netCDF4==1.7.5 \
+        scipy==1.18.0 pandas
+    PYENV_VERSION=3.12.1 python3.12 tests/data/netcdf/make_fixtures.py
+
+Files (netCDF-3, every variant of it):
+- `classic.nc` (CDF-1, netCDF4-python's NETCDF3_CLASSIC): an unlimited `time` (CF times),
+  `lat`, `lon`; record variables `temp` (float32, a _FillValue and a masked cell) and `pres`
+  (int16 packed with float32 scale_factor / add_offset, so xarray unpacks in float32; its
+  2-byte records padded to 4 in the file), a fixed `land` (byte with `_Unsigned`), `station`
+  (characters joined into strings, `_Encoding` utf-8), a scalar `crs`, a non-dimension
+  coordinate `depth`, and global attributes of several types.
+- `offset64.nc` (CDF-2, NETCDF3_64BIT_OFFSET): int16 records of 6 bytes (padded to 8),
+  packed with float64 attributes and a `missing_value`; times in the `noleap` calendar
+  across a February 29th that calendar does not have.
+- `one_record_var.nc` (CDF-2): exactly one record variable, whose 6-byte records are not
+  padded (the format's one exception), and no coordinate for its dimensions.
+- `cdf5.nc` (CDF-5, NETCDF3_64BIT_DATA): the unsigned and 64-bit types.
+- `scipy.nc`: written by scipy 1.18's `netcdf_file` (version 2), a record dimension.
+- `records.nc` (CDF-1): 24 records of a 256 x 256 int16 `sst` packed with float64
+  scale_factor / add_offset (128 KiB a record, so chunks of 8 records): the file the pushdown
+  tests read part of. `expected.json` has its aggregates over ranges, not its rows.
+- `shipped/`: the netCDF files in xarray 2026.9.0's and scipy 1.18.0's packages, copied as
+  they are (xarray: Apache-2.0; scipy: BSD-3-Clause).
+
+`expected.json` holds, for each file, what `xr.open_dataset(path).to_dataframe()
+.reset_index()` shows (the netCDF4 engine, xarray's defaults): the columns in order, their
+dtypes, and the values (floats as `repr` strings, NaN as null, times as integer nanoseconds,
+bytes as hex); and the global attributes.
+"""
+
+import json
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+import netCDF4
+import numpy as np
+import scipy
+import scipy.io
+import xarray as xr
+
+assert xr.__version__ == "2026.9.0", xr.__version__
+assert netCDF4.__version__ == "1.7.5", netCDF4.__version__
+assert scipy.__version__ == "1.18.0", scipy.__version__
+warnings.filterwarnings("ignore")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from fixture_common import dataframe_column  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+EXPECTED = {}
+
+
+def column(values):
+    if values.dtype == object and any(isinstance(v, bytes) for v in values):
+        return [v.hex() if isinstance(v, bytes) else None for v in values]
+    return dataframe_column(values)
+
+
+def attr(v):
+    if isinstance(v, np.ndarray):
+        return [attr(x) for x in v.tolist()]
+    if isinstance(v, (np.floating, float)):
+        return repr(float(v))
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def record(name, path):
+    with xr.open_dataset(path) as ds:
+        df = ds.to_dataframe().reset_index()
+        EXPECTED[name] = {
+            "columns": list(df.columns),
+            "dtypes": {c: str(df[c].dtype) for c in df.columns},
+            "rows": len(df),
+            "values": {c: column(df[c].to_numpy()) for c in df.columns},
+            "attrs": {k: attr(v) for k, v in ds.attrs.items()},
+        }
+
+
+def fresh(name):
+    path = HERE / name
+    path.unlink(missing_ok=True)
+    return path
+
+
+# ---------------------------------------------------------------- classic.nc
+path = fresh("classic.nc")
+with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as nc:
+    nc.title = "ndfusion netCDF-3 classic fixture"
+    nc.institution = "ndfusion tests"
+    nc.version = np.int32(3)
+    nc.resolution = np.float32(0.25)
+    nc.valid_years = np.array([2020, 2021], dtype="i2")
+    nc.createDimension("time", None)
+    nc.createDimension("lat", 3)
+    nc.createDimension("lon", 4)
+    nc.createDimension("name_len", 5)
+    t = nc.createVariable("time", "f8", ("time",))
+    t.units = "hours since 2020-01-01 00:00:00"
+    t.calendar = "standard"
+    lat = nc.createVariable("lat", "f4", ("lat",))
+    lat.units = "degrees_north"
+    lon = nc.createVariable("lon", "f8", ("lon",))
+    temp = nc.createVariable("temp", "f4", ("time", "lat", "lon"), fill_value=np.float32(-999.0))
+    temp.units = "degC"
+    temp.coordinates = "depth"
+    pres = nc.createVariable("pres", "i2", ("time",), fill_value=np.int16(-32767))
+    pres.scale_factor = np.float32(0.1)
+    pres.add_offset = np.float32(1000.0)
+    land = nc.createVariable("land", "i1", ("lat", "lon"))
+    land._Unsigned = "true"
+    station = nc.createVariable("station", "S1", ("lat", "name_len"))
+    station._Encoding = "utf-8"
+    crs = nc.createVariable("crs", "i4", ())
+    crs.grid_mapping_name = "latitude_longitude"
+    depth = nc.createVariable("depth", "f4", ("lat",))
+    depth.positive = "down"
+    nc.set_auto_maskandscale(False)
+    t[:] = np.array([0.0, 6.0, 12.5, 18.0, 24.0])
+    lat[:] = np.array([-10.0, 0.0, 10.5], dtype="f4")
+    lon[:] = np.array([100.0, 101.25, 102.5, 103.75])
+    values = (np.arange(5 * 3 * 4, dtype="f4").reshape(5, 3, 4) * 0.5 - 3).astype("f4")
+    values[2, 1, 3] = -999.0
+    temp[:] = values
+    pres[:] = np.array([13, -25, -32767, 7, 32000], dtype="i2")
+    land[:] = np.array([[0, 1, -1, -128], [5, 127, -2, 3], [0, 0, 0, -56]], dtype="i1")
+    names = ["north", "mid", "sü"]
+    chars = np.zeros((3, 5), dtype="S1")
+    for i, n in enumerate(names):
+        b = n.encode("utf-8")
+        chars[i, : len(b)] = [bytes([c]) for c in b]
+    station[:] = chars
+    crs.assignValue(4326)
+    depth[:] = np.array([5.0, 10.0, 250.5], dtype="f4")
+record("classic", path)
+
+# ---------------------------------------------------------------- offset64.nc
+path = fresh("offset64.nc")
+with netCDF4.Dataset(path, "w", format="NETCDF3_64BIT_OFFSET") as nc:
+    nc.source = "offset64"
+    nc.createDimension("time", None)
+    nc.createDimension("probe", 3)
+    t = nc.createVariable("time", "i4", ("time",))
+    t.units = "days since 2000-02-27"
+    t.calendar = "noleap"
+    # 6 bytes a record, padded to 8 in the file.
+    level = nc.createVariable("level", "i2", ("time", "probe"))
+    level.scale_factor = 0.01
+    level.add_offset = 20.0
+    level.missing_value = np.int16(-1)
+    nc.set_auto_maskandscale(False)
+    t[:] = np.array([0, 1, 2, 3], dtype="i4")
+    level[:] = np.array([[100, 200, -1], [0, 1, 2], [-300, 32767, -32768], [5, -1, 7]], dtype="i2")
+record("offset64", path)
+
+# A file with exactly one record variable (records not padded): `obs` on the record
+# dimension, no coordinate variable for it.
+path = fresh("one_record_var.nc")
+with netCDF4.Dataset(path, "w", format="NETCDF3_64BIT_OFFSET") as nc:
+    nc.createDimension("obs", None)
+    nc.createDimension("sensor", 3)
+    v = nc.createVariable("reading", "i2", ("obs", "sensor"))
+    v[:] = np.arange(7 * 3, dtype="i2").reshape(7, 3) * 3 - 10
+record("one_record_var", path)
+
+# ---------------------------------------------------------------- cdf5.nc
+path = fresh("cdf5.nc")
+with netCDF4.Dataset(path, "w", format="NETCDF3_64BIT_DATA") as nc:
+    nc.createDimension("x", 4)
+    nc.createDimension("t", None)
+    x = nc.createVariable("x", "u8", ("x",))
+    x[:] = np.array([1, 2, 2**40, 2**63 + 5], dtype="u8")
+    for name, dtype in [("u1", "u1"), ("u2", "u2"), ("u4", "u4"), ("i8", "i8")]:
+        v = nc.createVariable(name, dtype, ("t", "x"))
+        info = np.iinfo(dtype)
+        v[:] = np.array([[info.min, info.max, 1, 2], [3, 4, 5, info.max - 1]], dtype=dtype)
+    masked = nc.createVariable("masked", "u2", ("x",), fill_value=np.uint16(65535))
+    nc.set_auto_maskandscale(False)
+    masked[:] = np.array([1, 65535, 3, 65534], dtype="u2")
+record("cdf5", path)
+
+# ---------------------------------------------------------------- scipy.nc
+path = fresh("scipy.nc")
+with scipy.io.netcdf_file(path, "w", version=2) as f:
+    f.history = "written by scipy"
+    f.createDimension("time", None)
+    f.createDimension("x", 2)
+    t = f.createVariable("time", "i4", ("time",))
+    t.units = "seconds since 2000-01-01"
+    t[:] = np.array([0, 60, 3600], dtype="i4")
+    v = f.createVariable("v", "f8", ("time", "x"))
+    v._FillValue = -1.0
+    v[:] = np.array([[1.5, -1.0], [2.5, 3.5], [np.nan, 4.0]])
+record("scipy", path)
+
+# ---------------------------------------------------------------- records.nc
+path = fresh("records.nc")
+with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as nc:
+    nc.createDimension("time", None)
+    nc.createDimension("y", 256)
+    nc.createDimension("x", 256)
+    t = nc.createVariable("time", "i4", ("time",))
+    t.units = "days since 2000-01-01"
+    y = nc.createVariable("y", "f4", ("y",))
+    x = nc.createVariable("x", "f4", ("x",))
+    sst = nc.createVariable("sst", "i2", ("time", "y", "x"), fill_value=np.int16(-32768))
+    sst.scale_factor = 0.001
+    sst.add_offset = 15.0
+    nc.set_auto_maskandscale(False)
+    t[:] = np.arange(24, dtype="i4") * 7
+    y[:] = np.arange(256, dtype="f4") * 0.5
+    x[:] = np.arange(256, dtype="f4") * 0.5 + 100
+    k, j, i = np.indices((24, 256, 256))
+    raw = ((k * 97 + j * 31 + i * 7) % 20001 - 10000).astype("i2")
+    raw[raw % 1000 == 0] = -32768
+    sst[:] = raw
+with xr.open_dataset(path) as ds:
+    sst = ds["sst"]
+    assert sst.dtype == np.float64
+    EXPECTED["records"] = {
+        "count": int(sst.count()),
+        "sum": repr(float(sst.sum())),
+        "weeks_3_to_5": {
+            "count": int(sst.isel(time=slice(3, 6)).count()),
+            "max": repr(float(sst.isel(time=slice(3, 6)).max())),
+            "min": repr(float(sst.isel(time=slice(3, 6)).min())),
+        },
+        "last_time": int(ds["time"].values[-1].astype("datetime64[ns]").astype("i8")),
+    }
+
+# ---------------------------------------------------------------- shipped
+shipped = HERE / "shipped"
+shutil.rmtree(shipped, ignore_errors=True)
+shipped.mkdir()
+for package, files in [(xr, ["example_1.nc", "bears.nc"]), (scipy.io, ["example_1.nc", "example_2.nc", "example_3_maskedvals.nc"])]:
+    data = Path(package.__file__).resolve().parent / "tests" / "data"
+    prefix = "xarray" if package is xr else "scipy"
+    for f in files:
+        target = shipped / f"{prefix}_{f}"
+        shutil.copyfile(data / f, target)
+        record(f"shipped/{target.name}", target)
+
+(HERE / "expected.json").write_text(json.dumps(EXPECTED, indent=1, sort_keys=True) + "\n")
+print("wrote", sorted(EXPECTED))

@@ -1,0 +1,333 @@
+//! netCDF-3 files (tests/data/netcdf, written by make_fixtures.py with netCDF4-python 1.7.5 and
+//! scipy 1.18, and the files xarray's and scipy's packages ship): each reads as
+//! `xr.open_dataset(path).to_dataframe().reset_index()` shows it, column for column (names,
+//! order, types) and value for value (`expected.json`); a query reads only the records it
+//! selects; damaged and crafted files are errors naming the file and what is wrong. The SQL
+//! answers are in sql/netcdf.slt (run locally, on the object stores and on the clusters).
+
+use arrow::array::AsArray;
+use arrow::compute::concat_batches;
+use arrow::datatypes::{DataType, TimestampNanosecondType};
+use arrow::record_batch::RecordBatch;
+use datafusion::prelude::SessionContext;
+use ndfusion::{new_session_context, Error};
+use serde_json::Value;
+
+use super::xarray_cells::{assert_rows, column_names};
+
+const DIR: &str = "tests/data/netcdf";
+
+fn expected() -> Value {
+    let text = std::fs::read_to_string(format!("{DIR}/expected.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+async fn create(ctx: &SessionContext, location: &str, options: &str) -> Result<(), String> {
+    let sql = format!("CREATE EXTERNAL TABLE t STORED AS NETCDF LOCATION '{location}' {options}");
+    match ctx.sql(&sql).await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(Error::user_message(&e)),
+    }
+}
+
+async fn all_rows(ctx: &SessionContext, sql: &str) -> Result<RecordBatch, String> {
+    let df = ctx.sql(sql).await.map_err(|e| Error::user_message(&e))?;
+    let schema = df.schema().as_arrow().clone();
+    let batches = df.collect().await.map_err(|e| Error::user_message(&e))?;
+    Ok(concat_batches(&std::sync::Arc::new(schema), &batches).unwrap())
+}
+
+/// The pandas dtype of a column of `to_dataframe()` that an Arrow column of type `t` holds.
+fn pandas_dtype(t: &DataType) -> &'static str {
+    match t {
+        DataType::Int8 => "int8",
+        DataType::Int16 => "int16",
+        DataType::Int32 => "int32",
+        DataType::Int64 => "int64",
+        DataType::UInt8 => "uint8",
+        DataType::UInt16 => "uint16",
+        DataType::UInt32 => "uint32",
+        DataType::UInt64 => "uint64",
+        DataType::Float32 => "float32",
+        DataType::Float64 => "float64",
+        DataType::Timestamp(_, None) => "datetime64[ns]",
+        // pandas keeps text and bytes as objects (xarray 2026.9: text as `str`).
+        DataType::Utf8 => "str",
+        DataType::Binary => "object",
+        other => panic!("no pandas dtype for {other}"),
+    }
+}
+
+/// Timestamps of a non-standard calendar as xarray shows its cftime labels.
+fn as_labels(batch: &RecordBatch, column: &str) -> RecordBatch {
+    let schema = batch.schema();
+    let (i, _) = schema.column_with_name(column).unwrap();
+    let times = batch.column(i).as_primitive::<TimestampNanosecondType>();
+    let labels: arrow::array::StringArray = (0..times.len())
+        .map(|r| {
+            times
+                .value_as_datetime(r)
+                .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+        })
+        .collect();
+    let mut columns = batch.columns().to_vec();
+    columns[i] = std::sync::Arc::new(labels);
+    let mut fields: Vec<_> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields[i] = arrow::datatypes::Field::new(column, DataType::Utf8, true);
+    RecordBatch::try_new(
+        std::sync::Arc::new(arrow::datatypes::Schema::new(fields)),
+        columns,
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn netcdf3_files_read_as_xarray_reads_them() {
+    let expected = expected();
+    for name in [
+        "classic",
+        "offset64",
+        "one_record_var",
+        "cdf5",
+        "scipy",
+        "shipped/xarray_example_1.nc",
+        "shipped/xarray_bears.nc",
+        "shipped/scipy_example_1.nc",
+        "shipped/scipy_example_2.nc",
+        "shipped/scipy_example_3_maskedvals.nc",
+    ] {
+        let want = &expected[name];
+        let file = match name.strip_prefix("shipped/") {
+            Some(_) => format!("{DIR}/{name}"),
+            None => format!("{DIR}/{name}.nc"),
+        };
+        let ctx = new_session_context();
+        create(&ctx, &file, "").await.unwrap();
+        let columns: Vec<String> = (want["columns"].as_array().unwrap().iter())
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect();
+        // xarray's columns in xarray's order, then the file's attributes.
+        let mut batch = all_rows(&ctx, "SELECT * FROM t").await.unwrap();
+        let mut ours = column_names(&batch);
+        let attrs = want["attrs"].as_object().unwrap();
+        if !attrs.is_empty() {
+            assert_eq!(ours.pop().as_deref(), Some("__global_attrs__"), "{name}");
+        }
+        assert_eq!(ours, columns, "{name}");
+        assert_eq!(
+            batch.num_rows(),
+            want["rows"].as_u64().unwrap() as usize,
+            "{name}"
+        );
+        for (c, field) in columns.iter().zip(batch.schema().fields()) {
+            let theirs = want["dtypes"][c].as_str().unwrap();
+            let ours = pandas_dtype(field.data_type());
+            match theirs {
+                // cftime labels of a non-standard calendar: compared as text.
+                "object" if ours == "datetime64[ns]" => batch = as_labels(&batch, c),
+                _ => assert_eq!(ours, theirs, "{name}: the type of column '{c}'"),
+            }
+        }
+        // Rows compared as sets: sorted by every column.
+        let dtype = |c: &str| want["dtypes"][c].as_str().unwrap().to_string();
+        assert_rows(name, &batch, want, &columns, dtype, columns.len());
+    }
+}
+
+#[tokio::test]
+async fn a_time_range_reads_only_its_records() {
+    let expected = expected();
+    let want = &expected["records"]["weeks_3_to_5"];
+    let ctx = new_session_context();
+    create(&ctx, &format!("{DIR}/records.nc"), "")
+        .await
+        .unwrap();
+    let where_ = "time >= '2000-01-22' AND time < '2000-02-12'";
+    let batch = all_rows(
+        &ctx,
+        &format!("SELECT count(sst), min(sst), max(sst) FROM t WHERE {where_}"),
+    )
+    .await
+    .unwrap();
+    let shown = |c: usize| arrow::util::display::array_value_to_string(batch.column(c), 0).unwrap();
+    assert_eq!(shown(0), want["count"].as_u64().unwrap().to_string());
+    assert_eq!(shown(1), want["min"].as_str().unwrap());
+    assert_eq!(shown(2), want["max"].as_str().unwrap());
+    // Records 3..6 of 24, 128 KiB each: those bytes and no others, in one request.
+    let plan = all_rows(
+        &ctx,
+        &format!("EXPLAIN ANALYZE SELECT sst FROM t WHERE {where_}"),
+    )
+    .await
+    .unwrap();
+    let text = arrow::util::pretty::pretty_format_batches(&[plan])
+        .unwrap()
+        .to_string();
+    assert!(text.contains("chunks=[sst 1/3]"), "{text}");
+    assert!(text.contains("bytes_read=393.2 K"), "{text}");
+    assert!(text.contains("requests=1,"), "{text}");
+}
+
+/// A CDF-1 header: `dims` (name, size; 0 is the record dimension), no attributes, and
+/// `vars` (name, dimension ids, nc_type, begin), with `numrecs` records.
+fn header(numrecs: u32, dims: &[(&str, u32)], vars: &[(&str, &[u32], u32, u32)]) -> Vec<u8> {
+    fn name(out: &mut Vec<u8>, n: &str) {
+        out.extend((n.len() as u32).to_be_bytes());
+        out.extend(n.as_bytes());
+        out.resize(out.len().div_ceil(4) * 4, 0);
+    }
+    let mut out = b"CDF\x01".to_vec();
+    out.extend(numrecs.to_be_bytes());
+    out.extend(10u32.to_be_bytes()); // NC_DIMENSION
+    out.extend((dims.len() as u32).to_be_bytes());
+    for (n, size) in dims {
+        name(&mut out, n);
+        out.extend(size.to_be_bytes());
+    }
+    out.extend([0u8; 8]); // no attributes
+    out.extend(11u32.to_be_bytes()); // NC_VARIABLE
+    out.extend((vars.len() as u32).to_be_bytes());
+    for (n, ids, nc_type, begin) in vars {
+        name(&mut out, n);
+        out.extend((ids.len() as u32).to_be_bytes());
+        for id in *ids {
+            out.extend(id.to_be_bytes());
+        }
+        out.extend([0u8; 8]); // no attributes
+        out.extend(nc_type.to_be_bytes());
+        out.extend(4u32.to_be_bytes()); // vsize (not trusted)
+        out.extend(begin.to_be_bytes());
+    }
+    out
+}
+
+#[tokio::test]
+async fn damaged_and_crafted_files_are_errors_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let classic = std::fs::read(format!("{DIR}/classic.nc")).unwrap();
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "garbage.nc",
+            b"not a netCDF file at all".to_vec(),
+            "not a netCDF file: it starts with bytes 6e 6f 74 20",
+        ),
+        ("empty.nc", Vec::new(), "an empty file"),
+        (
+            "cut_header.nc",
+            classic[..40].to_vec(),
+            "ends inside its header",
+        ),
+        (
+            "cut_data.nc",
+            classic[..classic.len() - 100].to_vec(),
+            "truncated?",
+        ),
+        // 2^31 records of a 4-byte variable in a file of a few bytes.
+        (
+            "many_records.nc",
+            {
+                let mut h = header(i32::MAX as u32, &[("t", 0)], &[("v", &[0], 4, 200)]);
+                h.resize(256, 0);
+                h
+            },
+            "variable 'v' needs bytes 200..",
+        ),
+        // A fixed variable of 2^31 x 2^31 x 2^31 doubles: larger than 2^64 bytes.
+        (
+            "huge_dims.nc",
+            header(
+                0,
+                &[("a", 1 << 31), ("b", 1 << 31), ("c", 1 << 31)],
+                &[("v", &[0, 1, 2], 6, 200)],
+            ),
+            "variable 'v' is larger than 2^64 bytes",
+        ),
+        // A dimension id past the dimensions.
+        (
+            "bad_dim.nc",
+            header(0, &[("a", 2)], &[("v", &[7], 4, 100)]),
+            "dimension index 7",
+        ),
+        // A header claiming 2^30 dimensions in a few bytes: read to the end, then refused.
+        (
+            "dimension_flood.nc",
+            {
+                let mut h = b"CDF\x01\0\0\0\0\0\0\0\x0a\x40\0\0\0".to_vec();
+                h.extend([0u8; 64]);
+                h
+            },
+            "ends inside its header",
+        ),
+        (
+            "path_name.nc",
+            header(0, &[("a", 1)], &[("../x", &[0], 4, 100)]),
+            "a variable is named '../x'",
+        ),
+    ];
+    for (name, bytes, want) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        let location = path.to_string_lossy().to_string();
+        let ctx = new_session_context();
+        let err = create(&ctx, &location, "").await.unwrap_err();
+        assert!(err.contains(&location), "{name}: {err}");
+        assert!(err.contains(want), "{name}: {err}");
+    }
+
+    // A netCDF-4 (HDF5) file, a folder, a Zarr store, a path that is not there.
+    let ctx = new_session_context();
+    let err = create(&ctx, "tests/data/kerchunk/demo.nc", "")
+        .await
+        .unwrap_err();
+    assert!(err.contains("a netCDF-4 / HDF5 file"), "{err}");
+    let err = create(&ctx, "tests/data/datasets/ocean_v3.zarr", "")
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("a Zarr store, read it with STORED AS ZARR"),
+        "{err}"
+    );
+    let err = create(&ctx, "tests/data/netcdf", "").await.unwrap_err();
+    assert!(err.contains("a folder, not a file"), "{err}");
+    let err = create(&ctx, "tests/data/netcdf/nope.nc", "")
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("tests/data/netcdf/nope.nc") && err.contains("no such file"),
+        "{err}"
+    );
+    // And the reverse: a netCDF file opened as a Zarr store.
+    let sql = "CREATE EXTERNAL TABLE z STORED AS ZARR LOCATION 'tests/data/netcdf/classic.nc'";
+    let err = Error::user_message(&ctx.sql(sql).await.unwrap_err());
+    assert!(
+        err.contains("a netCDF file: read it with STORED AS NETCDF"),
+        "{err}"
+    );
+    // Options a netCDF table does not take are named.
+    let err = create(
+        &ctx,
+        "tests/data/netcdf/classic.nc",
+        "OPTIONS ('piece_bytes' '1')",
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.contains("piece_bytes") && err.contains("STORED AS NETCDF"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_file_that_shrinks_after_opening_is_an_error_at_the_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.nc");
+    std::fs::copy(format!("{DIR}/records.nc"), &path).unwrap();
+    let location = path.to_string_lossy().to_string();
+    let ctx = new_session_context();
+    create(&ctx, &location, "").await.unwrap();
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(1 << 20).unwrap();
+    let err = all_rows(&ctx, "SELECT max(sst) FROM t").await.unwrap_err();
+    assert!(err.contains(&location), "{err}");
+    assert!(err.contains("were referenced, the file holds"), "{err}");
+}
