@@ -48,7 +48,7 @@ struct Args {
     /// `--run FORMAT LOCATION SQL`: only run one query (for profilers and the memory check).
     run: Option<(String, String, String)>,
     repeat: usize,
-    /// `--only SECTION`: zarr, order, dataset, collection, s3, lance_nd, plan, memory,
+    /// `--only SECTION`: zarr, order, dataset, netcdf, collection, s3, lance_nd, plan, memory,
     /// cluster or copy.
     only: Option<String>,
 }
@@ -72,10 +72,9 @@ fn args() -> Args {
             "--batches" => batches = it.next().and_then(|v| v.parse().ok()).expect("--batches N"),
             "--repeat" => repeat = it.next().and_then(|v| v.parse().ok()).expect("--repeat N"),
             "--only" => {
-                only =
-                    Some(it.next().expect(
-                        "--only zarr|dataset|collection|s3|lance_nd|plan|memory|cluster|copy",
-                    ))
+                only = Some(it.next().expect(
+                    "--only zarr|dataset|netcdf|collection|s3|lance_nd|plan|memory|cluster|copy",
+                ))
             }
             "--run" => {
                 let mut next = || it.next().expect("--run FORMAT LOCATION SQL");
@@ -545,6 +544,9 @@ async fn main() {
     if args.runs("order") {
         order_section(&args, &mut rows, py).await;
     }
+    if args.runs("netcdf") {
+        netcdf_section(&args, &mut rows, py).await;
+    }
     if args.runs("dataset") {
         dataset_section(&args, &mut rows, py).await;
     }
@@ -835,6 +837,134 @@ async fn dataset_section(args: &Args, rows: &mut Vec<Row>, py: bool) {
             ours,
             baseline: "ndfusion, local files".into(),
             theirs: Some(local),
+        });
+    }
+}
+
+/// An ERA5-like netCDF-3 file (CDF-2, as the CDS wrote them before netCDF-4) and the same
+/// data as Zarr, both written by xarray: `None` without Python.
+fn netcdf_locations(args: &Args) -> Option<(PathBuf, PathBuf)> {
+    let nc = args.dir.join("era5_like_100M.nc");
+    let zarr = args.dir.join("era5_like_100M.zarr");
+    if nc.exists() && zarr.join("zarr.json").exists() {
+        return Some((nc, zarr));
+    }
+    println!(
+        "generating {} and {} with xarray",
+        nc.display(),
+        zarr.display()
+    );
+    let script = format!(
+        "import numpy as np, pandas as pd, xarray as xr\n\
+         rng = np.random.default_rng(2)\n\
+         time = pd.date_range('2000-01-01', periods=1000, freq='D')\n\
+         lat = np.linspace(49.5, -49.5, 100); lon = np.linspace(0.05, 99.95, 1000)\n\
+         t2m = (280 + 10 * np.cos(np.deg2rad(lat))[None, :, None] + rng.standard_normal((1000, 100, 1000), dtype='float32')).astype('float32')\n\
+         ds = xr.Dataset({{'t2m': (('time', 'latitude', 'longitude'), t2m, {{'units': 'K'}})}}, coords={{'time': time, 'latitude': lat, 'longitude': lon}})\n\
+         packed = {{'dtype': 'int16', 'scale_factor': 0.0015, 'add_offset': 280.0, '_FillValue': -32767}}\n\
+         ds.to_netcdf({nc:?}, format='NETCDF3_64BIT', engine='netcdf4', unlimited_dims=['time'], encoding={{'t2m': packed, 'time': {{'dtype': 'int32', 'units': 'hours since 1900-01-01'}}}})\n\
+         xr.open_dataset({nc:?}).to_zarr({zarr:?}, zarr_format=3, consolidated=True, encoding={{'t2m': {{'chunks': (5, 100, 1000)}}}})\n",
+        nc = nc.to_string_lossy(),
+        zarr = zarr.to_string_lossy(),
+    );
+    let ok = python()?
+        .args(["-c", &script])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    ok.then_some((nc, zarr))
+}
+
+/// Issue 39: a 100M-cell netCDF-3 file (int16 packed, 200 MB) read in place: a full
+/// aggregate, a 1% time range, a lat/lon box and monthly means, against xarray with the
+/// netCDF4 and scipy engines (eager, and netCDF4 + dask) and against the same data as Zarr.
+async fn netcdf_section(args: &Args, rows: &mut Vec<Row>, py: bool) {
+    let Some((nc, zarr)) = (if py { netcdf_locations(args) } else { None }) else {
+        println!("netcdf section skipped: its file is written by xarray (python3.12 not found)");
+        return;
+    };
+    let (nc, zarr) = (
+        nc.to_string_lossy().to_string(),
+        zarr.to_string_lossy().to_string(),
+    );
+    let ctx = ndfusion::new_session_context();
+    let table = ndfusion::NetCDFTable::open(&nc).await.unwrap();
+    ctx.register_table("n", Arc::new(table)).unwrap();
+    let table = ndfusion::ZarrTable::open(&zarr).await.unwrap();
+    ctx.register_table("z", Arc::new(table)).unwrap();
+    let group = "ERA5-like netCDF-3 (CDF-2) 1000 x 100 x 1000 int16 packed".to_string();
+    let queries = [
+        ("avg(t2m), all 100M cells", "SELECT avg(t2m) FROM n", "full"),
+        (
+            "avg(t2m), 1% time range",
+            "SELECT avg(t2m) FROM n WHERE time BETWEEN '2001-05-15' AND '2001-05-24'",
+            "range",
+        ),
+        (
+            "avg(t2m), 10 x 100 lat/lon box",
+            "SELECT avg(t2m) FROM n WHERE latitude BETWEEN 10 AND 19 AND longitude BETWEEN 50 AND 59.99",
+            "box",
+        ),
+        (
+            "monthly means",
+            "SELECT date_trunc('month', time) AS m, avg(t2m) FROM n GROUP BY 1",
+            "monthly",
+        ),
+    ];
+    let pyt = python_medians(&format!(
+        "{PY_TIMER}\nimport xarray as xr, dask\nr = {{}}\n\
+         for engine, chunks in [('netcdf4', None), ('scipy', None), ('netcdf4', {{'time': 5}})]:\n\
+         \x20   ds = xr.open_dataset({nc:?}, engine=engine, chunks=chunks, cache=False)\n\
+         \x20   run = (lambda x: float(x.compute())) if chunks else float\n\
+         \x20   key = engine + ('+dask' if chunks else '')\n\
+         \x20   r[key + ' full'] = med(lambda: run(ds.t2m.mean()), n=3)\n\
+         \x20   r[key + ' range'] = med(lambda: run(ds.t2m.sel(time=slice('2001-05-15', '2001-05-24')).mean()))\n\
+         \x20   r[key + ' box'] = med(lambda: run(ds.t2m.sel(latitude=slice(19, 10), longitude=slice(50, 59.99)).mean()))\n\
+         \x20   r[key + ' monthly'] = med(lambda: ds.t2m.resample(time='MS').mean().compute(), n=3)\n\
+         r['value full'] = float(xr.open_dataset({nc:?}).t2m.mean())\n\
+         print(json.dumps(r))"
+    ));
+    let p = |k: &str| pyt.as_ref().and_then(|v| v[k].as_f64());
+    // The answers are xarray's.
+    let batches = ctx
+        .sql("SELECT avg(t2m) FROM n")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let ours = batches[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<datafusion::arrow::array::Float64Array>()
+        .unwrap()
+        .value(0);
+    if let Some(theirs) = p("value full") {
+        assert!(
+            (ours - theirs).abs() <= 1e-9 * theirs.abs(),
+            "{ours} vs xarray {theirs}"
+        );
+        println!("avg(t2m): ndfusion {ours}, xarray {theirs}");
+    }
+    for (label, query, key) in queries {
+        let (ours, _) = median(|| sql(&ctx, query)).await;
+        for engine in ["netcdf4", "scipy", "netcdf4+dask"] {
+            rows.push(Row {
+                group: group.clone(),
+                query: label.into(),
+                ours,
+                baseline: format!("xarray ({engine})"),
+                theirs: p(&format!("{engine} {key}")),
+            });
+        }
+        let on_zarr = query.replace("FROM n", "FROM z");
+        let (zarr_time, _) = median(|| sql(&ctx, &on_zarr)).await;
+        rows.push(Row {
+            group: group.clone(),
+            query: label.into(),
+            ours,
+            baseline: "ndfusion, the same data as Zarr (zstd, 5-day chunks)".into(),
+            theirs: Some(zarr_time),
         });
     }
 }

@@ -7,9 +7,10 @@
 //!
 //! A variable's data is a run of *rows* (its first dimension): one after another for a fixed
 //! variable, one per record for a record variable, the records of all record variables
-//! interleaved (`stride` bytes apart). A chunk is a few rows along the first dimension and the
-//! whole of the others: its bytes are one range of the file (with the other record variables'
-//! bytes between rows, which the store skips when it gathers them).
+//! interleaved (`stride` bytes apart). A chunk is up to 1 MiB of rows along the first
+//! dimension and the whole of the others; its rows are read as one span of the file when the
+//! bytes between them are few, else one read per row (a small coordinate among large record
+//! variables: 4 bytes every 200 KB), so no read is much larger than what it is for.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -23,10 +24,13 @@ use crate::zarr::decode::cf::ATTRIBUTE_TYPES;
 /// Bytes of a variable's data a chunk holds at most (fewer rows when a row is larger).
 const CHUNK_BYTES: u64 = 1 << 20;
 
-/// Bytes one read of a record variable's chunk may span (its rows and the other record
-/// variables' bytes between them): rows of a variable among many large ones are read a few
-/// at a time rather than with the whole records around them.
-const SPAN_BYTES: u64 = 8 << 20;
+/// Rows of a record variable read one by one (the other record variables' bytes between them
+/// too many to read along) a chunk holds at most: the reads a chunk makes.
+const READS_PER_CHUNK: u64 = 1024;
+
+/// Bytes between two pieces of the file read along with them rather than apart, at least: a
+/// few hundred bytes cost less than another read.
+pub(crate) const SMALL_GAP: u64 = 512;
 
 /// Where one variable's rows are in the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +44,10 @@ pub(crate) struct Rows {
     pub stride: u64,
     /// How many rows there are (the first dimension's length; 1 for a scalar).
     pub rows: u64,
+    /// Whether rows are near enough to be read together with the bytes between them (the gap
+    /// at most 3 rows or `SMALL_GAP` bytes); otherwise a chunk holds at most
+    /// `READS_PER_CHUNK` rows, each its own read.
+    pub together: bool,
     /// Rows per chunk (at least 1).
     pub per_chunk: u64,
     /// The variable's rank (a chunk key has this many indices; a scalar's is `0`).
@@ -54,12 +62,36 @@ impl Rows {
         (first < self.rows).then(|| first..first.saturating_add(self.per_chunk).min(self.rows))
     }
 
-    /// The bytes of the file `rows` span: from the first row's start to the last row's end.
-    pub(crate) fn span(&self, rows: &std::ops::Range<u64>) -> std::ops::Range<u64> {
-        // Checked against the file's length when the layout was made.
-        let start = self.begin + rows.start * self.stride;
-        let end = self.begin + (rows.end - 1) * self.stride + self.row_bytes;
-        start..end
+    /// The byte ranges of the file that hold bytes `range` of chunk `index` (as the chunk
+    /// lays its rows out: one after another), in order, adjacent ones joined; bytes past the
+    /// last row are in none (they read as zeros). A range inside one row is a range of that
+    /// row, so a selection of a few cells of each record reads those cells.
+    pub(crate) fn pieces(
+        &self,
+        index: u64,
+        range: std::ops::Range<u64>,
+    ) -> Vec<std::ops::Range<u64>> {
+        let (Some(held), row) = (self.chunk(index), self.row_bytes) else {
+            return Vec::new();
+        };
+        if row == 0 {
+            return Vec::new();
+        }
+        let real = (held.end - held.start) * row;
+        let (mut at, end) = (range.start.min(real), range.end.min(real));
+        let mut out: Vec<std::ops::Range<u64>> = Vec::new();
+        while at < end {
+            let (r, within) = (at / row, at % row);
+            let take = (row - within).min(end - at);
+            // Inside the file: checked when the layout was made.
+            let start = self.begin + (held.start + r) * self.stride + within;
+            match out.last_mut() {
+                Some(last) if last.end == start => last.end += take,
+                _ => out.push(start..start + take),
+            }
+            at += take;
+        }
+        out
     }
 
     /// Bytes of an encoded chunk: `per_chunk` rows (the last chunk's missing rows are zeros).
@@ -232,10 +264,11 @@ fn rows_of(var: &NcVariable, stride: u64, records: u64, file_len: u64) -> Result
         (_, true) => (records, stride),
         (_, false) => (var.dimensions[0].size, row_bytes),
     };
-    let strided = stride > row_bytes;
+    let gap = stride - row_bytes;
+    let together = gap <= SMALL_GAP.max(row_bytes.saturating_mul(3));
     let mut per_chunk = (CHUNK_BYTES / row_bytes.max(1)).max(1);
-    if strided {
-        per_chunk = per_chunk.min((SPAN_BYTES / stride.max(1)).max(1));
+    if !together {
+        per_chunk = per_chunk.min(READS_PER_CHUNK);
     }
     let per_chunk = per_chunk.min(rows.max(1));
     if rows > 0 {
@@ -257,6 +290,7 @@ fn rows_of(var: &NcVariable, stride: u64, records: u64, file_len: u64) -> Result
         row_bytes,
         stride,
         rows,
+        together,
         per_chunk,
         rank,
     })
@@ -356,11 +390,12 @@ mod tests {
 
     #[test]
     fn chunks_are_rows_along_the_first_dimension() {
-        let rows = Rows {
+        let mut rows = Rows {
             begin: 100,
             row_bytes: 8,
             stride: 20,
             rows: 5,
+            together: true,
             per_chunk: 2,
             rank: 2,
         };
@@ -368,9 +403,16 @@ mod tests {
         assert_eq!(rows.chunk(2), Some(4..5));
         assert_eq!(rows.chunk(3), None);
         assert_eq!(rows.chunk(u64::MAX), None);
-        assert_eq!(rows.span(&(0..2)), 100..128);
-        assert_eq!(rows.span(&(4..5)), 180..188);
+        // Chunk 0 is rows 0 and 1 (bytes 0..16 of the chunk), at 100 and 120 in the file.
+        assert_eq!(rows.pieces(0, 0..16), vec![100..108, 120..128]);
+        assert_eq!(rows.pieces(0, 3..10), vec![103..108, 120..122]);
+        // The last chunk holds one row: its second row's bytes are in no piece.
+        assert_eq!(rows.pieces(2, 0..16), vec![180..188]);
+        assert_eq!(rows.pieces(2, 8..16), Vec::<std::ops::Range<u64>>::new());
         assert_eq!(rows.chunk_bytes(), 16);
+        // Adjacent rows (a fixed variable) are one piece.
+        rows.stride = 8;
+        assert_eq!(rows.pieces(1, 2..13), vec![118..129]);
     }
 
     #[test]

@@ -11,12 +11,12 @@ use zarrs::storage::{
     AsyncMaybeBytesIterator, AsyncReadableStorageTraits, Bytes, MaybeBytes, StorageError, StoreKey,
 };
 
-use super::classic::{classic_format, ClassicError, ClassicLayout, Rows};
+use super::classic::{classic_format, ClassicError, ClassicLayout, Rows, SMALL_GAP};
 use crate::error::{BoxError, Error, Result};
 use crate::limits::METADATA_BYTES;
 use crate::storage::StorageOptions;
 use crate::zarr::store::{
-    concurrent_parts, open_file, storage_error, Fetched, FileTarget, StoreBackend, ZarrStore,
+    open_file, storage_error, Fetched, FileTarget, RangesRead, StoreBackend, ZarrStore,
 };
 
 /// The first bytes of an HDF5 file (netCDF-4 is HDF5) whose superblock is at its start.
@@ -168,78 +168,99 @@ impl NetcdfBackend {
 
     /// The whole object at `key`; `None` when there is none.
     async fn get(&self, key: &str) -> std::result::Result<Option<Bytes>, BoxError> {
+        let Some(size) = self.size(key) else {
+            return Ok(None);
+        };
+        let whole = 0..size;
+        let parts = self.parts(key, vec![whole]).await?;
+        Ok(parts.and_then(|p| p.into_iter().next()))
+    }
+
+    /// Bytes `ranges` (each inside it) of the object at `key`; `None` when there is none.
+    async fn parts(
+        &self,
+        key: &str,
+        ranges: Vec<Range<u64>>,
+    ) -> std::result::Result<Option<Vec<Bytes>>, BoxError> {
         match self.object(key) {
             None => Ok(None),
-            Some(Object::Document(doc)) => Ok(Some(Bytes::copy_from_slice(doc))),
+            Some(Object::Document(doc)) => Ok(Some(
+                (ranges.into_iter())
+                    .map(|r| {
+                        let end = (r.end as usize).min(doc.len());
+                        Bytes::copy_from_slice(&doc[(r.start as usize).min(end)..end])
+                    })
+                    .collect(),
+            )),
             Some(Object::Chunk(rows, index)) => {
-                let all = 0..rows.chunk_bytes();
-                self.chunk_range(rows, index, all).await.map(Some)
+                self.chunk_parts(rows, index, ranges).await.map(Some)
             }
         }
     }
 
-    /// Bytes `range` of chunk `index` as the Zarr reader expects a chunk: its rows one after
-    /// another, zeros for the rows past the last one. Only the rows the range covers are
-    /// read, with one ranged read of the file (the other record variables' bytes between
-    /// them are skipped here), so a selection of records reads those records.
-    async fn chunk_range(
+    /// Bytes `ranges` of chunk `index` as the Zarr reader expects a chunk: its rows one after
+    /// another, zeros past the last row. Only the bytes the ranges cover are read
+    /// (`Rows::pieces`), pieces a few bytes apart joined into one read, all in one call of the
+    /// file (one blocking task locally; concurrent, coalesced requests remotely).
+    async fn chunk_parts(
         &self,
         rows: &Rows,
         index: u64,
-        range: Range<u64>,
-    ) -> std::result::Result<Bytes, BoxError> {
-        let (Some(held), true) = (rows.chunk(index), range.end <= rows.chunk_bytes()) else {
-            return Err(format!("{}: no bytes {range:?} of chunk {index}", self.shown).into());
+        ranges: Vec<Range<u64>>,
+    ) -> std::result::Result<Vec<Bytes>, BoxError> {
+        if let Some(bad) = ranges.iter().find(|r| r.end > rows.chunk_bytes()) {
+            return Err(format!("{}: no bytes {bad:?} of chunk {index}", self.shown).into());
+        }
+        let wanted: Vec<Vec<Range<u64>>> = (ranges.iter())
+            .map(|r| rows.pieces(index, r.clone()))
+            .collect();
+        // The reads: the pieces by offset, each joining the read before it when it overlaps
+        // it or the gap is small.
+        let mut sorted: Vec<&Range<u64>> = wanted.iter().flatten().collect();
+        sorted.sort_by_key(|p| p.start);
+        let mut reads: Vec<Range<u64>> = Vec::new();
+        for piece in sorted {
+            let gap = SMALL_GAP.max(3 * (piece.end - piece.start));
+            match reads.last_mut() {
+                Some(last) if piece.start <= last.end.saturating_add(gap) => {
+                    last.end = last.end.max(piece.end)
+                }
+                _ => reads.push(piece.clone()),
+            }
+        }
+        let read = match reads.is_empty() {
+            true => Vec::new(),
+            false => match self.file.read_ranges(reads.clone()).await {
+                Ok(Some(read)) => read,
+                Ok(None) => return Err(format!("{} no longer exists", self.shown).into()),
+                Err(e) => {
+                    let cause = crate::error::with_root_cause(e.as_ref());
+                    return Err(format!("{}: {cause}", self.shown).into());
+                }
+            },
         };
-        let len = (range.end - range.start) as usize;
-        let row = rows.row_bytes;
-        if row == 0 || len == 0 {
-            return Ok(Bytes::from(vec![0; len]));
-        }
-        // The rows the range covers, and where it starts in the first of them.
-        let first = held.start + range.start / row;
-        let end = (held.start + range.end.div_ceil(row)).min(held.end);
-        let skip = (range.start % row) as usize;
-        if first >= end {
-            return Ok(Bytes::from(vec![0; len]));
-        }
-        let bytes = match self.file.read(rows.span(&(first..end))).await {
-            Ok(Some(bytes)) => bytes,
-            Ok(None) => return Err(format!("{} no longer exists", self.shown).into()),
-            Err(e) => {
-                let cause = crate::error::with_root_cause(e.as_ref());
-                return Err(format!("{}: {cause}", self.shown).into());
-            }
+        // A piece's bytes: a slice of the read that holds it (reads are sorted and apart).
+        let slice = |piece: &Range<u64>| -> Bytes {
+            let at = reads.partition_point(|r| r.end < piece.end);
+            let base = reads[at].start;
+            read[at].slice((piece.start - base) as usize..(piece.end - base) as usize)
         };
-        if rows.stride == row && skip + len <= bytes.len() {
-            return Ok(bytes.slice(skip..skip + len));
-        }
-        let mut gathered = Vec::with_capacity(skip + len);
-        for r in 0..(end - first) as usize {
-            let at = r * rows.stride as usize;
-            gathered.extend_from_slice(&bytes[at..at + row as usize]);
-        }
-        gathered.resize(skip + len, 0);
-        Ok(Bytes::from(gathered).slice(skip..))
-    }
-
-    /// Bytes `range` (inside it) of the object at `key`; `None` when there is none.
-    async fn part(
-        &self,
-        key: &str,
-        range: Range<u64>,
-    ) -> std::result::Result<Option<Bytes>, BoxError> {
-        match self.object(key) {
-            None => Ok(None),
-            Some(Object::Document(doc)) => {
-                let end = (range.end as usize).min(doc.len());
-                let start = (range.start as usize).min(end);
-                Ok(Some(Bytes::copy_from_slice(&doc[start..end])))
-            }
-            Some(Object::Chunk(rows, index)) => {
-                self.chunk_range(rows, index, range).await.map(Some)
+        let mut out = Vec::with_capacity(ranges.len());
+        for (range, pieces) in ranges.iter().zip(&wanted) {
+            let len = (range.end - range.start) as usize;
+            match pieces.as_slice() {
+                [one] if (one.end - one.start) as usize == len => out.push(slice(one)),
+                _ => {
+                    let mut bytes = Vec::with_capacity(len);
+                    for piece in pieces {
+                        bytes.extend_from_slice(&slice(piece));
+                    }
+                    bytes.resize(len, 0);
+                    out.push(bytes.into());
+                }
             }
         }
+        Ok(out)
     }
 }
 
@@ -277,7 +298,26 @@ impl StoreBackend for NetcdfBackend {
             )
             .into());
         }
-        Ok(self.part(key, range).await?.map(|b| (b, size)))
+        let parts = self.parts(key, [range].into()).await?;
+        Ok(parts.and_then(|p| p.into_iter().next()).map(|b| (b, size)))
+    }
+
+    /// Every range in one call of the file (`chunk_parts`).
+    async fn get_ranges(
+        &self,
+        key: &str,
+        ranges: Vec<Range<u64>>,
+    ) -> std::result::Result<RangesRead, BoxError> {
+        let Some(size) = self.size(key) else {
+            return Ok(RangesRead::Absent);
+        };
+        if let Some(bad) = ranges.iter().find(|r| r.start > r.end || r.end > size) {
+            return Err(format!("bytes {bad:?} of '{key}', which holds {size}").into());
+        }
+        match self.parts(key, ranges).await? {
+            Some(parts) => Ok(RangesRead::Read(parts, size)),
+            None => Ok(RangesRead::Absent),
+        }
     }
 
     async fn get_suffix(
@@ -289,7 +329,8 @@ impl StoreBackend for NetcdfBackend {
             return Ok(None);
         };
         let range = size.saturating_sub(n)..size;
-        Ok(self.part(key, range).await?.map(|b| (b, size)))
+        let parts = self.parts(key, [range].into()).await?;
+        Ok(parts.and_then(|p| p.into_iter().next()).map(|b| (b, size)))
     }
 
     async fn list_children(&self) -> std::result::Result<Vec<String>, BoxError> {
@@ -339,8 +380,11 @@ impl AsyncReadableStorageTraits for NetcdfStorage {
             }
             ranges.push(start..end);
         }
-        // Each range its own read of the rows it covers, concurrently.
-        concurrent_parts(ranges.into_iter().map(|range| self.0.part(key, range))).await
+        // Every range in one read of the file.
+        let parts = self.0.parts(key, ranges).await.map_err(storage_error)?;
+        Ok(parts.map(|parts| {
+            futures::StreamExt::boxed(futures::stream::iter(parts.into_iter().map(Ok)))
+        }))
     }
 
     async fn size_key(&self, key: &StoreKey) -> std::result::Result<Option<u64>, StorageError> {

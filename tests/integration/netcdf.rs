@@ -166,6 +166,21 @@ async fn a_time_range_reads_only_its_records() {
     assert!(text.contains("chunks=[sst 1/3]"), "{text}");
     assert!(text.contains("bytes_read=393.2 K"), "{text}");
     assert!(text.contains("requests=1,"), "{text}");
+
+    // A box of each record: its cells of the 24 records (30 x 20 int16 each), no more.
+    let box_ = "y BETWEEN 10 AND 24.5 AND x BETWEEN 120 AND 129.5";
+    let plan = all_rows(
+        &ctx,
+        &format!("EXPLAIN ANALYZE SELECT sst FROM t WHERE {box_}"),
+    )
+    .await
+    .unwrap();
+    let text = arrow::util::pretty::pretty_format_batches(&[plan])
+        .unwrap()
+        .to_string();
+    // 24 x 30 x 20 x 2 bytes.
+    assert!(text.contains("bytes_read=28.80 K"), "{text}");
+    assert!(text.contains("chunks_read_in_part=3"), "{text}");
 }
 
 /// A CDF-1 header: `dims` (name, size; 0 is the record dimension), no attributes, and

@@ -19,7 +19,7 @@ use crate::zarr::read::array::{ReadStrategy, ZarrArray};
 use crate::zarr::read::metrics::ChunkMetrics;
 use crate::zarr::read::shard_index::ShardIndex;
 use crate::zarr::read::zstd_frame::decode_prefix;
-use crate::zarr::store::{LocalStore, ZarrStore};
+use crate::zarr::store::{LocalStore, RangesRead, ZarrStore};
 
 /// A chunk's shape as zarrs' codecs take it.
 fn chunk_shape(shape: &[u64]) -> Result<Vec<NonZeroU64>> {
@@ -149,6 +149,12 @@ impl ChunkReader {
         sink: Arc<S>,
     ) -> Result<Vec<S::Out>> {
         let (start, shape) = read.bounding_box().unwrap_or_else(|| whole(&read));
+        let key = self.array.chunk_key(&read.indices);
+        if let Some(boxed) = self.read_box_remote(&read, &key, &start, &shape).await? {
+            return self
+                .take_run(read, boxed, start, shape, metrics, sink)
+                .await;
+        }
         let slice_bytes = self.decoded_len(&read.shape[1..])?;
         let first = start[0];
         let rows = shape[0];
@@ -157,13 +163,84 @@ impl ChunkReader {
         let mut run_shape = read.shape.clone();
         run_shape[0] = rows;
         let range = first * slice_bytes..(first + rows) * slice_bytes;
-        let key = self.array.chunk_key(&read.indices);
         let fetched = self
             .array
             .store
             .get_range(&key, range)
             .await
             .map_err(|e| self.chunk_error(&read, e))?;
+        self.take_run(read, fetched, run_start, run_shape, metrics, sink)
+            .await
+    }
+
+    /// The box at `start` of `shape` of an uncompressed chunk, read as its runs along the
+    /// last dimension in one call, when the store reads many ranges at about the cost of one
+    /// (`StoreBackend::get_ranges`) and the box is a small part of the rows it spans;
+    /// `Ok(None)` otherwise (the caller reads the rows whole). What is read is the box's bytes
+    /// in C order, with the chunk's size.
+    async fn read_box_remote(
+        &self,
+        read: &ChunkSelection,
+        key: &str,
+        start: &[u64],
+        shape: &[u64],
+    ) -> Result<Option<Option<(Bytes, u64)>>> {
+        /// Runs a box may be read as (a few requests' worth of ranges).
+        const MAX_RUNS: u64 = 4096;
+        let n = read.shape.len();
+        let element = self.array.meta.element.size() as u64;
+        let box_bytes = self.decoded_len(shape)?;
+        let rows_bytes = self.decoded_len(&read.shape[1..])?.saturating_mul(shape[0]);
+        let runs: u64 = shape[..n.saturating_sub(1)].iter().product();
+        if n < 2 || box_bytes.saturating_mul(4) > rows_bytes || runs > MAX_RUNS {
+            return Ok(None);
+        }
+        // Each run: the box's extent along the last dimension, at one index of the others.
+        let run_bytes = shape[n - 1] * element;
+        let mut ranges = Vec::with_capacity(runs as usize);
+        let mut at = start[..n - 1].to_vec();
+        for _ in 0..runs {
+            let offset = (at.iter().zip(&read.shape)).fold(0u64, |o, (i, d)| o * d + i)
+                * read.shape[n - 1]
+                + start[n - 1];
+            ranges.push(offset * element..offset * element + run_bytes);
+            // The next index of the box's first n - 1 dimensions, in C order.
+            for d in (0..n - 1).rev() {
+                at[d] += 1;
+                if at[d] < start[d] + shape[d] {
+                    break;
+                }
+                at[d] = start[d];
+            }
+        }
+        let got = (self.array.store)
+            .get_ranges(key, ranges)
+            .await
+            .map_err(|e| self.chunk_error(read, e))?;
+        Ok(match got {
+            RangesRead::Unsupported => None,
+            RangesRead::Absent => Some(None),
+            RangesRead::Read(parts, stored) => {
+                let mut bytes = Vec::with_capacity(box_bytes as usize);
+                for part in parts {
+                    bytes.extend_from_slice(&part);
+                }
+                Some(Some((bytes.into(), stored)))
+            }
+        })
+    }
+
+    /// Decodes `fetched`, the rows (or box) at `run_start` of `run_shape` of an uncompressed
+    /// chunk and the chunk's stored size, into `sink`; an absent chunk reads as the fill value.
+    async fn take_run<S: ChunkSink>(
+        self: Arc<Self>,
+        read: ChunkSelection,
+        fetched: Option<(Bytes, u64)>,
+        run_start: Vec<u64>,
+        run_shape: Vec<u64>,
+        metrics: ChunkMetrics,
+        sink: Arc<S>,
+    ) -> Result<Vec<S::Out>> {
         metrics.requests.add(1);
         let Some((bytes, stored)) = fetched else {
             metrics.chunks_missing.add(1);

@@ -22,6 +22,17 @@ pub(crate) enum Fetched {
     TooLarge(u64),
 }
 
+/// What [`StoreBackend::get_ranges`] read.
+#[derive(Debug)]
+pub(crate) enum RangesRead {
+    /// The ranges' bytes, in order, and the object's whole size.
+    Read(Vec<Bytes>, u64),
+    /// There is no such object.
+    Absent,
+    /// The backend does not read many ranges at once.
+    Unsupported,
+}
+
 /// The objects of one Zarr node, keyed relative to it (`zarr.json`, `c/0/1`).
 #[async_trait::async_trait]
 pub(crate) trait StoreBackend: std::fmt::Debug + Send + Sync {
@@ -40,6 +51,19 @@ pub(crate) trait StoreBackend: std::fmt::Debug + Send + Sync {
         key: &str,
         range: Range<u64>,
     ) -> Result<Option<(Bytes, u64)>, BoxError>;
+
+    /// Bytes `ranges` of the object at `key` (each inside it), with its whole size, when the
+    /// backend reads many small ranges at about the cost of one (a netCDF file's chunks,
+    /// read in one call of the file): `Ok(None)` when there is no such object, and
+    /// [`Unsupported`](RangesRead::Unsupported) from backends that would make a request of
+    /// each, which read a box's whole rows instead.
+    async fn get_ranges(
+        &self,
+        _key: &str,
+        _ranges: Vec<Range<u64>>,
+    ) -> Result<RangesRead, BoxError> {
+        Ok(RangesRead::Unsupported)
+    }
 
     /// The last `n` bytes of the object at `key` (all of it when shorter), with its whole
     /// size; `None` when there is no such object. Local folders are read on the thread that

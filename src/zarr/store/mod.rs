@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use zarrs::storage::{AsyncReadableStorageTraits, Bytes, StoreKey};
 
-pub(crate) use backend::{concurrent_parts, storage_error, Fetched, StoreBackend};
+pub(crate) use backend::{concurrent_parts, storage_error, Fetched, RangesRead, StoreBackend};
 pub(crate) use local::LocalStore;
 pub(crate) use references::target::{open_file, Target as FileTarget};
 use references::ReferenceBackend;
@@ -149,6 +149,16 @@ impl ZarrStore {
         range: Range<u64>,
     ) -> Result<Option<(Bytes, u64)>, BoxError> {
         self.backend.get_range(key, range).await
+    }
+
+    /// Bytes `ranges` of the object at `key`, when the backend reads many ranges at once
+    /// ([`StoreBackend::get_ranges`]).
+    pub(crate) async fn get_ranges(
+        &self,
+        key: &str,
+        ranges: Vec<Range<u64>>,
+    ) -> Result<RangesRead, BoxError> {
+        self.backend.get_ranges(key, ranges).await
     }
 
     /// The last `n` bytes of the remote object at `key` (all of it when shorter), with its

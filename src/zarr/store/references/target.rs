@@ -192,12 +192,65 @@ impl Target {
     }
 }
 
+impl Target {
+    /// Bytes `ranges` of the file, exactly, in order: a local file's in one blocking task, an
+    /// object's with object_store's `get_ranges` (nearby ranges coalesced, requests
+    /// concurrent); `None` when there is no such file.
+    pub(crate) async fn read_ranges(
+        &self,
+        ranges: Vec<Range<u64>>,
+    ) -> std::result::Result<Option<Vec<Bytes>>, BoxError> {
+        let pieces = match self {
+            Target::Local(path) => {
+                let path = path.clone();
+                let wanted = ranges.clone();
+                let read = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<Bytes>> {
+                    let file = std::fs::File::open(&path)?;
+                    let size = file.metadata()?.len();
+                    wanted
+                        .into_iter()
+                        .map(|r| read_at(&file, size, r))
+                        .collect()
+                })
+                .await?;
+                match read {
+                    Ok(pieces) => pieces,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(e) => return Err(Box::new(e)),
+                }
+            }
+            Target::Remote { store, path } => match store.get_ranges(path, &ranges).await {
+                Ok(pieces) => pieces,
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(Box::new(e)),
+            },
+        };
+        for (piece, range) in pieces.iter().zip(&ranges) {
+            if piece.len() as u64 != range.end - range.start {
+                return Err(format!(
+                    "bytes {}..{} were referenced, the file holds {} of them",
+                    range.start,
+                    range.end,
+                    piece.len()
+                )
+                .into());
+            }
+        }
+        Ok(Some(pieces))
+    }
+}
+
 /// Bytes `range` of a local file: what it holds of them (fewer past its end), allocated only
 /// for what is there.
 fn read_local(path: &std::path::Path, range: Range<u64>) -> std::io::Result<Bytes> {
-    use std::os::unix::fs::FileExt;
     let file = std::fs::File::open(path)?;
     let size = file.metadata()?.len();
+    read_at(&file, size, range)
+}
+
+/// Bytes `range` of an open file of `size` bytes: what it holds of them (fewer past its end).
+fn read_at(file: &std::fs::File, size: u64, range: Range<u64>) -> std::io::Result<Bytes> {
+    use std::os::unix::fs::FileExt;
     let end = range.end.min(size);
     let len = end.saturating_sub(range.start) as usize;
     let mut buf = vec![0u8; len];
