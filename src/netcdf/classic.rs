@@ -44,10 +44,6 @@ pub(crate) struct Rows {
     pub stride: u64,
     /// How many rows there are (the first dimension's length; 1 for a scalar).
     pub rows: u64,
-    /// Whether rows are near enough to be read together with the bytes between them (the gap
-    /// at most 3 rows or `SMALL_GAP` bytes); otherwise a chunk holds at most
-    /// `READS_PER_CHUNK` rows, each its own read.
-    pub together: bool,
     /// Rows per chunk (at least 1).
     pub per_chunk: u64,
     /// The variable's rank (a chunk key has this many indices; a scalar's is `0`).
@@ -264,10 +260,11 @@ fn rows_of(var: &NcVariable, stride: u64, records: u64, file_len: u64) -> Result
         (_, true) => (records, stride),
         (_, false) => (var.dimensions[0].size, row_bytes),
     };
-    let gap = stride - row_bytes;
-    let together = gap <= SMALL_GAP.max(row_bytes.saturating_mul(3));
+    // Rows far apart (more than 3 rows or SMALL_GAP bytes between them) are read one by
+    // one: a chunk holds at most READS_PER_CHUNK of them.
+    let apart = stride - row_bytes > SMALL_GAP.max(row_bytes.saturating_mul(3));
     let mut per_chunk = (CHUNK_BYTES / row_bytes.max(1)).max(1);
-    if !together {
+    if apart {
         per_chunk = per_chunk.min(READS_PER_CHUNK);
     }
     let per_chunk = per_chunk.min(rows.max(1));
@@ -290,7 +287,6 @@ fn rows_of(var: &NcVariable, stride: u64, records: u64, file_len: u64) -> Result
         row_bytes,
         stride,
         rows,
-        together,
         per_chunk,
         rank,
     })
@@ -395,7 +391,6 @@ mod tests {
             row_bytes: 8,
             stride: 20,
             rows: 5,
-            together: true,
             per_chunk: 2,
             rank: 2,
         };

@@ -6,7 +6,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
+use zarrs::storage::byte_range::ByteRangeIterator;
 use zarrs::storage::{
     AsyncMaybeBytesIterator, AsyncReadableStorageTraits, Bytes, MaybeBytes, StorageError, StoreKey,
 };
@@ -16,7 +16,8 @@ use crate::error::{BoxError, Error, Result};
 use crate::limits::METADATA_BYTES;
 use crate::storage::StorageOptions;
 use crate::zarr::store::{
-    open_file, storage_error, Fetched, FileTarget, RangesRead, StoreBackend, ZarrStore,
+    object_ranges, open_file, storage_error, Fetched, FileTarget, RangesRead, StoreBackend,
+    ZarrStore,
 };
 
 /// The first bytes of an HDF5 file (netCDF-4 is HDF5) whose superblock is at its start.
@@ -364,22 +365,7 @@ impl AsyncReadableStorageTraits for NetcdfStorage {
         let Some(size) = self.0.size(key) else {
             return Ok(None);
         };
-        let mut ranges = Vec::new();
-        for range in byte_ranges {
-            let (start, end) = match range {
-                ByteRange::FromStart(offset, None) => (offset, size),
-                ByteRange::FromStart(offset, Some(length)) => {
-                    (offset, offset.saturating_add(length))
-                }
-                ByteRange::Suffix(length) => (size.saturating_sub(length), size),
-            };
-            if end > size || start > end {
-                return Err(StorageError::Other(format!(
-                    "bytes {start}..{end} of '{key}', which holds {size}"
-                )));
-            }
-            ranges.push(start..end);
-        }
+        let ranges = object_ranges(key, byte_ranges, size)?;
         // Every range in one read of the file.
         let parts = self.0.parts(key, ranges).await.map_err(storage_error)?;
         Ok(parts.map(|parts| {

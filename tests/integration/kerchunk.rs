@@ -6,13 +6,11 @@
 
 use std::path::Path;
 
-use arrow::compute::concat_batches;
-use arrow::record_batch::RecordBatch;
 use datafusion::prelude::SessionContext;
 use ndfusion::{new_session_context, Error};
 use serde_json::Value;
 
-use super::xarray_cells::{assert_rows, column_names};
+use super::xarray_cells::{all_rows, assert_rows, column_names};
 
 const DIR: &str = "tests/data/kerchunk";
 
@@ -27,13 +25,6 @@ async fn create(ctx: &SessionContext, location: &str, options: &str) -> Result<(
         Ok(_) => Ok(()),
         Err(e) => Err(Error::user_message(&e)),
     }
-}
-
-async fn all_rows(ctx: &SessionContext, sql: &str) -> Result<RecordBatch, String> {
-    let df = ctx.sql(sql).await.map_err(|e| Error::user_message(&e))?;
-    let schema = df.schema().as_arrow().clone();
-    let batches = df.collect().await.map_err(|e| Error::user_message(&e))?;
-    Ok(concat_batches(&std::sync::Arc::new(schema), &batches).unwrap())
 }
 
 #[tokio::test]

@@ -7,7 +7,11 @@ use std::cmp::Ordering;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Float64Type, Int64Type, TimeUnit, UInt64Type};
+use datafusion::prelude::SessionContext;
+use ndfusion::Error;
 use serde_json::Value;
+
+use arrow::compute::concat_batches;
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Cell {
@@ -136,4 +140,12 @@ pub(crate) fn column_names(batch: &RecordBatch) -> Vec<String> {
         .iter()
         .map(|f| f.name().clone())
         .collect()
+}
+
+/// Every row `sql` answers in `ctx`, as one batch; an error as the user would see it.
+pub(crate) async fn all_rows(ctx: &SessionContext, sql: &str) -> Result<RecordBatch, String> {
+    let df = ctx.sql(sql).await.map_err(|e| Error::user_message(&e))?;
+    let schema = df.schema().as_arrow().clone();
+    let batches = df.collect().await.map_err(|e| Error::user_message(&e))?;
+    Ok(concat_batches(&std::sync::Arc::new(schema), &batches).unwrap())
 }

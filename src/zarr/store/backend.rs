@@ -94,6 +94,31 @@ pub(crate) trait StoreBackend: std::fmt::Debug + Send + Sync {
     fn zarrs_storage(&self) -> Arc<dyn AsyncReadableStorageTraits>;
 }
 
+/// zarrs' byte ranges of an object of `size` bytes as offsets, each checked to lie inside it
+/// (an error names the key and the size).
+pub(crate) fn object_ranges(
+    key: &str,
+    byte_ranges: zarrs::storage::byte_range::ByteRangeIterator<'_>,
+    size: u64,
+) -> Result<Vec<Range<u64>>, StorageError> {
+    use zarrs::storage::byte_range::ByteRange;
+    let mut ranges = Vec::new();
+    for range in byte_ranges {
+        let (start, end) = match range {
+            ByteRange::FromStart(offset, None) => (offset, size),
+            ByteRange::FromStart(offset, Some(length)) => (offset, offset.saturating_add(length)),
+            ByteRange::Suffix(length) => (size.saturating_sub(length), size),
+        };
+        if end > size || start > end {
+            return Err(StorageError::Other(format!(
+                "bytes {start}..{end} of '{key}', which holds {size}"
+            )));
+        }
+        ranges.push(start..end);
+    }
+    Ok(ranges)
+}
+
 /// A backend's error as zarrs' storage error, with its root cause.
 pub(crate) fn storage_error(e: BoxError) -> StorageError {
     StorageError::Other(crate::error::with_root_cause(e.as_ref()))

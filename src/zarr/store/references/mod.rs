@@ -17,12 +17,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use url::Url;
-use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
+use zarrs::storage::byte_range::ByteRangeIterator;
 use zarrs::storage::{
     AsyncMaybeBytesIterator, AsyncReadableStorageTraits, Bytes, MaybeBytes, StorageError, StoreKey,
 };
 
-use super::backend::{concurrent_parts, storage_error, Fetched, StoreBackend};
+use super::backend::{concurrent_parts, object_ranges, storage_error, Fetched, StoreBackend};
 use super::remote::RemoteBackend;
 use super::LocalStore;
 use crate::error::{BoxError, Error, Result};
@@ -323,22 +323,7 @@ impl AsyncReadableStorageTraits for ReferenceStorage {
         let Some(size) = self.0.size(key).await.map_err(storage_error)? else {
             return Ok(None);
         };
-        let mut ranges = Vec::new();
-        for range in byte_ranges {
-            let (start, end) = match range {
-                ByteRange::FromStart(offset, None) => (offset, size),
-                ByteRange::FromStart(offset, Some(length)) => {
-                    (offset, offset.saturating_add(length))
-                }
-                ByteRange::Suffix(length) => (size.saturating_sub(length), size),
-            };
-            if end > size || start > end {
-                return Err(StorageError::Other(format!(
-                    "bytes {start}..{end} of '{key}', which holds {size}"
-                )));
-            }
-            ranges.push(start..end);
-        }
+        let ranges = object_ranges(key, byte_ranges, size)?;
         concurrent_parts(ranges.into_iter().map(|range| self.0.read(key, range))).await
     }
 
