@@ -19,6 +19,7 @@ use netcdf_reader::classic::header::{parse_header, ClassicHeader};
 use netcdf_reader::{NcAttrValue, NcAttribute, NcFormat, NcType, NcVariable};
 use serde_json::{json, Map, Value};
 
+use super::layout::{Layout, Source};
 use crate::zarr::decode::cf::ATTRIBUTE_TYPES;
 
 /// Bytes of a variable's data a chunk holds at most (fewer rows when a row is larger).
@@ -51,6 +52,26 @@ pub(crate) struct Rows {
 }
 
 impl Rows {
+    /// `rows` rows of `row_bytes` bytes, `stride` bytes apart from `begin`, of a variable of
+    /// rank `rank`, in chunks of up to 1 MiB; rows far apart (more than 3 rows or SMALL_GAP
+    /// bytes between them) are read one by one, so a chunk holds at most READS_PER_CHUNK of
+    /// them.
+    pub(crate) fn new(begin: u64, row_bytes: u64, stride: u64, rows: u64, rank: usize) -> Self {
+        let apart = stride - row_bytes > SMALL_GAP.max(row_bytes.saturating_mul(3));
+        let mut per_chunk = (CHUNK_BYTES / row_bytes.max(1)).max(1);
+        if apart {
+            per_chunk = per_chunk.min(READS_PER_CHUNK);
+        }
+        Rows {
+            begin,
+            row_bytes,
+            stride,
+            rows,
+            per_chunk: per_chunk.min(rows.max(1)),
+            rank,
+        }
+    }
+
     /// The rows chunk `index` (along the first dimension) holds: at most `per_chunk`, fewer
     /// at the end; `None` past the last chunk.
     pub(crate) fn chunk(&self, index: u64) -> Option<std::ops::Range<u64>> {
@@ -96,17 +117,6 @@ impl Rows {
     }
 }
 
-/// A netCDF-3 file as a Zarr v2 group.
-#[derive(Debug)]
-pub(crate) struct ClassicLayout {
-    /// `.zgroup`, `.zattrs`, `.zmetadata` and each variable's `.zarray` / `.zattrs`.
-    pub documents: BTreeMap<String, Vec<u8>>,
-    /// Each variable's rows, by name.
-    pub variables: HashMap<String, Rows>,
-    /// The variables in the file's order (xarray's order of columns).
-    pub order: Vec<String>,
-}
-
 /// Why a file is not a netCDF-3 file ndfusion reads.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ClassicError {
@@ -127,120 +137,118 @@ pub(crate) fn classic_format(magic: &[u8]) -> Option<NcFormat> {
     }
 }
 
-impl ClassicLayout {
-    /// The layout of the file whose first bytes are `header` and which holds `file_len`
-    /// bytes.
-    pub(crate) fn parse(
-        header: &[u8],
-        format: NcFormat,
-        file_len: u64,
-    ) -> Result<Self, ClassicError> {
-        let parsed = match parse_header(header, format) {
-            Ok(parsed) => parsed,
-            Err(netcdf_reader::Error::UnexpectedEof { .. }) if (header.len() as u64) < file_len => {
-                return Err(ClassicError::ShortHeader(header.len()))
-            }
-            Err(netcdf_reader::Error::UnexpectedEof { .. }) => {
-                return Err(ClassicError::Invalid(format!(
-                    "the file ends inside its header ({file_len} bytes): truncated?"
-                )))
-            }
-            Err(e) => return Err(ClassicError::Invalid(format!("its header: {e}"))),
-        };
-        // CDF-1/2 write 0xFFFFFFFF records while a file is being written ("streaming"): the
-        // records are then as many as the file holds.
-        let streaming = format != NcFormat::Cdf5 && header.get(4..8) == Some(&[0xFF; 4][..]);
-        Self::from_header(parsed, streaming, file_len)
-    }
-
-    fn from_header(
-        header: ClassicHeader,
-        streaming: bool,
-        file_len: u64,
-    ) -> Result<Self, ClassicError> {
-        let invalid = ClassicError::Invalid;
-        let stride = netcdf_reader::classic::data::compute_record_stride(&header.variables)
-            .map_err(|e| invalid(e.to_string()))?;
-        let record_start = (header.variables.iter())
-            .filter(|v| v.is_record_var)
-            .map(|v| v.data_offset)
-            .min();
-        let records = match (streaming, record_start) {
-            (true, Some(start)) if stride > 0 => file_len.saturating_sub(start) / stride,
-            (true, _) => 0,
-            (false, _) => header.numrecs,
-        };
-
-        let mut documents = BTreeMap::new();
-        let mut consolidated = Map::new();
-        let mut variables = HashMap::new();
-        let mut order = Vec::new();
-        let group_attrs = attributes_json(&header.global_attributes, None);
-        let mut add = |key: String, value: Value, consolidated: &mut Map<String, Value>| {
-            documents.insert(key.clone(), value.to_string().into_bytes());
-            consolidated.insert(key, value);
-        };
-        add(
-            ".zgroup".into(),
-            json!({"zarr_format": 2}),
-            &mut consolidated,
-        );
-        add(
-            ".zattrs".into(),
-            Value::Object(group_attrs),
-            &mut consolidated,
-        );
-        for var in &header.variables {
-            let name = &var.name;
-            if name.is_empty() || name.contains('/') || name.starts_with('.') {
-                return Err(invalid(format!("a variable is named '{name}'")));
-            }
-            if variables.contains_key(name) {
-                return Err(invalid(format!("two variables are named '{name}'")));
-            }
-            let rows = rows_of(var, stride, records, file_len).map_err(invalid)?;
-            let dtype = zarr_dtype(&var.dtype)
-                .ok_or_else(|| invalid(format!("variable '{name}' has type {:?}", var.dtype)))?;
-            let shape: Vec<u64> = (var.dimensions.iter().enumerate())
-                .map(|(i, d)| match (i, var.is_record_var) {
-                    (0, true) => records,
-                    _ => d.size,
-                })
-                .collect();
-            let mut chunks = shape.clone();
-            if let Some(first) = chunks.first_mut() {
-                *first = rows.per_chunk;
-            }
-            let zarray = json!({
-                "zarr_format": 2,
-                "shape": shape,
-                "chunks": chunks,
-                "dtype": dtype,
-                "fill_value": null,
-                "order": "C",
-                "compressor": null,
-                "filters": null,
-                "dimension_separator": ".",
-            });
-            let dims: Vec<&str> = var.dimensions.iter().map(|d| d.name.as_str()).collect();
-            let attrs = attributes_json(&var.attributes, Some((&dims, &var.dtype)));
-            add(format!("{name}/.zarray"), zarray, &mut consolidated);
-            add(
-                format!("{name}/.zattrs"),
-                Value::Object(attrs),
-                &mut consolidated,
-            );
-            variables.insert(name.clone(), rows);
-            order.push(name.clone());
+/// The layout of the netCDF-3 file whose first bytes are `header` and which holds `file_len`
+/// bytes.
+pub(crate) fn classic_layout(
+    header: &[u8],
+    format: NcFormat,
+    file_len: u64,
+) -> Result<Layout, ClassicError> {
+    let parsed = match parse_header(header, format) {
+        Ok(parsed) => parsed,
+        Err(netcdf_reader::Error::UnexpectedEof { .. }) if (header.len() as u64) < file_len => {
+            return Err(ClassicError::ShortHeader(header.len()))
         }
-        let zmetadata = json!({"zarr_consolidated_format": 1, "metadata": consolidated});
-        documents.insert(".zmetadata".into(), zmetadata.to_string().into_bytes());
-        Ok(ClassicLayout {
-            documents,
-            variables,
-            order,
-        })
+        Err(netcdf_reader::Error::UnexpectedEof { .. }) => {
+            return Err(ClassicError::Invalid(format!(
+                "the file ends inside its header ({file_len} bytes): truncated?"
+            )))
+        }
+        Err(e) => return Err(ClassicError::Invalid(format!("its header: {e}"))),
+    };
+    // CDF-1/2 write 0xFFFFFFFF records while a file is being written ("streaming"): the
+    // records are then as many as the file holds.
+    let streaming = format != NcFormat::Cdf5 && header.get(4..8) == Some(&[0xFF; 4][..]);
+    from_header(parsed, streaming, file_len)
+}
+
+fn from_header(
+    header: ClassicHeader,
+    streaming: bool,
+    file_len: u64,
+) -> Result<Layout, ClassicError> {
+    let invalid = ClassicError::Invalid;
+    let stride = netcdf_reader::classic::data::compute_record_stride(&header.variables)
+        .map_err(|e| invalid(e.to_string()))?;
+    let record_start = (header.variables.iter())
+        .filter(|v| v.is_record_var)
+        .map(|v| v.data_offset)
+        .min();
+    let records = match (streaming, record_start) {
+        (true, Some(start)) if stride > 0 => file_len.saturating_sub(start) / stride,
+        (true, _) => 0,
+        (false, _) => header.numrecs,
+    };
+
+    let mut documents = BTreeMap::new();
+    let mut consolidated = Map::new();
+    let mut variables = HashMap::new();
+    let mut order = Vec::new();
+    let group_attrs = attributes_json(&header.global_attributes, None);
+    let mut add = |key: String, value: Value, consolidated: &mut Map<String, Value>| {
+        documents.insert(key.clone(), value.to_string().into_bytes());
+        consolidated.insert(key, value);
+    };
+    add(
+        ".zgroup".into(),
+        json!({"zarr_format": 2}),
+        &mut consolidated,
+    );
+    add(
+        ".zattrs".into(),
+        Value::Object(group_attrs),
+        &mut consolidated,
+    );
+    for var in &header.variables {
+        let name = &var.name;
+        if name.is_empty() || name.contains('/') || name.starts_with('.') {
+            return Err(invalid(format!("a variable is named '{name}'")));
+        }
+        if variables.contains_key(name) {
+            return Err(invalid(format!("two variables are named '{name}'")));
+        }
+        let rows = rows_of(var, stride, records, file_len).map_err(invalid)?;
+        let dtype = zarr_dtype(&var.dtype)
+            .ok_or_else(|| invalid(format!("variable '{name}' has type {:?}", var.dtype)))?;
+        let shape: Vec<u64> = (var.dimensions.iter().enumerate())
+            .map(|(i, d)| match (i, var.is_record_var) {
+                (0, true) => records,
+                _ => d.size,
+            })
+            .collect();
+        let mut chunks = shape.clone();
+        if let Some(first) = chunks.first_mut() {
+            *first = rows.per_chunk;
+        }
+        let zarray = json!({
+            "zarr_format": 2,
+            "shape": shape,
+            "chunks": chunks,
+            "dtype": dtype,
+            "fill_value": null,
+            "order": "C",
+            "compressor": null,
+            "filters": null,
+            "dimension_separator": ".",
+        });
+        let dims: Vec<&str> = var.dimensions.iter().map(|d| d.name.as_str()).collect();
+        let attrs = attributes_json(&var.attributes, Some((&dims, &var.dtype)));
+        add(format!("{name}/.zarray"), zarray, &mut consolidated);
+        add(
+            format!("{name}/.zattrs"),
+            Value::Object(attrs),
+            &mut consolidated,
+        );
+        variables.insert(name.clone(), Source::Rows(rows));
+        order.push(name.clone());
     }
+    let zmetadata = json!({"zarr_consolidated_format": 1, "metadata": consolidated});
+    documents.insert(".zmetadata".into(), zmetadata.to_string().into_bytes());
+    Ok(Layout {
+        documents,
+        variables,
+        order,
+    })
 }
 
 /// Where `var`'s rows are, checked to lie inside the file's `file_len` bytes.
@@ -260,14 +268,6 @@ fn rows_of(var: &NcVariable, stride: u64, records: u64, file_len: u64) -> Result
         (_, true) => (records, stride),
         (_, false) => (var.dimensions[0].size, row_bytes),
     };
-    // Rows far apart (more than 3 rows or SMALL_GAP bytes between them) are read one by
-    // one: a chunk holds at most READS_PER_CHUNK of them.
-    let apart = stride - row_bytes > SMALL_GAP.max(row_bytes.saturating_mul(3));
-    let mut per_chunk = (CHUNK_BYTES / row_bytes.max(1)).max(1);
-    if apart {
-        per_chunk = per_chunk.min(READS_PER_CHUNK);
-    }
-    let per_chunk = per_chunk.min(rows.max(1));
     if rows > 0 {
         let end = (rows - 1)
             .checked_mul(stride)
@@ -282,14 +282,7 @@ fn rows_of(var: &NcVariable, stride: u64, records: u64, file_len: u64) -> Result
             ));
         }
     }
-    Ok(Rows {
-        begin: var.data_offset,
-        row_bytes,
-        stride,
-        rows,
-        per_chunk,
-        rank,
-    })
+    Ok(Rows::new(var.data_offset, row_bytes, stride, rows, rank))
 }
 
 /// The Zarr v2 data type of a netCDF-3 type (big-endian, as the file stores it).
@@ -314,7 +307,10 @@ fn zarr_dtype(t: &NcType) -> Option<&'static str> {
 /// number, several as a list, non-finite floats as `"NaN"` / `"Infinity"`; with
 /// `_ARRAY_DIMENSIONS` for a variable, and the numpy types of `scale_factor` / `add_offset`
 /// (xarray chooses the decoded float type from them; JSON keeps no type).
-fn attributes_json(attrs: &[NcAttribute], var: Option<(&[&str], &NcType)>) -> Map<String, Value> {
+pub(crate) fn attributes_json(
+    attrs: &[NcAttribute],
+    var: Option<(&[&str], &NcType)>,
+) -> Map<String, Value> {
     let mut out = Map::new();
     let mut types = Map::new();
     for attr in attrs {

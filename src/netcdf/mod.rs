@@ -2,15 +2,21 @@
 //! (`zarr/dataset/`), and a glob of files is a collection.
 //!
 //! Nothing here decodes values: `classic.rs` lays a netCDF-3 header out as the Zarr v2 group
-//! xarray would see (metadata documents, chunks that are rows of the file), `store.rs` serves
-//! that group to the Zarr reader from ranged reads of the file. So pushdown, statistics, CF
+//! xarray would see (metadata documents, chunks that are rows of the file), `nc4.rs` a
+//! netCDF-4 file's HDF5 metadata as a Zarr v3 group (its chunks the HDF5 chunks, its codecs
+//! the HDF5 filters; `blocking.rs` is the file as the HDF5 parser reads it), both into a
+//! `layout.rs`; `store.rs` serves that group to the Zarr reader from ranged reads of the file. So pushdown, statistics, CF
 //! decoding, collections and clusters are the Zarr tables' own. `table.rs` is the public
 //! [`NetCDFTable`] and its factory, `options.rs` its `OPTIONS`, `kind.rs` its entry in the list
 //! of table kinds.
 
+mod blocking;
 mod classic;
 mod kind;
+mod layout;
+mod nc4;
 mod options;
+mod skipped;
 mod store;
 mod table;
 
@@ -25,7 +31,7 @@ pub(crate) fn file_format_hint(head: &[u8]) -> Option<&'static str> {
     if head.get(..4).and_then(classic::classic_format).is_some() {
         Some("a netCDF file: read it with STORED AS NETCDF")
     } else if head.starts_with(store::HDF5_MAGIC) {
-        Some("a netCDF-4 / HDF5 file, which ndfusion does not read yet (netCDF-3 files are read with STORED AS NETCDF)")
+        Some("a netCDF-4 / HDF5 file: read it with STORED AS NETCDF")
     } else {
         None
     }

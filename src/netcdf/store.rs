@@ -11,7 +11,10 @@ use zarrs::storage::{
     AsyncMaybeBytesIterator, AsyncReadableStorageTraits, Bytes, MaybeBytes, StorageError, StoreKey,
 };
 
-use super::classic::{classic_format, ClassicError, ClassicLayout, Rows, SMALL_GAP};
+use super::blocking::BlockingFile;
+use super::classic::{classic_format, classic_layout, ClassicError, Rows, SMALL_GAP};
+use super::layout::{chunk_indices, ChunkIndex, Layout, Source};
+use super::skipped::restore;
 use crate::error::{BoxError, Error, Result};
 use crate::limits::METADATA_BYTES;
 use crate::storage::StorageOptions;
@@ -27,7 +30,12 @@ pub(crate) const HDF5_MAGIC: &[u8] = b"\x89HDF\r\n\x1a\n";
 const FIRST_READ: u64 = 64 << 10;
 
 /// The store of the netCDF file at `location`, its header read (at most the metadata limit).
-pub(crate) async fn open_netcdf(location: &str, options: &StorageOptions) -> Result<ZarrStore> {
+/// `wanted`: the variables the table shows (its `variables` option), when not all.
+pub(crate) async fn open_netcdf(
+    location: &str,
+    options: &StorageOptions,
+    wanted: Option<&[String]>,
+) -> Result<ZarrStore> {
     let limits = options.limits()?;
     let cannot = |reason: String| Error::NotFound {
         location: location.to_string(),
@@ -52,22 +60,27 @@ pub(crate) async fn open_netcdf(location: &str, options: &StorageOptions) -> Res
         Err(why) => return Err(cannot(why)),
     };
     let max = limits.metadata_bytes;
+    let over = |file, layout| {
+        let backend = NetcdfBackend {
+            shown: location.to_string(),
+            file,
+            layout: Arc::new(layout),
+        };
+        ZarrStore::over(Arc::new(backend), limits)
+    };
     let mut want = FIRST_READ.min(len);
     loop {
         let head = read(&file, 0..want).await.map_err(&cannot)?;
+        if head.starts_with(HDF5_MAGIC) {
+            let layout = open_nc4(&file, len, max, wanted).await.map_err(&cannot)?;
+            return Ok(over(file, layout));
+        }
         let format = match head.get(..4).and_then(classic_format) {
             Some(format) => format,
             None => return Err(cannot(not_netcdf(&head))),
         };
-        match ClassicLayout::parse(&head, format, len) {
-            Ok(layout) => {
-                let backend = NetcdfBackend {
-                    shown: location.to_string(),
-                    file,
-                    layout: Arc::new(layout),
-                };
-                return Ok(ZarrStore::over(Arc::new(backend), limits));
-            }
+        match classic_layout(&head, format, len) {
+            Ok(layout) => return Ok(over(file, layout)),
             Err(ClassicError::ShortHeader(_)) if want < max.min(len) => {
                 want = want.saturating_mul(4).min(max).min(len);
             }
@@ -80,6 +93,35 @@ pub(crate) async fn open_netcdf(location: &str, options: &StorageOptions) -> Res
             Err(ClassicError::Invalid(reason)) => return Err(cannot(reason)),
         }
     }
+}
+
+/// The layout of the netCDF-4 file `file` (`len` bytes), its metadata read on a blocking
+/// thread, at most `max` bytes of it (`nc4_layout`).
+async fn open_nc4(
+    file: &FileTarget,
+    len: u64,
+    max: u64,
+    wanted: Option<&[String]>,
+) -> std::result::Result<Layout, String> {
+    let storage = Arc::new(BlockingFile::new(
+        file.clone(),
+        len,
+        tokio::runtime::Handle::current(),
+        max,
+    ));
+    let reader = Arc::clone(&storage);
+    let wanted = wanted.map(<[String]>::to_vec);
+    let layout =
+        tokio::task::spawn_blocking(move || super::nc4::nc4_layout(reader, max, wanted.as_deref()))
+            .await
+            .map_err(|e| format!("reading its metadata failed: {e}"))?;
+    layout.map_err(|why| match storage.exhausted() {
+        true => format!(
+            "its metadata (headers and chunk indexes) is larger than the {max} bytes a \
+             metadata document may have ({METADATA_BYTES}): {why}"
+        ),
+        false => why,
+    })
 }
 
 /// Whether `location` (no file) is a Zarr store: it holds Zarr metadata.
@@ -97,15 +139,13 @@ async fn is_zarr_store(location: &str, options: &StorageOptions) -> bool {
 
 /// Why a file whose first bytes are `head` is not one ndfusion reads as netCDF.
 fn not_netcdf(head: &[u8]) -> String {
-    if head.starts_with(HDF5_MAGIC) {
-        "a netCDF-4 / HDF5 file: ndfusion reads netCDF-3 files (CDF-1, CDF-2, CDF-5) so far".into()
-    } else if head.is_empty() {
+    if head.is_empty() {
         "an empty file, not a netCDF file".into()
     } else {
         let shown: Vec<String> = head.iter().take(4).map(|b| format!("{b:02x}")).collect();
         format!(
             "not a netCDF file: it starts with bytes {} (a netCDF-3 file starts with 'CDF' \
-             and a version byte 1, 2 or 5)",
+             and a version byte 1, 2 or 5, a netCDF-4 file with HDF5's signature)",
             shown.join(" ")
         )
     }
@@ -119,13 +159,13 @@ async fn read(file: &FileTarget, range: Range<u64>) -> std::result::Result<Bytes
     }
 }
 
-/// A netCDF-3 file's variables as a Zarr v2 group (cheap to clone: zarrs holds one too).
+/// A netCDF file's variables as a Zarr group (cheap to clone: zarrs holds one too).
 #[derive(Clone)]
 pub(crate) struct NetcdfBackend {
     /// The file as it may be shown.
     shown: String,
     file: FileTarget,
-    layout: Arc<ClassicLayout>,
+    layout: Arc<Layout>,
 }
 
 impl std::fmt::Debug for NetcdfBackend {
@@ -137,8 +177,15 @@ impl std::fmt::Debug for NetcdfBackend {
 /// What a key of the store is.
 enum Object<'a> {
     Document(&'a [u8]),
-    /// Chunk `index` (along the first dimension) of a variable.
+    /// Chunk `index` (along the first dimension) of a variable stored as rows.
     Chunk(&'a Rows, u64),
+    /// A stored chunk: these bytes of the file.
+    Stored(Range<u64>),
+    /// A chunk stored with filters skipped: these bytes of the file, completed with
+    /// `skipped::restore` (its size known only then: read whole).
+    Skipped(Range<u64>, &'a ChunkIndex, u32),
+    /// A variable's bytes held in memory.
+    Inline(&'a Bytes),
 }
 
 impl NetcdfBackend {
@@ -148,33 +195,88 @@ impl NetcdfBackend {
             return Some(Object::Document(doc));
         }
         let (name, indices) = key.rsplit_once('/')?;
-        let rows = self.layout.variables.get(name)?;
-        let mut parts = indices.split('.');
-        let first: u64 = parts.next()?.parse().ok()?;
-        // A chunk spans the whole of every dimension after the first: their index is 0.
-        let rest: Vec<&str> = parts.collect();
-        if rest.len() != rows.rank.saturating_sub(1) || rest.iter().any(|p| *p != "0") {
-            return None;
+        match self.layout.variables.get(name)? {
+            Source::Rows(rows) => {
+                let at = chunk_indices(indices, rows.rank)?;
+                // A chunk spans the whole of every dimension after the first: their index is 0.
+                let first = at.first().copied().unwrap_or(0);
+                if at.iter().skip(1).any(|&i| i != 0) {
+                    return None;
+                }
+                rows.chunk(first)?;
+                Some(Object::Chunk(rows, first))
+            }
+            Source::Chunks(index) => {
+                let at = chunk_indices(indices, index.grid.len())?;
+                let linear = index.linear(&at)?;
+                let range = index.stored.get(&linear)?.clone();
+                match index.skipped.get(&linear) {
+                    Some(&mask) => Some(Object::Skipped(range, index, mask)),
+                    None => Some(Object::Stored(range)),
+                }
+            }
+            Source::Inline(bytes) => {
+                let at = chunk_indices(indices, indices.split('.').count())?;
+                at.iter().all(|&i| i == 0).then_some(Object::Inline(bytes))
+            }
         }
-        rows.chunk(first)?;
-        Some(Object::Chunk(rows, first))
     }
 
-    fn size(&self, key: &str) -> Option<u64> {
-        match self.object(key)? {
-            Object::Document(doc) => Some(doc.len() as u64),
-            Object::Chunk(rows, _) => Some(rows.chunk_bytes()),
-        }
+    /// The size of the object at `key`; `None` when there is none. A chunk stored with
+    /// filters skipped has its size only once restored: it is read (such chunks are the
+    /// rare ones a compressor could not shrink).
+    async fn size(&self, key: &str) -> std::result::Result<Option<u64>, BoxError> {
+        Ok(match self.object(key) {
+            None => None,
+            Some(Object::Document(doc)) => Some(doc.len() as u64),
+            Some(Object::Chunk(rows, _)) => Some(rows.chunk_bytes()),
+            Some(Object::Stored(range)) => Some(range.end - range.start),
+            Some(Object::Inline(bytes)) => Some(bytes.len() as u64),
+            Some(Object::Skipped(range, index, mask)) => {
+                Some(self.restored(range, index, mask).await?.len() as u64)
+            }
+        })
     }
 
     /// The whole object at `key`; `None` when there is none.
     async fn get(&self, key: &str) -> std::result::Result<Option<Bytes>, BoxError> {
-        let Some(size) = self.size(key) else {
+        if let Some(Object::Skipped(range, index, mask)) = self.object(key) {
+            return self.restored(range, index, mask).await.map(Some);
+        }
+        let Some(size) = self.size(key).await? else {
             return Ok(None);
         };
         let whole = 0..size;
         let parts = self.parts(key, vec![whole]).await?;
         Ok(parts.and_then(|p| p.into_iter().next()))
+    }
+
+    /// The chunk at bytes `range` of the file, stored with the filters of `mask` skipped, as
+    /// the variable's codecs decode it (`skipped::restore`).
+    async fn restored(
+        &self,
+        range: Range<u64>,
+        index: &ChunkIndex,
+        mask: u32,
+    ) -> std::result::Result<Bytes, BoxError> {
+        let stored = self.read_file(vec![range]).await?.remove(0);
+        restore(&index.filters, mask, stored, index.typesize)
+            .map_err(|why| format!("{}: {why}", self.shown).into())
+    }
+
+    /// Bytes `ranges` of the file, in one call of it.
+    async fn read_file(
+        &self,
+        ranges: Vec<Range<u64>>,
+    ) -> std::result::Result<Vec<Bytes>, BoxError> {
+        match self.file.read_ranges(ranges).await {
+            Ok(Some(read)) => Ok(read),
+            Ok(None) => Err(format!("{} no longer exists", self.shown).into()),
+            Err(e) => {
+                let cause = crate::error::with_root_cause(e.as_ref());
+                Err(format!("{}: {cause}", self.shown).into())
+            }
+        }
     }
 
     /// Bytes `ranges` (each inside it) of the object at `key`; `None` when there is none.
@@ -185,14 +287,19 @@ impl NetcdfBackend {
     ) -> std::result::Result<Option<Vec<Bytes>>, BoxError> {
         match self.object(key) {
             None => Ok(None),
-            Some(Object::Document(doc)) => Ok(Some(
-                (ranges.into_iter())
-                    .map(|r| {
-                        let end = (r.end as usize).min(doc.len());
-                        Bytes::copy_from_slice(&doc[(r.start as usize).min(end)..end])
-                    })
-                    .collect(),
-            )),
+            Some(Object::Document(doc)) => Ok(Some(slices(&Bytes::copy_from_slice(doc), ranges))),
+            Some(Object::Inline(bytes)) => Ok(Some(slices(bytes, ranges))),
+            Some(Object::Stored(stored)) => {
+                let size = stored.end - stored.start;
+                let within: Vec<Range<u64>> = (ranges.iter())
+                    .map(|r| stored.start + r.start.min(size)..stored.start + r.end.min(size))
+                    .collect();
+                self.read_file(within).await.map(Some)
+            }
+            Some(Object::Skipped(range, index, mask)) => {
+                let chunk = self.restored(range, index, mask).await?;
+                Ok(Some(slices(&chunk, ranges)))
+            }
             Some(Object::Chunk(rows, index)) => {
                 self.chunk_parts(rows, index, ranges).await.map(Some)
             }
@@ -231,14 +338,7 @@ impl NetcdfBackend {
         }
         let read = match reads.is_empty() {
             true => Vec::new(),
-            false => match self.file.read_ranges(reads.clone()).await {
-                Ok(Some(read)) => read,
-                Ok(None) => return Err(format!("{} no longer exists", self.shown).into()),
-                Err(e) => {
-                    let cause = crate::error::with_root_cause(e.as_ref());
-                    return Err(format!("{}: {cause}", self.shown).into());
-                }
-            },
+            false => self.read_file(reads.clone()).await?,
         };
         // A piece's bytes: a slice of the read that holds it (reads are sorted and apart).
         let slice = |piece: &Range<u64>| -> Bytes {
@@ -277,7 +377,13 @@ impl StoreBackend for NetcdfBackend {
         key: &str,
         max: u64,
     ) -> std::result::Result<Option<Fetched>, BoxError> {
-        match self.size(key) {
+        // A chunk stored with filters skipped is not read when its stored bytes are too many.
+        if let Some(Object::Skipped(range, ..)) = self.object(key) {
+            if range.end - range.start > max {
+                return Ok(Some(Fetched::TooLarge(range.end - range.start)));
+            }
+        }
+        match self.size(key).await? {
             None => Ok(None),
             Some(size) if size > max => Ok(Some(Fetched::TooLarge(size))),
             Some(_) => Ok(self.get(key).await?.map(Fetched::Bytes)),
@@ -289,7 +395,7 @@ impl StoreBackend for NetcdfBackend {
         key: &str,
         range: Range<u64>,
     ) -> std::result::Result<Option<(Bytes, u64)>, BoxError> {
-        let Some(size) = self.size(key) else {
+        let Some(size) = self.size(key).await? else {
             return Ok(None);
         };
         if range.start > size || range.start > range.end {
@@ -309,7 +415,7 @@ impl StoreBackend for NetcdfBackend {
         key: &str,
         ranges: Vec<Range<u64>>,
     ) -> std::result::Result<RangesRead, BoxError> {
-        let Some(size) = self.size(key) else {
+        let Some(size) = self.size(key).await? else {
             return Ok(RangesRead::Absent);
         };
         if let Some(bad) = ranges.iter().find(|r| r.start > r.end || r.end > size) {
@@ -326,7 +432,7 @@ impl StoreBackend for NetcdfBackend {
         key: &str,
         n: u64,
     ) -> std::result::Result<Option<(Bytes, u64)>, BoxError> {
-        let Some(size) = self.size(key) else {
+        let Some(size) = self.size(key).await? else {
             return Ok(None);
         };
         let range = size.saturating_sub(n)..size;
@@ -347,6 +453,16 @@ impl StoreBackend for NetcdfBackend {
     }
 }
 
+/// Bytes `ranges` of `object`, each cut to its end.
+fn slices(object: &Bytes, ranges: Vec<Range<u64>>) -> Vec<Bytes> {
+    (ranges.into_iter())
+        .map(|r| {
+            let end = (r.end as usize).min(object.len());
+            object.slice((r.start as usize).min(end)..end)
+        })
+        .collect()
+}
+
 /// The file's chunks as zarrs reads them.
 struct NetcdfStorage(NetcdfBackend);
 
@@ -362,7 +478,7 @@ impl AsyncReadableStorageTraits for NetcdfStorage {
         byte_ranges: ByteRangeIterator<'a>,
     ) -> std::result::Result<AsyncMaybeBytesIterator<'a>, StorageError> {
         let key = key.as_str();
-        let Some(size) = self.0.size(key) else {
+        let Some(size) = self.0.size(key).await.map_err(storage_error)? else {
             return Ok(None);
         };
         let ranges = object_ranges(key, byte_ranges, size)?;
@@ -374,7 +490,7 @@ impl AsyncReadableStorageTraits for NetcdfStorage {
     }
 
     async fn size_key(&self, key: &StoreKey) -> std::result::Result<Option<u64>, StorageError> {
-        Ok(self.0.size(key.as_str()))
+        self.0.size(key.as_str()).await.map_err(storage_error)
     }
 
     fn supports_get_partial(&self) -> bool {

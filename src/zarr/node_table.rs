@@ -56,7 +56,9 @@ impl NodeTable {
                 let granted = options.granted_prefixes()?;
                 ZarrStore::open(location, options.storage(), &granted).await?
             }
-            NodeFormat::NetCDF => crate::netcdf::open_netcdf(location, options.storage()).await?,
+            NodeFormat::NetCDF => {
+                crate::netcdf::open_netcdf(location, options.storage(), options.variables()).await?
+            }
         };
         Self::open_in(store, location, options).await
     }

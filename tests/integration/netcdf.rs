@@ -74,7 +74,7 @@ fn as_labels(batch: &RecordBatch, column: &str) -> RecordBatch {
 }
 
 #[tokio::test]
-async fn netcdf3_files_read_as_xarray_reads_them() {
+async fn netcdf_files_read_as_xarray_reads_them() {
     let expected = expected();
     for name in [
         "classic",
@@ -82,6 +82,10 @@ async fn netcdf3_files_read_as_xarray_reads_them() {
         "one_record_var",
         "cdf5",
         "scipy",
+        "nc4",
+        "nc4_classic",
+        "h5netcdf",
+        "indexes",
         "shipped/xarray_example_1.nc",
         "shipped/xarray_bears.nc",
         "shipped/scipy_example_1.nc",
@@ -212,6 +216,13 @@ fn header(numrecs: u32, dims: &[(&str, u32)], vars: &[(&str, &[u32], u32, u32)])
 async fn damaged_and_crafted_files_are_errors_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let classic = std::fs::read(format!("{DIR}/classic.nc")).unwrap();
+    // netCDF-4 (HDF5) files cut short or scrambled.
+    let nc4 = std::fs::read(format!("{DIR}/nc4.nc")).unwrap();
+    let mut scrambled = nc4.clone();
+    for (i, b) in scrambled[200..2000].iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(151).wrapping_add(7);
+    }
+    let cut_nc4 = format!("but the file holds {} (truncated?)", nc4.len() / 2);
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         (
             "garbage.nc",
@@ -270,6 +281,14 @@ async fn damaged_and_crafted_files_are_errors_naming_the_file() {
             header(0, &[("a", 1)], &[("../x", &[0], 4, 100)]),
             "a variable is named '../x'",
         ),
+        ("nc4_head.nc", nc4[..100].to_vec(), "unexpected end of data"),
+        ("nc4_half.nc", nc4[..nc4.len() / 2].to_vec(), &cut_nc4),
+        (
+            "nc4_magic_only.nc",
+            [&nc4[..8], &[0u8; 4000][..]].concat(),
+            "its netCDF-4 metadata: HDF5 error",
+        ),
+        ("nc4_scrambled.nc", scrambled, "HDF5 error"),
     ];
     for (name, bytes, want) in cases {
         let path = dir.path().join(name);
@@ -281,12 +300,31 @@ async fn damaged_and_crafted_files_are_errors_naming_the_file() {
         assert!(err.contains(want), "{name}: {err}");
     }
 
-    // A netCDF-4 (HDF5) file, a folder, a Zarr store, a path that is not there.
+    // A netCDF-4 file with a filter ndfusion does not decode.
     let ctx = new_session_context();
-    let err = create(&ctx, "tests/data/kerchunk/demo.nc", "")
+    let err = create(&ctx, &format!("{DIR}/bitshuffle.nc"), "")
         .await
         .unwrap_err();
-    assert!(err.contains("a netCDF-4 / HDF5 file"), "{err}");
+    assert!(
+        err.contains("bitshuffle.nc")
+            && err.contains("'packed'")
+            && err.contains("HDF5 filter 'bitshuffle' (id 32008)"),
+        "{err}"
+    );
+    // The metadata limit bounds what is read of headers and chunk indexes.
+    ctx.sql("SET ndfusion.max_metadata_bytes = '1K'")
+        .await
+        .unwrap();
+    let err = create(&ctx, &format!("{DIR}/nc4.nc"), "")
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("nc4.nc") && err.contains("NDFUSION_MAX_METADATA_BYTES"),
+        "{err}"
+    );
+
+    // A folder, a Zarr store, a path that is not there.
+    let ctx = new_session_context();
     let err = create(&ctx, "tests/data/datasets/ocean_v3.zarr", "")
         .await
         .unwrap_err();

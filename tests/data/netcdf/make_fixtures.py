@@ -3,7 +3,7 @@
 Run from the repository root:
 
     PYENV_VERSION=3.12.1 python3.12 -m pip install xarray==2026.9.0 netCDF4==1.7.5 \
-        scipy==1.18.0 pandas
+        scipy==1.18.0 pandas h5netcdf==1.8.2 h5py==3.16.0 hdf5plugin==7.1.0 zarr==3.4.2
     PYENV_VERSION=3.12.1 python3.12 tests/data/netcdf/make_fixtures.py
 
 Files (netCDF-3, every variant of it):
@@ -23,6 +23,17 @@ Files (netCDF-3, every variant of it):
 - `records.nc` (CDF-1): 24 records of a 256 x 256 int16 `sst` packed with float64
   scale_factor / add_offset (128 KiB a record, so chunks of 8 records): the file the pushdown
   tests read part of. `expected.json` has its aggregates over ranges, not its rows.
+
+Files (netCDF-4, HDF5 underneath):
+- `nc4.nc` (NETCDF4): deflate + shuffle, fletcher32, zstd and bzip2 (hdf5plugin's filters),
+  big-endian types, contiguous storage, unwritten chunks, packed and masked values,
+  characters, a scalar.
+- `nc4_classic.nc` (NETCDF4_CLASSIC): packed int16 with `missing_value`, a noleap calendar.
+- `h5netcdf.nc`: h5netcdf 1.8.2 (v1 B-tree indexes), gzip + shuffle, blosc with chunks it
+  stored unfiltered.
+- `indexes.nc`: the newer chunk indexes (single chunk, fixed array, extensible array, v2
+  B-tree, implicit).
+- `bitshuffle.nc`: a filter ndfusion does not decode (no expected values).
 - `shipped/`: the netCDF files in xarray 2026.9.0's and scipy 1.18.0's packages, copied as
   they are (xarray: Apache-2.0; scipy: BSD-3-Clause).
 
@@ -33,11 +44,17 @@ bytes as hex); and the global attributes.
 """
 
 import json
+import os
 import shutil
 import sys
 import warnings
 from pathlib import Path
 
+# The HDF5 filters netCDF-C loads as plugins (zstd, bzip2, blosc) are hdf5plugin 7.1's:
+# its path is set before netCDF-C starts (the netCDF4 wheel ships none).
+import hdf5plugin  # noqa: E402
+
+os.environ["HDF5_PLUGIN_PATH"] = hdf5plugin.PLUGIN_PATH
 import netCDF4
 import numpy as np
 import scipy
@@ -233,6 +250,154 @@ with xr.open_dataset(path) as ds:
         },
         "last_time": int(ds["time"].values[-1].astype("datetime64[ns]").astype("i8")),
     }
+
+# ---------------------------------------------------------------- netCDF-4
+# nc4.nc (netCDF4-python, format NETCDF4: HDF5 written by netCDF-C 4.10 on HDF5 2.2, whose
+# chunk indexes are fixed arrays for fixed dimensions and extensible arrays for one
+# unlimited dimension, B-tree v2 for two): deflate, shuffle, fletcher32, zstd and bzip2
+# (blosc: h5netcdf.nc), big-endian data,
+# contiguous and compact storage, unwritten chunks, packed and masked values, characters,
+# a scalar, strings among the global attributes.
+path = fresh("nc4.nc")
+with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
+    nc.title = "ndfusion netCDF-4 fixture"
+    nc.version = np.int32(4)
+    nc.keywords = ["ocean", "test"]
+    nc.setncattr_string("history", "written by make_fixtures.py")
+    nc.createDimension("time", None)
+    nc.createDimension("lat", 3)
+    nc.createDimension("lon", 4)
+    nc.createDimension("name_len", 5)
+    nc.createDimension("cell", 10)
+    t = nc.createVariable("time", "f8", ("time",))
+    t.units = "hours since 2020-01-01 00:00:00"
+    lat = nc.createVariable("lat", "f4", ("lat",))
+    lat.units = "degrees_north"
+    lon = nc.createVariable("lon", "f8", ("lon",), endian="big")
+    temp = nc.createVariable("temp", "f4", ("time", "lat", "lon"), fill_value=np.float32(-999.0),
+                             compression="zlib", complevel=4, shuffle=True, chunksizes=(2, 3, 2))
+    temp.units = "degC"
+    pres = nc.createVariable("pres", "i2", ("time",), fill_value=np.int16(-32767), zlib=True, fletcher32=True)
+    pres.scale_factor = np.float32(0.1)
+    pres.add_offset = np.float32(1000.0)
+    land = nc.createVariable("land", "i1", ("lat", "lon"), contiguous=True)
+    land._Unsigned = "true"
+    station = nc.createVariable("station", "S1", ("lat", "name_len"))
+    station._Encoding = "utf-8"
+    crs = nc.createVariable("crs", "i4", ())
+    crs.grid_mapping_name = "latitude_longitude"
+    counts = nc.createVariable("counts", "u8", ("lat", "lon"), compression="zstd", complevel=3)
+    big = nc.createVariable("big", "i8", ("lat",), endian="big", compression="bzip2")
+    sparse = nc.createVariable("sparse", "f8", ("cell",), chunksizes=(2,))
+    sparse_filled = nc.createVariable("sparse_filled", "i4", ("cell",), chunksizes=(3,), fill_value=np.int32(-1), compression="zlib")
+    nc.set_auto_maskandscale(False)
+    t[:] = np.array([0.0, 6.0, 12.5, 18.0, 24.0])
+    lat[:] = np.array([-10.0, 0.0, 10.5], dtype="f4")
+    lon[:] = np.array([100.0, 101.25, 102.5, 103.75])
+    values = (np.arange(5 * 3 * 4, dtype="f4").reshape(5, 3, 4) * 0.5 - 3).astype("f4")
+    values[2, 1, 3] = -999.0
+    temp[:] = values
+    pres[:] = np.array([13, -25, -32767, 7, 32000], dtype="i2")
+    land[:] = np.array([[0, 1, -1, -128], [5, 127, -2, 3], [0, 0, 0, -56]], dtype="i1")
+    chars = np.zeros((3, 5), dtype="S1")
+    for i, n in enumerate(["north", "mid", "sü"]):
+        b = n.encode("utf-8")
+        chars[i, : len(b)] = [bytes([c]) for c in b]
+    station[:] = chars
+    crs.assignValue(4326)
+    counts[:] = (np.arange(12, dtype="u8").reshape(3, 4) * 2**60 // 7)
+    big[:] = np.array([-(2**62), 0, 2**62 + 3], dtype="i8")
+    sparse[0:2] = [1.5, 2.5]
+    sparse[6:8] = [6.5, 7.5]
+    sparse_filled[3:6] = [30, -1, 50]
+record("nc4", path)
+
+# nc4_classic.nc: NETCDF4_CLASSIC (the classic model in HDF5: `_nc3_strict`), two unlimited
+# dimensions would not be classic, so one; a variable shorter than its unlimited dimension.
+path = fresh("nc4_classic.nc")
+with netCDF4.Dataset(path, "w", format="NETCDF4_CLASSIC") as nc:
+    nc.source = "nc4 classic"
+    nc.createDimension("time", None)
+    nc.createDimension("probe", 3)
+    t = nc.createVariable("time", "i4", ("time",))
+    t.units = "days since 2000-02-27"
+    t.calendar = "noleap"
+    level = nc.createVariable("level", "i2", ("time", "probe"), zlib=True)
+    level.scale_factor = 0.01
+    level.add_offset = 20.0
+    level.missing_value = np.int16(-1)
+    nc.set_auto_maskandscale(False)
+    t[:] = np.array([0, 1, 2, 3], dtype="i4")
+    level[:] = np.array([[100, 200, -1], [0, 1, 2], [-300, 32767, -32768], [5, -1, 7]], dtype="i2")
+record("nc4_classic", path)
+
+# h5netcdf.nc: written by h5netcdf 1.8.2 through h5py 3.16 (HDF5 2.0, its default format:
+# B-tree v1 chunk indexes), gzip and shuffle, blosc, a dimension without a coordinate
+# variable.
+import h5netcdf  # noqa: E402
+import h5py  # noqa: E402
+
+assert h5netcdf.__version__ == "1.8.2", h5netcdf.__version__
+path = fresh("h5netcdf.nc")
+with h5netcdf.File(path, "w") as f:
+    f.attrs["conventions"] = "CF-1.8"
+    f.dimensions = {"x": 6, "y": 4, "sample": 3}
+    x = f.create_variable("x", ("x",), "f8")
+    x[:] = np.arange(6) * 1.5
+    v = f.create_variable("v", ("x", "y"), "f4", chunks=(4, 2), compression="gzip", shuffle=True,
+                          fillvalue=np.float32(np.nan))
+    v.attrs["long_name"] = "a value"
+    data = np.arange(24, dtype="f4").reshape(6, 4) / 4
+    data[1, 2] = np.nan
+    v[:] = data
+    s = f.create_variable("s", ("sample",), "i2")
+    s[:] = [3, -4, 5]
+    # Filters netCDF-C cannot write here, through hdf5plugin: blosc (lz4, byte shuffle).
+    b = f.create_variable("blosc", ("x", "sample"), "u2", chunks=(3, 3),
+                          **hdf5plugin.Blosc(cname="lz4", clevel=5, shuffle=hdf5plugin.Blosc.SHUFFLE))
+    b[:] = np.arange(18, dtype="u2").reshape(6, 3) * 3001
+record("h5netcdf", path)
+
+# indexes.nc: HDF5's newer chunk indexes (h5netcdf with libver="latest": layout messages of
+# version 4): single chunk (filtered), fixed array, extensible array (one unlimited
+# dimension), v2 B-tree (two), and implicit (early allocation, written with h5py's low-level
+# API, dimension scales attached as h5netcdf does).
+path = fresh("indexes.nc")
+with h5netcdf.File(path, "w", libver="latest") as f:
+    f.dimensions = {"x": 6, "y": 4, "t": None, "u": None}
+    x = f.create_variable("x", ("x",), "f8")
+    x[:] = np.arange(6) * 0.5
+    single = f.create_variable("single", ("x", "y"), "i4", chunks=(6, 4), compression="gzip")
+    single[:] = np.arange(24).reshape(6, 4)
+    fixed = f.create_variable("fixed", ("x", "y"), "i4", chunks=(2, 2))
+    fixed[:] = np.arange(24).reshape(6, 4) * 2
+    f.resize_dimension("t", 5)
+    ext = f.create_variable("ext", ("t", "y"), "f4", chunks=(2, 4), compression="gzip")
+    ext[:] = np.arange(20, dtype="f4").reshape(5, 4)
+    f.resize_dimension("u", 3)
+    bt2 = f.create_variable("bt2", ("t", "u"), "i2", chunks=(2, 2))
+    bt2[:] = np.arange(15, dtype="i2").reshape(5, 3)
+with h5py.File(path, "a") as f:
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_chunk((3, 2))
+    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    h5py.h5d.create(f.id, b"implicit", h5py.h5t.STD_I32LE, h5py.h5s.create_simple((6, 4)), dcpl=dcpl)
+    implicit = f["implicit"]
+    implicit[:] = np.arange(24, dtype="i4").reshape(6, 4) * 3
+    implicit.dims[0].attach_scale(f["x"])
+    implicit.dims[1].attach_scale(f["y"])
+record("indexes", path)
+
+# bitshuffle.nc: a filter ndfusion does not decode (bitshuffle, 32008): opening it is an
+# error naming the variable and the filter, unless the table's `variables` leave it out
+# (`plain` is 0, 10, ..., 70).
+path = fresh("bitshuffle.nc")
+with h5netcdf.File(path, "w") as f:
+    f.dimensions = {"x": 8}
+    v = f.create_variable("packed", ("x",), "i4", chunks=(4,), **hdf5plugin.Bitshuffle())
+    v[:] = np.arange(8, dtype="i4")
+    p = f.create_variable("plain", ("x",), "i2")
+    p[:] = np.arange(8, dtype="i2") * 10
 
 # ---------------------------------------------------------------- shipped
 shipped = HERE / "shipped"

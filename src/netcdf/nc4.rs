@@ -1,0 +1,547 @@
+//! A netCDF-4 file (HDF5 underneath) laid out as the Zarr v3 group xarray would see: one
+//! array per variable, whose chunks are the variable's HDF5 chunks as they are stored and
+//! whose codecs are its HDF5 filters (deflate is `zlib`, shuffle `numcodecs.shuffle`, ...),
+//! so the Zarr reader decodes them, bounded, as it decodes any chunk. The netCDF data model
+//! (dimensions from dimension scales, visible attributes, the variables netCDF-C shows) is
+//! `netcdf-reader`'s; where each chunk is, is `hdf5-reader`'s reading of the chunk index,
+//! done once when the table opens. Nothing here reads a chunk.
+//!
+//! Zarr v3 rather than v2 (the netCDF-3 layout's): its fill value is the one of unwritten
+//! chunks, not the CF `_FillValue` (which stays an attribute), and its codec chain can say
+//! "shuffle, then deflate" after the bytes codec.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use hdf5_reader::chunk_index::ChunkEntry;
+use hdf5_reader::messages::datatype::Datatype;
+use hdf5_reader::messages::fill_value::FillValueMessage;
+use hdf5_reader::messages::filter_pipeline::FilterDescription;
+use hdf5_reader::messages::layout::{ChunkIndexing, DataLayout};
+use hdf5_reader::messages::HdfMessage;
+use hdf5_reader::storage::DynStorage;
+use hdf5_reader::{BlockCacheStorage, ByteOrder, Hdf5File, OpenOptions};
+use netcdf_reader::nc4::Nc4File;
+use netcdf_reader::{NcAttrValue, NcOpenOptions, NcType, NcVariable};
+use serde_json::{json, Map, Value};
+
+use super::classic::{attributes_json, Rows};
+use super::layout::{ChunkIndex, Layout, Source};
+
+/// Bytes of the blocks metadata is read in (headers and index nodes are small and near one
+/// another: one read serves many), and how many blocks are kept.
+const BLOCK_BYTES: usize = 64 << 10;
+const BLOCKS_KEPT: usize = 256;
+
+/// Stored chunks one table may index: a chunk index is read whole when the table opens
+/// (a few tens of bytes a chunk, within the metadata limit); an implicit index costs no
+/// reads, so its grid is bounded here.
+const MAX_CHUNKS: u64 = 4 << 20;
+
+/// The layout of the netCDF-4 file `storage` reads, its metadata read within what `storage`
+/// allows (`metadata_bytes` for one object header). Blocking: call it off the async workers.
+///
+/// With `wanted` (the table's `variables` option), a variable ndfusion cannot read (its type
+/// or filter) is left out when the table cannot need it (`can_leave_out`); otherwise every
+/// variable must be readable, as xarray shows them all.
+pub(crate) fn nc4_layout(
+    storage: DynStorage,
+    metadata_bytes: u64,
+    wanted: Option<&[String]>,
+) -> Result<Layout, String> {
+    let file_len = storage.len();
+    let cached: DynStorage = Arc::new(BlockCacheStorage::new(storage, BLOCK_BYTES, BLOCKS_KEPT));
+    let header_limit = usize::try_from(metadata_bytes).unwrap_or(usize::MAX);
+    let options = NcOpenOptions {
+        max_object_header_bytes: header_limit,
+        ..NcOpenOptions::default()
+    };
+    let nc = Nc4File::from_storage_with_options(Arc::clone(&cached), options)
+        .map_err(|e| format!("its netCDF-4 metadata: {e}"))?;
+    let h5 = Hdf5File::from_storage_with_options(
+        cached,
+        OpenOptions::default().with_max_object_header_bytes(header_limit),
+    )
+    .map_err(|e| format!("its HDF5 metadata: {e}"))?;
+    let base = h5.superblock().base_address;
+    let variables = nc.variables().map_err(|e| format!("its variables: {e}"))?;
+    let globals = nc
+        .global_attributes()
+        .map_err(|e| format!("its attributes: {e}"))?;
+
+    let mut out = Layout {
+        documents: BTreeMap::new(),
+        variables: HashMap::new(),
+        order: Vec::new(),
+    };
+    let mut consolidated = Map::new();
+    let needed = named_by_others(variables);
+    for var in variables {
+        let name = &var.name;
+        if name.is_empty() || name.contains('/') || name.starts_with('.') {
+            return Err(format!("a variable is named '{name}'"));
+        }
+        if out.variables.contains_key(name) {
+            return Err(format!("two variables are named '{name}'"));
+        }
+        let (zarr_json, source) = match variable(&h5, var, base, file_len) {
+            Ok(read) => read,
+            Err(_) if can_leave_out(name, wanted, &needed) => continue,
+            Err(why) => return Err(format!("variable '{name}': {why}")),
+        };
+        out.documents.insert(
+            format!("{name}/zarr.json"),
+            zarr_json.to_string().into_bytes(),
+        );
+        consolidated.insert(name.clone(), zarr_json);
+        out.variables.insert(name.clone(), source);
+        out.order.push(name.clone());
+    }
+    let root = json!({
+        "zarr_format": 3,
+        "node_type": "group",
+        "attributes": Value::Object(attributes_json(globals, None)),
+        "consolidated_metadata": {"kind": "inline", "must_understand": false, "metadata": consolidated},
+    });
+    out.documents
+        .insert("zarr.json".into(), root.to_string().into_bytes());
+    Ok(out)
+}
+
+/// The names every variable's dimensions, `coordinates` and `bounds` attributes give: the
+/// variables a dataset may need besides those it shows.
+fn named_by_others(variables: &[NcVariable]) -> HashSet<String> {
+    let mut named = HashSet::new();
+    for var in variables {
+        named.extend(var.dimensions.iter().map(|d| d.name.clone()));
+        for attribute in &var.attributes {
+            if let ("coordinates" | "bounds", NcAttrValue::Chars(text)) =
+                (attribute.name.as_str(), &attribute.value)
+            {
+                named.extend(text.split_whitespace().map(str::to_string));
+            }
+        }
+    }
+    named
+}
+
+/// Whether variable `name` may be left out of a table that shows only `wanted`: it is not
+/// among them, nor a coordinate or bounds of any variable.
+fn can_leave_out(name: &str, wanted: Option<&[String]>, needed: &HashSet<String>) -> bool {
+    wanted.is_some_and(|w| !w.iter().any(|v| v == name)) && !needed.contains(name)
+}
+
+/// The header messages of a dataset that say how its bytes are stored.
+struct Stored {
+    datatype: Datatype,
+    layout: DataLayout,
+    filters: Vec<FilterDescription>,
+    fill: Option<FillValueMessage>,
+}
+
+fn stored(h5: &Hdf5File, address: u64) -> Result<Stored, String> {
+    let header = h5
+        .get_or_parse_header(address)
+        .map_err(|e| format!("its HDF5 header: {e}"))?;
+    let (mut datatype, mut layout, mut filters, mut fill) = (None, None, Vec::new(), None);
+    for message in &header.messages {
+        match message {
+            HdfMessage::Datatype(m) => datatype = Some(m.datatype.clone()),
+            HdfMessage::DataLayout(m) => layout = Some(m.layout.clone()),
+            HdfMessage::FilterPipeline(m) => filters = m.filters.clone(),
+            HdfMessage::FillValue(m) => fill = Some(m.clone()),
+            _ => {}
+        }
+    }
+    Ok(Stored {
+        datatype: datatype.ok_or("its HDF5 header has no datatype")?,
+        layout: layout.ok_or("its HDF5 header has no data layout")?,
+        filters,
+        fill,
+    })
+}
+
+/// A variable's `zarr.json` and where its chunks are.
+fn variable(
+    h5: &Hdf5File,
+    var: &NcVariable,
+    base: u64,
+    file_len: u64,
+) -> Result<(Value, Source), String> {
+    let stored = stored(h5, var.data_offset)?;
+    let (data_type, endian, elem) = zarr_type(&var.dtype, &stored.datatype)?;
+    let shape: Vec<u64> = var.dimensions.iter().map(|d| d.size).collect();
+    let rank = shape.len();
+    let overflow = || "its size overflows 2^64 bytes".to_string();
+    let inside = |at: u64, len: u64| -> Result<std::ops::Range<u64>, String> {
+        let start = at.checked_add(base).ok_or_else(overflow)?;
+        let end = start.checked_add(len).ok_or_else(overflow)?;
+        if end > file_len {
+            return Err(format!(
+                "its data needs bytes {start}..{end}, but the file holds {file_len} (truncated?)"
+            ));
+        }
+        Ok(start..end)
+    };
+    let (chunks, source, codecs) = match &stored.layout {
+        DataLayout::Compact { data } => {
+            let want = (shape.iter()).try_fold(elem, |n, &d| n.checked_mul(d));
+            if want != Some(data.len() as u64) {
+                return Err(format!(
+                    "its compact data holds {} bytes, its shape needs {want:?}",
+                    data.len()
+                ));
+            }
+            (
+                shape.clone(),
+                Source::Inline(data.clone().into()),
+                Vec::new(),
+            )
+        }
+        DataLayout::Contiguous { address, size } => {
+            let row_bytes = (shape.iter().skip(1)).try_fold(elem, |n, &d| n.checked_mul(d));
+            let row_bytes = row_bytes.ok_or_else(overflow)?;
+            let rows = shape.first().copied().unwrap_or(1);
+            let total = row_bytes.checked_mul(rows).ok_or_else(overflow)?;
+            if is_undefined(h5, *address) {
+                // Never written: every element is the fill value.
+                let index = ChunkIndex {
+                    grid: vec![1; rank],
+                    stored: HashMap::new(),
+                    skipped: HashMap::new(),
+                    filters: Vec::new(),
+                    typesize: elem,
+                };
+                (shape.clone(), Source::Chunks(index), Vec::new())
+            } else {
+                if *size < total {
+                    return Err(format!(
+                        "its contiguous data holds {size} bytes, its shape needs {total}"
+                    ));
+                }
+                let range = inside(*address, total)?;
+                let rows = Rows::new(range.start, row_bytes, row_bytes, rows, rank);
+                let mut chunks = shape.clone();
+                if let Some(first) = chunks.first_mut() {
+                    *first = rows.per_chunk;
+                }
+                (chunks, Source::Rows(rows), Vec::new())
+            }
+        }
+        DataLayout::Chunked {
+            address,
+            dims,
+            chunk_indexing,
+            ..
+        } => {
+            let mut chunk_shape: Vec<u64> = dims.iter().map(|&d| u64::from(d)).collect();
+            // Layout messages of version 4 (files written with the latest format) give the
+            // element size as one more dimension.
+            let mut dims = &dims[..];
+            if chunk_shape.len() == rank + 1 && chunk_shape.last() == Some(&elem) {
+                chunk_shape.pop();
+                dims = &dims[..rank];
+            }
+            if chunk_shape.len() != rank || chunk_shape.contains(&0) {
+                return Err(format!(
+                    "its chunks {chunk_shape:?} do not fit its shape {shape:?}"
+                ));
+            }
+            let codecs = filter_codecs(&stored.filters, elem)?;
+            let grid: Vec<u64> = (shape.iter().zip(&chunk_shape))
+                .map(|(&n, &c)| n.div_ceil(c))
+                .collect();
+            let cells = (grid.iter()).try_fold(1u64, |n, &g| n.checked_mul(g));
+            if cells.is_none_or(|n| n > MAX_CHUNKS) && rank > 0 {
+                return Err(format!(
+                    "it has more than {MAX_CHUNKS} chunks ({grid:?} of {chunk_shape:?})"
+                ));
+            }
+            let chunk_bytes = (chunk_shape.iter()).try_fold(elem, |n, &d| n.checked_mul(d));
+            let chunk_bytes = chunk_bytes.ok_or_else(overflow)?;
+            let mut index = ChunkIndex {
+                grid,
+                stored: HashMap::new(),
+                skipped: HashMap::new(),
+                filters: stored.filters.iter().map(|f| f.id).collect(),
+                typesize: elem,
+            };
+            if !is_undefined(h5, *address) {
+                let entries =
+                    chunk_entries(h5, *address, dims, chunk_indexing.as_ref(), &shape, elem)?;
+                for entry in entries {
+                    let at: Vec<u64> = (entry.offsets.iter().zip(&chunk_shape))
+                        .map(|(&o, &c)| o / c)
+                        .collect();
+                    // Chunks past the extent (kept when a dimension shrank) are not read.
+                    let Some(linear) = index.linear(&at) else {
+                        continue;
+                    };
+                    let len = match entry.size {
+                        0 if stored.filters.is_empty() => chunk_bytes,
+                        0 => return Err("a filtered chunk has no size".into()),
+                        n => n,
+                    };
+                    index.stored.insert(linear, inside(entry.address, len)?);
+                    if entry.filter_mask != 0 {
+                        index.skipped.insert(linear, entry.filter_mask);
+                    }
+                }
+            }
+            (chunk_shape, Source::Chunks(index), codecs)
+        }
+    };
+    let fill = fill_value(&stored, &data_type, endian, elem)?;
+    let mut all_codecs = vec![json!({"name": "bytes", "configuration": {"endian": endian}})];
+    all_codecs.extend(codecs);
+    let dims: Vec<&str> = var.dimensions.iter().map(|d| d.name.as_str()).collect();
+    let mut attributes = attributes_json(&var.attributes, Some((&dims, &var.dtype)));
+    attributes.remove("_ARRAY_DIMENSIONS");
+    let zarr_json = json!({
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": shape,
+        "data_type": data_type,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
+        "chunk_key_encoding": {"name": "v2", "configuration": {"separator": "."}},
+        "fill_value": fill,
+        "codecs": all_codecs,
+        "attributes": attributes,
+        "dimension_names": dims,
+    });
+    Ok((zarr_json, source))
+}
+
+/// Whether `address` is HDF5's undefined address (all ones in the file's offset size): no
+/// storage was allocated.
+fn is_undefined(h5: &Hdf5File, address: u64) -> bool {
+    let bits = u32::from(h5.superblock().offset_size) * 8;
+    address == u64::MAX || (bits < 64 && address == (1u64 << bits) - 1)
+}
+
+/// The chunks in a chunk index of any kind, read through `h5`'s storage.
+fn chunk_entries(
+    h5: &Hdf5File,
+    address: u64,
+    dims: &[u32],
+    indexing: Option<&ChunkIndexing>,
+    shape: &[u64],
+    elem: u64,
+) -> Result<Vec<ChunkEntry>, String> {
+    let storage = h5.storage();
+    let (offset_size, length_size) = (h5.superblock().offset_size, h5.superblock().length_size);
+    let rank = shape.len();
+    let entries = match indexing {
+        None => hdf5_reader::btree_v1::collect_btree_v1_leaves_storage(
+            storage,
+            address,
+            offset_size,
+            length_size,
+            Some(rank as u32),
+            dims,
+            None,
+        )
+        .and_then(|leaves| {
+            (leaves.into_iter())
+                .map(|(key, chunk)| match key {
+                    hdf5_reader::btree_v1::BTreeV1Key::RawData {
+                        chunk_size,
+                        filter_mask,
+                        offsets,
+                    } => Ok(ChunkEntry {
+                        address: chunk,
+                        size: u64::from(chunk_size),
+                        filter_mask,
+                        offsets: offsets.into_iter().take(rank).collect(),
+                    }),
+                    _ => Err(hdf5_reader::error::Error::InvalidData(
+                        "a group key in a chunk B-tree".into(),
+                    )),
+                })
+                .collect()
+        }),
+        Some(ChunkIndexing::SingleChunk {
+            filtered_size,
+            filters,
+        }) => Ok(vec![hdf5_reader::chunk_index::single_chunk_entry(
+            address,
+            *filtered_size,
+            *filters,
+            rank,
+        )]),
+        Some(ChunkIndexing::BTreeV2) => hdf5_reader::chunk_index::collect_v2_chunk_entries_storage(
+            storage,
+            address,
+            offset_size,
+            length_size,
+            rank as u32,
+            dims,
+            None,
+        ),
+        Some(ChunkIndexing::Implicit) => hdf5_reader::chunk_index::collect_implicit_chunk_entries(
+            address,
+            shape,
+            dims,
+            elem as usize,
+            None,
+            storage.len(),
+        ),
+        Some(ChunkIndexing::FixedArray { .. }) => {
+            hdf5_reader::fixed_array::collect_fixed_array_chunk_entries_storage(
+                storage,
+                address,
+                offset_size,
+                length_size,
+                shape,
+                dims,
+                None,
+            )
+        }
+        Some(ChunkIndexing::ExtensibleArray { .. }) => {
+            hdf5_reader::extensible_array::collect_extensible_array_chunk_entries_storage(
+                storage,
+                address,
+                offset_size,
+                length_size,
+                shape,
+                None,
+                dims,
+                None,
+            )
+        }
+    };
+    entries.map_err(|e| format!("its chunk index: {e}"))
+}
+
+/// The Zarr v3 data type, byte order and element size of a variable of netCDF type `nc`
+/// stored as HDF5 type `h5`.
+fn zarr_type(nc: &NcType, h5: &Datatype) -> Result<(Value, &'static str, u64), String> {
+    let order = |o: &ByteOrder| match o {
+        ByteOrder::BigEndian => "big",
+        _ => "little",
+    };
+    let unsupported =
+        || format!("its type {nc:?} is not read by ndfusion yet (numbers and characters are)");
+    let (name, endian): (&str, &str) = match (nc, h5) {
+        (NcType::Char, Datatype::String { .. }) => {
+            return Ok((
+                json!({"name": "null_terminated_bytes", "configuration": {"length_bytes": 1}}),
+                "little",
+                1,
+            ))
+        }
+        (NcType::Byte, Datatype::FixedPoint { byte_order, .. }) => ("int8", order(byte_order)),
+        (NcType::UByte, Datatype::FixedPoint { byte_order, .. }) => ("uint8", order(byte_order)),
+        (NcType::Short, Datatype::FixedPoint { byte_order, .. }) => ("int16", order(byte_order)),
+        (NcType::UShort, Datatype::FixedPoint { byte_order, .. }) => ("uint16", order(byte_order)),
+        (NcType::Int, Datatype::FixedPoint { byte_order, .. }) => ("int32", order(byte_order)),
+        (NcType::UInt, Datatype::FixedPoint { byte_order, .. }) => ("uint32", order(byte_order)),
+        (NcType::Int64, Datatype::FixedPoint { byte_order, .. }) => ("int64", order(byte_order)),
+        (NcType::UInt64, Datatype::FixedPoint { byte_order, .. }) => ("uint64", order(byte_order)),
+        (NcType::Float, Datatype::FloatingPoint { byte_order, .. }) => {
+            ("float32", order(byte_order))
+        }
+        (NcType::Double, Datatype::FloatingPoint { byte_order, .. }) => {
+            ("float64", order(byte_order))
+        }
+        _ => return Err(unsupported()),
+    };
+    let size = nc.size().map_err(|_| unsupported())? as u64;
+    Ok((Value::from(name), endian, size))
+}
+
+/// The fill value of unwritten chunks: the dataset's, else HDF5's default (zeros), as the
+/// Zarr v3 `fill_value` of `data_type` (floats as their exact bits).
+fn fill_value(
+    stored: &Stored,
+    data_type: &Value,
+    endian: &str,
+    elem: u64,
+) -> Result<Value, String> {
+    let bytes = match stored.fill.as_ref().and_then(|f| f.value.as_ref()) {
+        Some(value) if value.len() as u64 == elem => value.clone(),
+        Some(value) => {
+            return Err(format!(
+                "its fill value holds {} bytes, an element {elem}",
+                value.len()
+            ))
+        }
+        None => vec![0; elem as usize],
+    };
+    let mut raw = [0u8; 8];
+    if endian == "big" {
+        raw[8 - bytes.len()..].copy_from_slice(&bytes);
+        raw.reverse();
+    } else {
+        raw[..bytes.len()].copy_from_slice(&bytes);
+    }
+    let bits = u64::from_le_bytes(raw);
+    let sign_extend = |width: u32| ((bits << (64 - width)) as i64) >> (64 - width);
+    Ok(match data_type.as_str() {
+        Some("int8") => json!(sign_extend(8)),
+        Some("int16") => json!(sign_extend(16)),
+        Some("int32") => json!(sign_extend(32)),
+        Some("int64") => json!(bits as i64),
+        Some("uint8" | "uint16" | "uint32" | "uint64") => json!(bits),
+        Some("float32") => json!(format!("0x{:08x}", bits as u32)),
+        Some("float64") => json!(format!("0x{bits:016x}")),
+        _ => json!(bytes),
+    })
+}
+
+/// The Zarr v3 codecs (after `bytes`) that decode what HDF5 `filters` encoded, in the order
+/// they were applied; an HDF5 filter ndfusion does not decode is an error naming it.
+fn filter_codecs(filters: &[FilterDescription], elem: u64) -> Result<Vec<Value>, String> {
+    (filters.iter())
+        .map(|f| {
+            let param = |i: usize| f.client_data.get(i).copied();
+            Ok(match f.id {
+                1 => {
+                    let level = param(0).unwrap_or(4).min(9);
+                    json!({"name": "numcodecs.zlib", "configuration": {"level": level}})
+                }
+                2 => {
+                    let size = param(0).map(u64::from).unwrap_or(elem);
+                    json!({"name": "numcodecs.shuffle", "configuration": {"elementsize": size}})
+                }
+                3 => json!({"name": "numcodecs.fletcher32", "configuration": {}}),
+                32015 => json!({"name": "zstd", "configuration": {"level": 0, "checksum": false}}),
+                307 => json!({"name": "numcodecs.bz2", "configuration": {"level": 9}}),
+                // A blosc frame says how it was made; the configuration only has to parse.
+                32001 => {
+                    let cname = match param(6).unwrap_or(0) {
+                        0 => "blosclz",
+                        1 => "lz4",
+                        2 => "lz4hc",
+                        4 => "zlib",
+                        5 => "zstd",
+                        other => return Err(format!("its blosc filter uses compressor {other}, which ndfusion does not decode")),
+                    };
+                    json!({"name": "blosc", "configuration": {"cname": cname, "clevel": param(4).unwrap_or(5).min(9), "shuffle": "noshuffle", "blocksize": 0}})
+                }
+                id => {
+                    return Err(format!(
+                        "its HDF5 filter {} is not one ndfusion decodes (it decodes deflate, \
+                         shuffle, fletcher32, zstd, blosc and bzip2)",
+                        filter_name(id, f.name.as_deref())
+                    ))
+                }
+            })
+        })
+        .collect()
+}
+
+/// An HDF5 filter as errors name it: its registered name and id.
+fn filter_name(id: u16, name: Option<&str>) -> String {
+    let known = match id {
+        4 => "szip",
+        5 => "nbit",
+        6 => "scaleoffset",
+        32004 => "lz4",
+        32008 => "bitshuffle",
+        32013 => "zfp",
+        32017 => "sz",
+        _ => name.unwrap_or("unregistered"),
+    };
+    format!("'{known}' (id {id})")
+}
