@@ -5,7 +5,7 @@
 //! xarray would see (metadata documents, chunks that are rows of the file), `nc4.rs` a
 //! netCDF-4 file's HDF5 metadata as a Zarr v3 group (its chunks the HDF5 chunks, its codecs
 //! the HDF5 filters; `blocking.rs` is the file as the HDF5 parser reads it), both into a
-//! `layout.rs`; `store.rs` serves that group to the Zarr reader from ranged reads of the file. So pushdown, statistics, CF
+//! `layout.rs` (`lz4.rs`: HDF5's lz4 filter as a Zarr codec); `store.rs` serves that group to the Zarr reader from ranged reads of the file. So pushdown, statistics, CF
 //! decoding, collections and clusters are the Zarr tables' own. `table.rs` is the public
 //! [`NetCDFTable`] and its factory, `options.rs` its `OPTIONS`, `kind.rs` its entry in the list
 //! of table kinds.
@@ -14,6 +14,7 @@ mod blocking;
 mod classic;
 mod kind;
 mod layout;
+mod lz4;
 mod nc4;
 mod options;
 mod skipped;

@@ -507,6 +507,10 @@ fn filter_codecs(filters: &[FilterDescription], elem: u64) -> Result<Vec<Value>,
                 3 => json!({"name": "numcodecs.fletcher32", "configuration": {}}),
                 32015 => json!({"name": "zstd", "configuration": {"level": 0, "checksum": false}}),
                 307 => json!({"name": "numcodecs.bz2", "configuration": {"level": 9}}),
+                32004 => {
+                    super::lz4::register();
+                    json!({"name": super::lz4::NAME})
+                }
                 // A blosc frame says how it was made; the configuration only has to parse.
                 32001 => {
                     let cname = match param(6).unwrap_or(0) {
@@ -522,7 +526,7 @@ fn filter_codecs(filters: &[FilterDescription], elem: u64) -> Result<Vec<Value>,
                 id => {
                     return Err(format!(
                         "its HDF5 filter {} is not one ndfusion decodes (it decodes deflate, \
-                         shuffle, fletcher32, zstd, blosc and bzip2)",
+                         shuffle, fletcher32, zstd, blosc, bzip2 and lz4)",
                         filter_name(id, f.name.as_deref())
                     ))
                 }

@@ -3,7 +3,8 @@
 //! it cannot shrink, and HDF5 then stores the chunk without it, marking the filter in the
 //! chunk's mask. A Zarr array has one codec chain for every chunk, so such a chunk is given
 //! to the chain as if the filter had run: its bytes wrapped in the filter's own format
-//! without compression (a stored zlib stream, a raw zstd frame, a copied blosc frame), which
+//! without compression (a stored zlib stream, a raw zstd frame, a copied blosc or lz4
+//! block), which
 //! costs a copy of a chunk that was incompressible anyway.
 
 use std::io::Write;
@@ -59,6 +60,16 @@ fn wrap(id: u16, raw: &[u8], typesize: u64) -> Result<Vec<u8>, String> {
             z.finish().map_err(io)
         }
         32001 => blosc_copy(raw, typesize),
+        // lz4 (`lz4.rs`): one block, stored as it is.
+        32004 => {
+            let len = u32::try_from(raw.len()).map_err(|_| "a chunk larger than 4 GiB")?;
+            let mut out = Vec::with_capacity(raw.len() + 16);
+            out.extend_from_slice(&u64::from(len).to_be_bytes());
+            out.extend_from_slice(&len.max(1).to_be_bytes());
+            out.extend_from_slice(&len.to_be_bytes());
+            out.extend_from_slice(raw);
+            Ok(out)
+        }
         other => Err(format!(
             "a chunk was stored with HDF5 filter {other} skipped, which ndfusion cannot make up for"
         )),

@@ -30,7 +30,7 @@ Files (netCDF-4, HDF5 underneath):
   characters, a scalar.
 - `nc4_classic.nc` (NETCDF4_CLASSIC): packed int16 with `missing_value`, a noleap calendar.
 - `h5netcdf.nc`: h5netcdf 1.8.2 (v1 B-tree indexes), gzip + shuffle, blosc with chunks it
-  stored unfiltered.
+  stored unfiltered, lz4 in small blocks.
 - `indexes.nc`: the newer chunk indexes (single chunk, fixed array, extensible array, v2
   B-tree, implicit).
 - `bitshuffle.nc`: a filter ndfusion does not decode (no expected values).
@@ -356,6 +356,10 @@ with h5netcdf.File(path, "w") as f:
     b = f.create_variable("blosc", ("x", "sample"), "u2", chunks=(3, 3),
                           **hdf5plugin.Blosc(cname="lz4", clevel=5, shuffle=hdf5plugin.Blosc.SHUFFLE))
     b[:] = np.arange(18, dtype="u2").reshape(6, 3) * 3001
+    # lz4 (32004) in blocks of 16 bytes: runs that compress and noise that is stored as is.
+    lz = f.create_variable("lz4", ("x", "y"), "i4", chunks=(3, 4), **hdf5plugin.LZ4(nbytes=16))
+    noise = np.random.default_rng(7).integers(-2**31, 2**31 - 1, size=(6, 4), dtype="i4")
+    lz[:] = np.where(np.arange(6)[:, None] < 3, 5, noise).astype("i4")
 record("h5netcdf", path)
 
 # indexes.nc: HDF5's newer chunk indexes (h5netcdf with libver="latest": layout messages of
