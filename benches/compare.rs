@@ -875,14 +875,65 @@ fn netcdf_locations(args: &Args) -> Option<(PathBuf, PathBuf)> {
     ok.then_some((nc, zarr))
 }
 
-/// Issue 39: a 100M-cell netCDF-3 file (int16 packed, 200 MB) read in place: a full
-/// aggregate, a 1% time range, a lat/lon box and monthly means, against xarray with the
-/// netCDF4 and scipy engines (eager, and netCDF4 + dask) and against the same data as Zarr.
+/// The netCDF-4 twin of `netcdf_locations`' file: the same values, packing and times, written
+/// by xarray as NETCDF4 with deflate (level 1) + shuffle in 5-day chunks (the Zarr copy's).
+fn netcdf4_location(args: &Args, nc3: &Path) -> Option<PathBuf> {
+    let nc4 = args.dir.join("era5_like_100M_nc4.nc");
+    if nc4.exists() {
+        return Some(nc4);
+    }
+    println!("generating {} with xarray", nc4.display());
+    let script = format!(
+        "import xarray as xr\n\
+         ds = xr.open_dataset({nc3:?})\n\
+         packed = {{'dtype': 'int16', 'scale_factor': 0.0015, 'add_offset': 280.0, '_FillValue': -32767, 'zlib': True, 'complevel': 1, 'shuffle': True, 'chunksizes': (5, 100, 1000)}}\n\
+         ds.to_netcdf({nc4:?}, format='NETCDF4', engine='netcdf4', unlimited_dims=['time'], encoding={{'t2m': packed, 'time': {{'dtype': 'int32', 'units': 'hours since 1900-01-01'}}}})\n",
+        nc3 = nc3.to_string_lossy(),
+        nc4 = nc4.to_string_lossy(),
+    );
+    let ok = python()?
+        .args(["-c", &script])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    ok.then_some(nc4)
+}
+
+/// Issue 39: a 100M-cell netCDF file read in place — netCDF-3 (int16 packed, 200 MB) and the
+/// same data as netCDF-4 (deflate + shuffle) — a full aggregate, a 1% time range, a lat/lon
+/// box and monthly means, against xarray's engines for each (eager, and + dask) and against
+/// the same data as Zarr.
 async fn netcdf_section(args: &Args, rows: &mut Vec<Row>, py: bool) {
     let Some((nc, zarr)) = (if py { netcdf_locations(args) } else { None }) else {
         println!("netcdf section skipped: its file is written by xarray (python3.12 not found)");
         return;
     };
+    let group = "ERA5-like netCDF-3 (CDF-2) 1000 x 100 x 1000 int16 packed";
+    let engines = [("netcdf4", false), ("scipy", false), ("netcdf4", true)];
+    netcdf_queries(rows, &nc, &zarr, group, &engines).await;
+    let Some(nc4) = netcdf4_location(args, &nc) else {
+        println!("netCDF-4 file not written: its part skipped");
+        return;
+    };
+    let group = "the same as netCDF-4, deflate (1) + shuffle, 5-day chunks";
+    let engines = [
+        ("netcdf4", false),
+        ("h5netcdf", false),
+        ("netcdf4", true),
+        ("h5netcdf", true),
+    ];
+    netcdf_queries(rows, &nc4, &zarr, group, &engines).await;
+}
+
+/// The four queries on the netCDF file `nc` (checked against xarray's full average), timed
+/// against xarray with each of `engines` (name, with dask in 5-day chunks) and against `zarr`.
+async fn netcdf_queries(
+    rows: &mut Vec<Row>,
+    nc: &Path,
+    zarr: &Path,
+    group: &str,
+    engines: &[(&str, bool)],
+) {
     let (nc, zarr) = (
         nc.to_string_lossy().to_string(),
         zarr.to_string_lossy().to_string(),
@@ -892,7 +943,6 @@ async fn netcdf_section(args: &Args, rows: &mut Vec<Row>, py: bool) {
     ctx.register_table("n", Arc::new(table)).unwrap();
     let table = ndfusion::ZarrTable::open(&zarr).await.unwrap();
     ctx.register_table("z", Arc::new(table)).unwrap();
-    let group = "ERA5-like netCDF-3 (CDF-2) 1000 x 100 x 1000 int16 packed".to_string();
     let queries = [
         ("avg(t2m), all 100M cells", "SELECT avg(t2m) FROM n", "full"),
         (
@@ -911,9 +961,19 @@ async fn netcdf_section(args: &Args, rows: &mut Vec<Row>, py: bool) {
             "monthly",
         ),
     ];
+    let label = |(engine, dask): &(&str, bool)| match dask {
+        true => format!("{engine}+dask"),
+        false => engine.to_string(),
+    };
+    let py_engines: Vec<String> = (engines.iter())
+        .map(|(engine, dask)| {
+            let chunks = if *dask { "{'time': 5}" } else { "None" };
+            format!("('{engine}', {chunks})")
+        })
+        .collect();
     let pyt = python_medians(&format!(
         "{PY_TIMER}\nimport xarray as xr, dask\nr = {{}}\n\
-         for engine, chunks in [('netcdf4', None), ('scipy', None), ('netcdf4', {{'time': 5}})]:\n\
+         for engine, chunks in [{engines}]:\n\
          \x20   ds = xr.open_dataset({nc:?}, engine=engine, chunks=chunks, cache=False)\n\
          \x20   run = (lambda x: float(x.compute())) if chunks else float\n\
          \x20   key = engine + ('+dask' if chunks else '')\n\
@@ -922,7 +982,8 @@ async fn netcdf_section(args: &Args, rows: &mut Vec<Row>, py: bool) {
          \x20   r[key + ' box'] = med(lambda: run(ds.t2m.sel(latitude=slice(19, 10), longitude=slice(50, 59.99)).mean()))\n\
          \x20   r[key + ' monthly'] = med(lambda: ds.t2m.resample(time='MS').mean().compute(), n=3)\n\
          r['value full'] = float(xr.open_dataset({nc:?}).t2m.mean())\n\
-         print(json.dumps(r))"
+         print(json.dumps(r))",
+        engines = py_engines.join(", "),
     ));
     let p = |k: &str| pyt.as_ref().and_then(|v| v[k].as_f64());
     // The answers are xarray's.
@@ -944,14 +1005,15 @@ async fn netcdf_section(args: &Args, rows: &mut Vec<Row>, py: bool) {
             (ours - theirs).abs() <= 1e-9 * theirs.abs(),
             "{ours} vs xarray {theirs}"
         );
-        println!("avg(t2m): ndfusion {ours}, xarray {theirs}");
+        println!("{group}: avg(t2m): ndfusion {ours}, xarray {theirs}");
     }
-    for (label, query, key) in queries {
+    for (name, query, key) in queries {
         let (ours, _) = median(|| sql(&ctx, query)).await;
-        for engine in ["netcdf4", "scipy", "netcdf4+dask"] {
+        for engine in engines {
+            let engine = label(engine);
             rows.push(Row {
-                group: group.clone(),
-                query: label.into(),
+                group: group.to_string(),
+                query: name.into(),
                 ours,
                 baseline: format!("xarray ({engine})"),
                 theirs: p(&format!("{engine} {key}")),
@@ -960,8 +1022,8 @@ async fn netcdf_section(args: &Args, rows: &mut Vec<Row>, py: bool) {
         let on_zarr = query.replace("FROM n", "FROM z");
         let (zarr_time, _) = median(|| sql(&ctx, &on_zarr)).await;
         rows.push(Row {
-            group: group.clone(),
-            query: label.into(),
+            group: group.to_string(),
+            query: name.into(),
             ours,
             baseline: "ndfusion, the same data as Zarr (zstd, 5-day chunks)".into(),
             theirs: Some(zarr_time),
