@@ -33,6 +33,7 @@ Files (netCDF-4, HDF5 underneath):
   stored unfiltered, lz4 in small blocks.
 - `indexes.nc`: the newer chunk indexes (single chunk, fixed array, extensible array, v2
   B-tree, implicit).
+- `groups.nc`: groups, read with `path` (`groups/obs`, `groups/obs/deep` in expected.json).
 - `bitshuffle.nc`: a filter ndfusion does not decode (no expected values).
 - `shipped/`: the netCDF files in xarray 2026.9.0's and scipy 1.18.0's packages, copied as
   they are (xarray: Apache-2.0; scipy: BSD-3-Clause).
@@ -88,8 +89,8 @@ def attr(v):
     return v
 
 
-def record(name, path):
-    with xr.open_dataset(path) as ds:
+def record(name, path, group=None):
+    with xr.open_dataset(path, group=group) as ds:
         df = ds.to_dataframe().reset_index()
         EXPECTED[name] = {
             "columns": list(df.columns),
@@ -391,6 +392,30 @@ with h5py.File(path, "a") as f:
     implicit.dims[0].attach_scale(f["x"])
     implicit.dims[1].attach_scale(f["y"])
 record("indexes", path)
+
+# groups.nc: netCDF-4 groups (the `path` option): the root's `time`, a group `obs` whose
+# variables use the root's dimension and its own, and a group inside it. xarray reads one
+# group at a time (`group=`), the root's coordinate variables not among them.
+path = fresh("groups.nc")
+with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
+    nc.title = "root"
+    nc.createDimension("time", 3)
+    t = nc.createVariable("time", "i4", ("time",))
+    t.units = "days since 2001-01-01"
+    t[:] = [0, 1, 2]
+    obs = nc.createGroup("obs")
+    obs.platform = "buoy"
+    obs.createDimension("station", 2)
+    st = obs.createVariable("station", "i2", ("station",))
+    st[:] = [7, 9]
+    temp = obs.createVariable("temp", "f4", ("time", "station"), zlib=True, chunksizes=(2, 1))
+    temp[:] = np.arange(6, dtype="f4").reshape(3, 2) + 0.5
+    deep = obs.createGroup("deep")
+    deep.level = np.int32(3)
+    x = deep.createVariable("x", "f8", ("station",))
+    x[:] = [1.25, -2.5]
+record("groups/obs", path, group="obs")
+record("groups/obs/deep", path, group="/obs/deep")
 
 # bitshuffle.nc: a filter ndfusion does not decode (bitshuffle, 32008): opening it is an
 # error naming the variable and the filter, unless the table's `variables` leave it out
