@@ -18,7 +18,8 @@ use crate::table_source::TableSource;
 use crate::zarr::node_table::NodeFormat;
 use crate::zarr::ZarrTable;
 
-/// A netCDF-3 file (CDF-1 classic, CDF-2 64-bit offset, CDF-5) as a table: what
+/// A netCDF-3 file (CDF-1 classic, CDF-2 64-bit offset, CDF-5) or a netCDF-4 file (its root
+/// group) as a table: what
 /// `xarray.open_dataset(path).to_dataframe().reset_index()` shows — a row per cell of the grid
 /// of its dimensions, a column per dimension holding its coordinate values, then the other
 /// variables in the file's order, broadcast over the dimensions they lack and CF-decoded —
