@@ -22,7 +22,7 @@ use hdf5_reader::messages::HdfMessage;
 use hdf5_reader::storage::DynStorage;
 use hdf5_reader::{BlockCacheStorage, ByteOrder, Hdf5File, OpenOptions};
 use netcdf_reader::nc4::Nc4File;
-use netcdf_reader::{NcAttrValue, NcOpenOptions, NcType, NcVariable};
+use netcdf_reader::{NcAttrValue, NcGroup, NcOpenOptions, NcType, NcVariable};
 use serde_json::{json, Map, Value};
 
 use super::classic::{attributes_json, Rows};
@@ -38,8 +38,12 @@ const BLOCKS_KEPT: usize = 256;
 /// reads, so its grid is bounded here.
 const MAX_CHUNKS: u64 = 4 << 20;
 
-/// The layout of the netCDF-4 file `storage` reads, its metadata read within what `storage`
-/// allows (`metadata_bytes` for one object header). Blocking: call it off the async workers.
+/// The layout of the netCDF-4 file `storage` reads — of its root group, or of `group`
+/// (`obs/deep`) — its metadata read within what `storage` allows (`metadata_bytes` for one
+/// object header). Blocking: call it off the async workers.
+///
+/// A group shows its own variables and attributes, as xarray's `group=` does: the
+/// dimensions it uses from its parents are its grid, their coordinate variables are not.
 ///
 /// With `wanted` (the table's `variables` option), a variable ndfusion cannot read (its type
 /// or filter) is left out when the table cannot need it (`can_leave_out`); otherwise every
@@ -47,6 +51,7 @@ const MAX_CHUNKS: u64 = 4 << 20;
 pub(crate) fn nc4_layout(
     storage: DynStorage,
     metadata_bytes: u64,
+    group: Option<&str>,
     wanted: Option<&[String]>,
 ) -> Result<Layout, String> {
     let file_len = storage.len();
@@ -64,10 +69,17 @@ pub(crate) fn nc4_layout(
     )
     .map_err(|e| format!("its HDF5 metadata: {e}"))?;
     let base = h5.superblock().base_address;
-    let variables = nc.variables().map_err(|e| format!("its variables: {e}"))?;
-    let globals = nc
-        .global_attributes()
-        .map_err(|e| format!("its attributes: {e}"))?;
+    let (variables, globals) = match group {
+        None => (
+            nc.variables().map_err(|e| format!("its variables: {e}"))?,
+            nc.global_attributes()
+                .map_err(|e| format!("its attributes: {e}"))?,
+        ),
+        Some(path) => {
+            let group = find_group(&nc, path)?;
+            (group.variables.as_slice(), group.attributes.as_slice())
+        }
+    };
 
     let mut out = Layout {
         documents: BTreeMap::new(),
@@ -106,6 +118,35 @@ pub(crate) fn nc4_layout(
     out.documents
         .insert("zarr.json".into(), root.to_string().into_bytes());
     Ok(out)
+}
+
+/// The group at `path` (`obs/deep`), or an error naming the groups there are.
+fn find_group<'a>(nc: &'a Nc4File, path: &str) -> Result<&'a NcGroup, String> {
+    let root = nc.root_group().map_err(|e| format!("its groups: {e}"))?;
+    let mut group = root;
+    let mut walked = String::new();
+    for name in path.split('/').filter(|n| !n.is_empty()) {
+        let Some(child) = group.groups.iter().find(|g| g.name == name) else {
+            let there: Vec<&str> = group.groups.iter().map(|g| g.name.as_str()).collect();
+            let within = match walked.is_empty() {
+                true => "the root group".to_string(),
+                false => format!("group '{walked}'"),
+            };
+            return Err(format!(
+                "'path' names the group '{path}', but {within} has no group '{name}' ({})",
+                match there.is_empty() {
+                    true => "it has no groups".to_string(),
+                    false => format!("its groups: {}", there.join(", ")),
+                }
+            ));
+        };
+        walked = match walked.is_empty() {
+            true => name.to_string(),
+            false => format!("{walked}/{name}"),
+        };
+        group = child;
+    }
+    Ok(group)
 }
 
 /// The names every variable's dimensions, `coordinates` and `bounds` attributes give: the

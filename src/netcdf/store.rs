@@ -34,6 +34,7 @@ const FIRST_READ: u64 = 64 << 10;
 pub(crate) async fn open_netcdf(
     location: &str,
     options: &StorageOptions,
+    group: Option<&str>,
     wanted: Option<&[String]>,
 ) -> Result<ZarrStore> {
     let limits = options.limits()?;
@@ -72,13 +73,20 @@ pub(crate) async fn open_netcdf(
     loop {
         let head = read(&file, 0..want).await.map_err(&cannot)?;
         if head.starts_with(HDF5_MAGIC) {
-            let layout = open_nc4(&file, len, max, wanted).await.map_err(&cannot)?;
+            let layout = open_nc4(&file, len, max, group, wanted).await;
+            let layout = layout.map_err(&cannot)?;
             return Ok(over(file, layout));
         }
         let format = match head.get(..4).and_then(classic_format) {
             Some(format) => format,
             None => return Err(cannot(not_netcdf(&head))),
         };
+        if let Some(group) = group {
+            return Err(cannot(format!(
+                "'path' names the group '{group}', but a netCDF-3 file has no groups (drop \
+                 the option to read the file)"
+            )));
+        }
         match classic_layout(&head, format, len) {
             Ok(layout) => return Ok(over(file, layout)),
             Err(ClassicError::ShortHeader(_)) if want < max.min(len) => {
@@ -101,6 +109,7 @@ async fn open_nc4(
     file: &FileTarget,
     len: u64,
     max: u64,
+    group: Option<&str>,
     wanted: Option<&[String]>,
 ) -> std::result::Result<Layout, String> {
     let storage = Arc::new(BlockingFile::new(
@@ -111,10 +120,12 @@ async fn open_nc4(
     ));
     let reader = Arc::clone(&storage);
     let wanted = wanted.map(<[String]>::to_vec);
-    let layout =
-        tokio::task::spawn_blocking(move || super::nc4::nc4_layout(reader, max, wanted.as_deref()))
-            .await
-            .map_err(|e| format!("reading its metadata failed: {e}"))?;
+    let group = group.map(str::to_string);
+    let layout = tokio::task::spawn_blocking(move || {
+        super::nc4::nc4_layout(reader, max, group.as_deref(), wanted.as_deref())
+    })
+    .await
+    .map_err(|e| format!("reading its metadata failed: {e}"))?;
     layout.map_err(|why| match storage.exhausted() {
         true => format!(
             "its metadata (headers and chunk indexes) is larger than the {max} bytes a \

@@ -15,7 +15,6 @@ use crate::limits::Limits;
 use crate::session::NETCDF_FORMAT;
 use crate::table_options::check_external_table;
 use crate::table_source::TableSource;
-use crate::zarr::node_table::NodeFormat;
 use crate::zarr::ZarrTable;
 
 /// A netCDF-3 file (CDF-1 classic, CDF-2 64-bit offset, CDF-5) or a netCDF-4 file (its root
@@ -53,7 +52,7 @@ impl NetCDFTable {
 
     /// Opens the file, or the files a glob matches, at `location` with `options`.
     pub async fn open_with(location: &str, options: NetCDFOptions) -> crate::error::Result<Self> {
-        let inner = ZarrTable::open_as(location, options.as_zarr(), NodeFormat::NetCDF).await?;
+        let inner = ZarrTable::open_as(location, options.as_zarr(), options.format()).await?;
         Ok(NetCDFTable { inner, options })
     }
 
@@ -62,8 +61,7 @@ impl NetCDFTable {
         locations: &[S],
         options: NetCDFOptions,
     ) -> crate::error::Result<Self> {
-        let inner =
-            ZarrTable::open_many_as(locations, options.as_zarr(), NodeFormat::NetCDF).await?;
+        let inner = ZarrTable::open_many_as(locations, options.as_zarr(), options.format()).await?;
         Ok(NetCDFTable { inner, options })
     }
 

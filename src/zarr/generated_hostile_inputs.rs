@@ -286,7 +286,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let paths = tree.make(dir.path());
         let pattern = format!("{}/**/*", dir.path().display());
-        match walk_local(&pattern, &Limits::default(), crate::zarr::node_table::NodeFormat::Zarr) {
+        match walk_local(&pattern, &Limits::default(), &crate::zarr::node_table::NodeFormat::Zarr) {
             Ok(members) => {
                 let mut canonical: Vec<_> = (members.iter())
                     .map(|m| Path::new(m).canonicalize().unwrap())

@@ -1,6 +1,8 @@
 //! [`NodeTable`]: the table of one Zarr node, an array or a group read as a dataset. A
 //! `ZarrTable` is one, or a collection of them.
 
+use std::sync::Arc;
+
 use datafusion::datasource::TableProvider;
 
 use crate::zarr::array::table::ArrayTable;
@@ -11,19 +13,44 @@ use crate::zarr::store::ZarrStore;
 
 /// What a location holds: a Zarr node (or a Kerchunk reference file, which describes one), or
 /// a netCDF file, read as the Zarr group its header describes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) enum NodeFormat {
     #[default]
     Zarr,
-    NetCDF,
+    /// A netCDF file; of a netCDF-4 file, the group `group` (the root group without one).
+    NetCDF { group: Option<Arc<str>> },
 }
 
 impl NodeFormat {
+    /// A netCDF file's root group (`/` and the empty path name it too), or another group.
+    pub(crate) fn netcdf(group: Option<&str>) -> Self {
+        let group = group.map(|g| g.trim_matches('/')).filter(|g| !g.is_empty());
+        NodeFormat::NetCDF {
+            group: group.map(Arc::from),
+        }
+    }
+
+    /// Whether a location of this format is one file (a collection's members are files),
+    /// rather than a Zarr node's folder.
+    pub(crate) fn is_file(&self) -> bool {
+        matches!(self, NodeFormat::NetCDF { .. })
+    }
+
     /// What the members of a collection of this format are, for messages.
-    pub(crate) fn members(self) -> &'static str {
+    pub(crate) fn members(&self) -> &'static str {
         match self {
             NodeFormat::Zarr => "Zarr array or group",
-            NodeFormat::NetCDF => "file",
+            NodeFormat::NetCDF { .. } => "file",
+        }
+    }
+
+    /// The `OPTIONS` that say which part of a location is read, for a cluster to open the
+    /// same (the group is an option of `STORED AS NETCDF`, which the Zarr options a file is
+    /// read with do not carry).
+    pub(crate) fn options_sql(&self) -> Option<(String, String)> {
+        match self {
+            NodeFormat::NetCDF { group: Some(g) } => Some(("path".into(), g.to_string())),
+            _ => None,
         }
     }
 }
@@ -49,15 +76,16 @@ impl NodeTable {
     pub(crate) async fn open(
         location: &str,
         options: ZarrOptions,
-        format: NodeFormat,
+        format: &NodeFormat,
     ) -> crate::error::Result<Self> {
         let store = match format {
             NodeFormat::Zarr => {
                 let granted = options.granted_prefixes()?;
                 ZarrStore::open(location, options.storage(), &granted).await?
             }
-            NodeFormat::NetCDF => {
-                crate::netcdf::open_netcdf(location, options.storage(), options.variables()).await?
+            NodeFormat::NetCDF { group } => {
+                let (storage, wanted) = (options.storage(), options.variables());
+                crate::netcdf::open_netcdf(location, storage, group.as_deref(), wanted).await?
             }
         };
         Self::open_in(store, location, options).await

@@ -75,8 +75,14 @@ impl Opened for ZarrOpened {
         match self {
             ZarrOpened::One { format: Zarr, .. } => "zarr",
             ZarrOpened::Many { format: Zarr, .. } => "zarr_many",
-            ZarrOpened::One { format: NetCDF, .. } => "netcdf",
-            ZarrOpened::Many { format: NetCDF, .. } => "netcdf_many",
+            ZarrOpened::One {
+                format: NetCDF { .. },
+                ..
+            } => "netcdf",
+            ZarrOpened::Many {
+                format: NetCDF { .. },
+                ..
+            } => "netcdf_many",
         }
     }
 
@@ -89,7 +95,16 @@ impl Opened for ZarrOpened {
 
     fn options_sql(&self) -> crate::error::Result<HashMap<String, String>> {
         match self {
-            ZarrOpened::One { options, .. } | ZarrOpened::Many { options, .. } => options.to_sql(),
+            ZarrOpened::One {
+                options, format, ..
+            }
+            | ZarrOpened::Many {
+                options, format, ..
+            } => {
+                let mut sql = options.to_sql()?;
+                sql.extend(format.options_sql());
+                Ok(sql)
+            }
         }
     }
 }
@@ -122,16 +137,16 @@ impl ZarrTable {
         let source = TableSource::new(ZarrOpened::One {
             location: location.to_string(),
             options: options.clone(),
-            format,
+            format: format.clone(),
         });
         let inner = if is_pattern(location) {
-            let (members, storage) = expand(location, options.storage(), format).await?;
+            let (members, storage) = expand(location, options.storage(), &format).await?;
             let member_options = options.clone().with_storage(storage);
             Inner::Collection(
-                CollectionTable::open(location, members, member_options, format).await?,
+                CollectionTable::open(location, members, member_options, &format).await?,
             )
         } else {
-            Inner::Node(NodeTable::open(location, options.clone(), format).await?)
+            Inner::Node(NodeTable::open(location, options.clone(), &format).await?)
         };
         Ok(ZarrTable {
             inner,
@@ -166,7 +181,7 @@ impl ZarrTable {
             [first, ..] => format!("{first} and {} more", members.len() - 1),
         };
         let collection =
-            CollectionTable::open(&shown, members.clone(), options.clone(), format).await?;
+            CollectionTable::open(&shown, members.clone(), options.clone(), &format).await?;
         Ok(ZarrTable {
             inner: Inner::Collection(collection),
             source: TableSource::new(ZarrOpened::Many {

@@ -86,6 +86,8 @@ async fn netcdf_files_read_as_xarray_reads_them() {
         "nc4_classic",
         "h5netcdf",
         "indexes",
+        "groups/obs",
+        "groups/obs/deep",
         "shipped/xarray_example_1.nc",
         "shipped/xarray_bears.nc",
         "shipped/scipy_example_1.nc",
@@ -93,12 +95,17 @@ async fn netcdf_files_read_as_xarray_reads_them() {
         "shipped/scipy_example_3_maskedvals.nc",
     ] {
         let want = &expected[name];
-        let file = match name.strip_prefix("shipped/") {
-            Some(_) => format!("{DIR}/{name}"),
-            None => format!("{DIR}/{name}.nc"),
+        // A group of a netCDF-4 file: `groups/obs/deep` is group `obs/deep` of groups.nc.
+        let (file, options) = match (name.strip_prefix("shipped/"), name.split_once('/')) {
+            (Some(_), _) => (format!("{DIR}/{name}"), String::new()),
+            (None, Some((file, group))) => (
+                format!("{DIR}/{file}.nc"),
+                format!("OPTIONS ('path' '{group}')"),
+            ),
+            (None, None) => (format!("{DIR}/{name}.nc"), String::new()),
         };
         let ctx = new_session_context();
-        create(&ctx, &file, "").await.unwrap();
+        create(&ctx, &file, &options).await.unwrap();
         let columns: Vec<String> = (want["columns"].as_array().unwrap().iter())
             .map(|c| c.as_str().unwrap().to_string())
             .collect();
@@ -358,6 +365,30 @@ async fn damaged_and_crafted_files_are_errors_naming_the_file() {
     .unwrap_err();
     assert!(
         err.contains("piece_bytes") && err.contains("STORED AS NETCDF"),
+        "{err}"
+    );
+    // A group that is not there, and a group of a file that has none.
+    let groups = format!("{DIR}/groups.nc");
+    let err = create(&ctx, &groups, "OPTIONS ('path' 'obs/shallow')")
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("groups.nc")
+            && err.contains("group 'obs' has no group 'shallow' (its groups: deep)"),
+        "{err}"
+    );
+    let err = create(&ctx, &groups, "OPTIONS ('path' 'nope')")
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("the root group has no group 'nope' (its groups: obs)"),
+        "{err}"
+    );
+    let err = create(&ctx, &format!("{DIR}/classic.nc"), "OPTIONS ('path' 'obs')")
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("classic.nc") && err.contains("a netCDF-3 file has no groups"),
         "{err}"
     );
 }

@@ -32,7 +32,7 @@ pub(crate) fn is_pattern(location: &str) -> bool {
 pub(crate) async fn expand(
     pattern: &str,
     storage: &StorageOptions,
-    format: NodeFormat,
+    format: &NodeFormat,
 ) -> Result<(Vec<String>, StorageOptions)> {
     let limits = storage.limits()?;
     let mut shared = storage.clone();
@@ -44,7 +44,8 @@ pub(crate) async fn expand(
         Location::Local(path) if storage.object_store().is_none() => {
             // Walking folders blocks: off the async workers.
             let text = path.to_string_lossy().to_string();
-            tokio::task::spawn_blocking(move || walk_local(&text, &limits, format))
+            let format = format.clone();
+            tokio::task::spawn_blocking(move || walk_local(&text, &limits, &format))
                 .await
                 .map_err(|e| Error::Internal(format!("walking {pattern}: {e}")))?
                 .map_err(|e| invalid(e.to_string()))?
@@ -115,7 +116,7 @@ pub(crate) enum WalkError {
 pub(crate) fn walk_local(
     pattern: &str,
     limits: &Limits,
-    format: NodeFormat,
+    format: &NodeFormat,
 ) -> std::result::Result<Vec<String>, WalkError> {
     let matcher = Pattern::new(pattern).map_err(WalkError::Pattern)?;
     let (prefix, rest) = literal_prefix(pattern);
@@ -167,12 +168,12 @@ pub(crate) fn walk_local(
             let folder = as_path.is_dir();
             if !folder {
                 // A file is a member of a collection of files (netCDF).
-                if format == NodeFormat::NetCDF && matcher.matches_with(&path, OPTIONS) {
+                if format.is_file() && matcher.matches_with(&path, OPTIONS) {
                     members.push(path);
                 }
                 continue;
             }
-            if format == NodeFormat::Zarr && is_node(as_path) {
+            if !format.is_file() && is_node(as_path) {
                 if matcher.matches_with(&path, OPTIONS) {
                     members.push(path);
                 }
@@ -220,7 +221,7 @@ async fn list_matches(
     remote: &RemoteStore,
     pattern: &str,
     max_objects: usize,
-    format: NodeFormat,
+    format: &NodeFormat,
 ) -> Result<Vec<String>> {
     let glob = Pattern::new(pattern).map_err(|e| Error::InvalidLocation {
         location: pattern.to_string(),
@@ -249,7 +250,7 @@ async fn list_matches(
             });
         }
         let key = meta.location.as_ref();
-        if format == NodeFormat::NetCDF {
+        if format.is_file() {
             if glob.matches_with(key, OPTIONS) {
                 members.push(key.to_string());
             }
@@ -300,7 +301,7 @@ mod tests {
             }
         }
         let remote = RemoteStore::given(memory, Path::new("data")).unwrap();
-        let members = list_matches(&remote, "data/*.zarr", 12, NodeFormat::Zarr)
+        let members = list_matches(&remote, "data/*.zarr", 12, &NodeFormat::Zarr)
             .await
             .unwrap();
         assert_eq!(
@@ -312,7 +313,7 @@ mod tests {
                 "data/m3.zarr"
             ]
         );
-        let err = list_matches(&remote, "data/*.zarr", 11, NodeFormat::Zarr)
+        let err = list_matches(&remote, "data/*.zarr", 11, &NodeFormat::Zarr)
             .await
             .unwrap_err()
             .to_string();
@@ -339,7 +340,7 @@ mod tests {
         let (floats, _) = expand(
             &format!("{base}/floats/*.zarr"),
             &StorageOptions::new(),
-            NodeFormat::Zarr,
+            &NodeFormat::Zarr,
         )
         .await
         .unwrap();
@@ -348,7 +349,7 @@ mod tests {
         let (nested, _) = expand(
             &format!("{base}/regions/**/profile.zarr"),
             &StorageOptions::new(),
-            NodeFormat::Zarr,
+            &NodeFormat::Zarr,
         )
         .await
         .unwrap();
@@ -356,7 +357,7 @@ mod tests {
         let none = expand(
             &format!("{base}/nothing/*.zarr"),
             &StorageOptions::new(),
-            NodeFormat::Zarr,
+            &NodeFormat::Zarr,
         )
         .await
         .unwrap_err()
@@ -373,7 +374,7 @@ mod tests {
         std::os::unix::fs::symlink("..", d.join("up")).unwrap();
         std::os::unix::fs::symlink(d.join("a.zarr"), d.join("again.zarr")).unwrap();
         let pattern = format!("{}/**/*.zarr", dir.path().display());
-        let (members, _) = expand(&pattern, &StorageOptions::new(), NodeFormat::Zarr)
+        let (members, _) = expand(&pattern, &StorageOptions::new(), &NodeFormat::Zarr)
             .await
             .unwrap();
         assert_eq!(members.len(), 1, "{members:?}");
@@ -391,7 +392,7 @@ mod tests {
         let err = walk_local(
             &format!("{}/**/*.zarr", dir.path().display()),
             &Limits::default(),
-            NodeFormat::Zarr,
+            &NodeFormat::Zarr,
         )
         .unwrap_err()
         .to_string();

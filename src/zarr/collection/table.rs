@@ -56,7 +56,7 @@ impl CollectionTable {
         pattern: &str,
         locations: Vec<String>,
         options: ZarrOptions,
-        format: NodeFormat,
+        format: &NodeFormat,
     ) -> Result<Self> {
         let tables: Vec<NodeTable> = futures::stream::iter(locations.clone())
             .map(|location| {
