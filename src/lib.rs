@@ -56,6 +56,7 @@
 #[cfg(feature = "cluster")]
 mod cluster;
 mod error;
+mod hdf5;
 #[cfg(feature = "icechunk")]
 mod icechunk;
 mod lance_nd;
@@ -80,6 +81,7 @@ pub use cluster::{
     TOKEN_ENV,
 };
 pub use error::{Error, Result};
+pub use hdf5::{HDF5Keys, HDF5Options, HDF5Table, HDF5TableFactory};
 #[cfg(feature = "icechunk")]
 pub use icechunk::{
     IcechunkLogFunction, IcechunkOptions, IcechunkRefsFunction, IcechunkTable, IcechunkTableFactory,
@@ -96,7 +98,7 @@ pub use netcdf::{NetCDFKeys, NetCDFOptions, NetCDFTable, NetCDFTableFactory};
 pub use session::ICECHUNK_FORMAT;
 pub use session::{
     new_session_context, new_session_context_with_config, new_session_context_with_runtime,
-    register_table_factories, LANCE_ND_FORMAT, NETCDF_FORMAT, ZARR_FORMAT,
+    register_table_factories, HDF5_FORMAT, LANCE_ND_FORMAT, NETCDF_FORMAT, ZARR_FORMAT,
 };
 pub use storage::StorageOptions;
 pub use table_kind::{table_kind, table_kind_of, table_kinds, NamedTableFunction, TableKind};

@@ -16,6 +16,8 @@ use crate::table_kind::{table_kinds, TableKind};
 pub const ZARR_FORMAT: &str = "ZARR";
 /// The `STORED AS` name of netCDF files.
 pub const NETCDF_FORMAT: &str = "NETCDF";
+/// The `STORED AS` name of plain HDF5 files.
+pub const HDF5_FORMAT: &str = "HDF5";
 /// The `STORED AS` name of lance-nd tables.
 pub const LANCE_ND_FORMAT: &str = "LANCE_ND";
 /// The `STORED AS` name of Icechunk repositories.

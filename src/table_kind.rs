@@ -157,7 +157,11 @@ impl TableKind {
 pub fn table_kinds() -> &'static [TableKind] {
     static KINDS: OnceLock<Vec<TableKind>> = OnceLock::new();
     KINDS.get_or_init(|| {
-        let mut kinds = vec![crate::zarr::kind(), crate::netcdf::kind()];
+        let mut kinds = vec![
+            crate::zarr::kind(),
+            crate::netcdf::kind(),
+            crate::hdf5::kind(),
+        ];
         #[cfg(feature = "icechunk")]
         kinds.push(crate::icechunk::kind());
         kinds.push(crate::lance_nd::kind());
@@ -214,6 +218,10 @@ mod tests {
             "NETCDF" => (
                 "tests/data/netcdf/classic.nc",
                 "OPTIONS ('variables' 'temp')",
+            ),
+            "HDF5" => (
+                "tests/data/hdf5/records.h5",
+                "OPTIONS ('path' '/obs/records')",
             ),
             "LANCE_ND" => ("tests/data/lance_nd/doc_example.lance", ""),
             "ICECHUNK" => (

@@ -15,6 +15,7 @@ if _major != _SUPPORTED_MAJOR:
 
 from ._ndfusion import (  # noqa: E402
     Error,
+    HDF5Table,
     IcechunkTable,
     LanceNdTable,
     NetCDFTable,
@@ -25,6 +26,7 @@ from .nd_batches import read_nd_batches, write_nd_batches  # noqa: E402
 
 __all__ = [
     "Error",
+    "HDF5Table",
     "IcechunkTable",
     "LanceNdTable",
     "NetCDFTable",

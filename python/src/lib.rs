@@ -210,6 +210,13 @@ table_class!(
     ndfusion::NetCDFTable
 );
 table_class!(
+    /// An HDF5 dataset or group (its `path` option), or a glob of files, as `STORED AS HDF5`
+    /// opens it.
+    HDF5Table,
+    ndfusion::HDF5Options,
+    ndfusion::HDF5Table
+);
+table_class!(
     /// A lance-nd table, as `STORED AS LANCE_ND` opens it.
     LanceNdTable,
     ndfusion::LanceNdOptions,
@@ -295,6 +302,7 @@ impl TableFactory {
 fn _ndfusion(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ZarrTable>()?;
     m.add_class::<NetCDFTable>()?;
+    m.add_class::<HDF5Table>()?;
     m.add_class::<LanceNdTable>()?;
     m.add_class::<IcechunkTable>()?;
     m.add_class::<TableFactory>()?;

@@ -81,6 +81,20 @@ def test_a_netcdf_file_reads_as_xarray_reads_it(ctx):
         ndfusion.NetCDFTable(str(DATA / "netcdf" / "bitshuffle.nc"))
 
 
+def test_an_hdf5_dataset_reads_as_h5py_reads_it(ctx):
+    # records.h5: h5py 3.16 wrote a compound dataset; h5py's reading is in expected.json.
+    path = str(DATA / "hdf5" / "records.h5")
+    ctx.register_table("h", ndfusion.HDF5Table(path, {"path": "/obs/records"}))
+    rows = expected("hdf5")["records.h5:/obs/records"]["rows"]
+    written = [r for r in rows if r["id"] >= 0]
+    got = one(ctx, "SELECT count(*), sum(id), sum(meta.level) FROM h WHERE id >= 0")
+    assert got == [len(written), sum(r["id"] for r in written),
+                   sum(r["meta"]["level"] for r in written)]
+    assert "chunks=1/3" in plan(ctx, "SELECT id FROM h WHERE dim_0 >= 4 AND dim_0 < 6")
+    with pytest.raises(ndfusion.Error, match="it holds 6 datasets"):
+        ndfusion.HDF5Table(path)
+
+
 def test_a_collection_is_chosen_by_its_members_attributes(ctx):
     pattern = str(DATA / "collections" / "floats" / "*.zarr")
     ctx.register_table("f", ndfusion.ZarrTable(pattern))

@@ -11,14 +11,14 @@
 //! of table kinds.
 
 mod blocking;
-mod classic;
+pub(crate) mod classic;
 mod kind;
-mod layout;
+pub(crate) mod layout;
 mod lz4;
-mod nc4;
-mod options;
+pub(crate) mod nc4;
+pub(crate) mod options;
 mod skipped;
-mod store;
+pub(crate) mod store;
 mod table;
 
 pub(crate) use kind::kind;

@@ -173,14 +173,14 @@ fn can_leave_out(name: &str, wanted: Option<&[String]>, needed: &HashSet<String>
 }
 
 /// The header messages of a dataset that say how its bytes are stored.
-struct Stored {
-    datatype: Datatype,
-    layout: DataLayout,
-    filters: Vec<FilterDescription>,
-    fill: Option<FillValueMessage>,
+pub(crate) struct Stored {
+    pub datatype: Datatype,
+    pub layout: DataLayout,
+    pub filters: Vec<FilterDescription>,
+    pub fill: Option<FillValueMessage>,
 }
 
-fn stored(h5: &Hdf5File, address: u64) -> Result<Stored, String> {
+pub(crate) fn stored(h5: &Hdf5File, address: u64) -> Result<Stored, String> {
     let header = h5
         .get_or_parse_header(address)
         .map_err(|e| format!("its HDF5 header: {e}"))?;
@@ -212,6 +212,52 @@ fn variable(
     let stored = stored(h5, var.data_offset)?;
     let (data_type, endian, elem) = zarr_type(&var.dtype, &stored.datatype)?;
     let shape: Vec<u64> = var.dimensions.iter().map(|d| d.size).collect();
+    let Placed {
+        chunks,
+        source,
+        codecs,
+    } = place(h5, &stored, &shape, elem, base, file_len)?;
+    let fill = fill_value(&stored, &data_type, endian, elem)?;
+    let mut all_codecs = vec![json!({"name": "bytes", "configuration": {"endian": endian}})];
+    all_codecs.extend(codecs);
+    let dims: Vec<&str> = var.dimensions.iter().map(|d| d.name.as_str()).collect();
+    let mut attributes = attributes_json(&var.attributes, Some((&dims, &var.dtype)));
+    attributes.remove("_ARRAY_DIMENSIONS");
+    let zarr_json = json!({
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": shape,
+        "data_type": data_type,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
+        "chunk_key_encoding": {"name": "v2", "configuration": {"separator": "."}},
+        "fill_value": fill,
+        "codecs": all_codecs,
+        "attributes": attributes,
+        "dimension_names": dims,
+    });
+    Ok((zarr_json, source))
+}
+
+/// Where a dataset's chunks are, and the codecs that decode them.
+pub(crate) struct Placed {
+    /// The Zarr chunk shape (HDF5's chunks; runs of rows for contiguous storage).
+    pub chunks: Vec<u64>,
+    pub source: Source,
+    /// The Zarr v3 codecs after `bytes` (`filter_codecs`).
+    pub codecs: Vec<Value>,
+}
+
+/// Where the chunks of the dataset `stored` describes (of `shape`, elements of `elem`
+/// bytes) are in the file: its compact bytes, its contiguous rows, or its chunk index read
+/// whole; every range checked to lie inside the file's `file_len` bytes.
+pub(crate) fn place(
+    h5: &Hdf5File,
+    stored: &Stored,
+    shape: &[u64],
+    elem: u64,
+    base: u64,
+    file_len: u64,
+) -> Result<Placed, String> {
     let rank = shape.len();
     let overflow = || "its size overflows 2^64 bytes".to_string();
     let inside = |at: u64, len: u64| -> Result<std::ops::Range<u64>, String> {
@@ -234,7 +280,7 @@ fn variable(
                 ));
             }
             (
-                shape.clone(),
+                shape.to_vec(),
                 Source::Inline(data.clone().into()),
                 Vec::new(),
             )
@@ -253,7 +299,7 @@ fn variable(
                     filters: Vec::new(),
                     typesize: elem,
                 };
-                (shape.clone(), Source::Chunks(index), Vec::new())
+                (shape.to_vec(), Source::Chunks(index), Vec::new())
             } else {
                 if *size < total {
                     return Err(format!(
@@ -262,7 +308,7 @@ fn variable(
                 }
                 let range = inside(*address, total)?;
                 let rows = Rows::new(range.start, row_bytes, row_bytes, rows, rank);
-                let mut chunks = shape.clone();
+                let mut chunks = shape.to_vec();
                 if let Some(first) = chunks.first_mut() {
                     *first = rows.per_chunk;
                 }
@@ -309,7 +355,7 @@ fn variable(
             };
             if !is_undefined(h5, *address) {
                 let entries =
-                    chunk_entries(h5, *address, dims, chunk_indexing.as_ref(), &shape, elem)?;
+                    chunk_entries(h5, *address, dims, chunk_indexing.as_ref(), shape, elem)?;
                 for entry in entries {
                     let at: Vec<u64> = (entry.offsets.iter().zip(&chunk_shape))
                         .map(|(&o, &c)| o / c)
@@ -332,25 +378,11 @@ fn variable(
             (chunk_shape, Source::Chunks(index), codecs)
         }
     };
-    let fill = fill_value(&stored, &data_type, endian, elem)?;
-    let mut all_codecs = vec![json!({"name": "bytes", "configuration": {"endian": endian}})];
-    all_codecs.extend(codecs);
-    let dims: Vec<&str> = var.dimensions.iter().map(|d| d.name.as_str()).collect();
-    let mut attributes = attributes_json(&var.attributes, Some((&dims, &var.dtype)));
-    attributes.remove("_ARRAY_DIMENSIONS");
-    let zarr_json = json!({
-        "zarr_format": 3,
-        "node_type": "array",
-        "shape": shape,
-        "data_type": data_type,
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
-        "chunk_key_encoding": {"name": "v2", "configuration": {"separator": "."}},
-        "fill_value": fill,
-        "codecs": all_codecs,
-        "attributes": attributes,
-        "dimension_names": dims,
-    });
-    Ok((zarr_json, source))
+    Ok(Placed {
+        chunks,
+        source,
+        codecs,
+    })
 }
 
 /// Whether `address` is HDF5's undefined address (all ones in the file's offset size): no

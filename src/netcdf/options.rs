@@ -7,27 +7,27 @@ use crate::table_options::{
 use crate::zarr::node_table::NodeFormat;
 use crate::zarr::ZarrOptions;
 
-const BATCH_SIZE: OptionSpec = OptionSpec::new(
+pub(crate) const BATCH_SIZE: OptionSpec = OptionSpec::new(
     "batch_size",
     OptionKind::Positive,
     "rows per output batch (default: the session's datafusion.execution.batch_size)",
 );
-const CHUNKS_IN_FLIGHT: OptionSpec = OptionSpec::new(
+pub(crate) const CHUNKS_IN_FLIGHT: OptionSpec = OptionSpec::new(
     "chunks_in_flight",
     OptionKind::Positive,
     "chunks each partition reads ahead (default: 2 from local files, 16 from object stores)",
 );
-const VARIABLES: OptionSpec = OptionSpec::new(
+pub(crate) const VARIABLES: OptionSpec = OptionSpec::new(
     "variables",
     OptionKind::Names,
     "the data variables to show, comma-separated (default: all)",
 );
-const DECODE_TIMES: OptionSpec = OptionSpec::new(
+pub(crate) const DECODE_TIMES: OptionSpec = OptionSpec::new(
     "decode_times",
     OptionKind::Flag,
     "decode CF times to timestamps (default: true)",
 );
-const MASK_AND_SCALE: OptionSpec = OptionSpec::new(
+pub(crate) const MASK_AND_SCALE: OptionSpec = OptionSpec::new(
     "mask_and_scale",
     OptionKind::Flag,
     "_FillValue / missing_value to NULL, scale_factor / add_offset (default: true)",

@@ -6,6 +6,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use hdf5_reader::storage::DynStorage;
 use zarrs::storage::byte_range::ByteRangeIterator;
 use zarrs::storage::{
     AsyncMaybeBytesIterator, AsyncReadableStorageTraits, Bytes, MaybeBytes, StorageError, StoreKey,
@@ -30,7 +31,8 @@ pub(crate) const HDF5_MAGIC: &[u8] = b"\x89HDF\r\n\x1a\n";
 const FIRST_READ: u64 = 64 << 10;
 
 /// The store of the netCDF file at `location`, its header read (at most the metadata limit).
-/// `wanted`: the variables the table shows (its `variables` option), when not all.
+/// `wanted`: the variables the table shows (its `variables` option), when not all; `group`:
+/// the group of a netCDF-4 file read, when not the root.
 pub(crate) async fn open_netcdf(
     location: &str,
     options: &StorageOptions,
@@ -42,40 +44,18 @@ pub(crate) async fn open_netcdf(
         location: location.to_string(),
         reason,
     };
-    let file = open_file(location, options)?;
-    let len = match file.not_a_file().await {
-        Some(why) => Err(why),
-        None => match file.size().await {
-            Ok(Some(len)) => Ok(len),
-            Ok(None) => Err("no such file".to_string()),
-            Err(e) => return Err(cannot(crate::error::with_root_cause(e.as_ref()))),
-        },
-    };
-    let len = match len {
-        Ok(len) => len,
-        Err(why) if is_zarr_store(location, options).await => {
-            return Err(cannot(format!(
-                "{why}: a Zarr store, read it with STORED AS ZARR"
-            )))
-        }
-        Err(why) => return Err(cannot(why)),
-    };
+    let (file, len) = open_existing(location, options).await?;
     let max = limits.metadata_bytes;
-    let over = |file, layout| {
-        let backend = NetcdfBackend {
-            shown: location.to_string(),
-            file,
-            layout: Arc::new(layout),
-        };
-        ZarrStore::over(Arc::new(backend), limits)
-    };
     let mut want = FIRST_READ.min(len);
     loop {
         let head = read(&file, 0..want).await.map_err(&cannot)?;
         if head.starts_with(HDF5_MAGIC) {
-            let layout = open_nc4(&file, len, max, group, wanted).await;
-            let layout = layout.map_err(&cannot)?;
-            return Ok(over(file, layout));
+            let (group, wanted) = (group.map(str::to_string), wanted.map(<[String]>::to_vec));
+            let layout = hdf5_metadata(&file, len, max, move |storage| {
+                super::nc4::nc4_layout(storage, max, group.as_deref(), wanted.as_deref())
+            });
+            let layout = layout.await.map_err(&cannot)?;
+            return Ok(store_over(location, file, layout, limits));
         }
         let format = match head.get(..4).and_then(classic_format) {
             Some(format) => format,
@@ -88,7 +68,7 @@ pub(crate) async fn open_netcdf(
             )));
         }
         match classic_layout(&head, format, len) {
-            Ok(layout) => return Ok(over(file, layout)),
+            Ok(layout) => return Ok(store_over(location, file, layout, limits)),
             Err(ClassicError::ShortHeader(_)) if want < max.min(len) => {
                 want = want.saturating_mul(4).min(max).min(len);
             }
@@ -103,14 +83,56 @@ pub(crate) async fn open_netcdf(
     }
 }
 
-/// The layout of the netCDF-4 file `file` (`len` bytes), its metadata read on a blocking
-/// thread, at most `max` bytes of it (`nc4_layout`).
-async fn open_nc4(
+/// The file at `location` and its length: an error naming it when there is no file there
+/// (and saying so when it is a Zarr store).
+pub(crate) async fn open_existing(
+    location: &str,
+    options: &StorageOptions,
+) -> Result<(FileTarget, u64)> {
+    let cannot = |reason: String| Error::NotFound {
+        location: location.to_string(),
+        reason,
+    };
+    let file = open_file(location, options)?;
+    let len = match file.not_a_file().await {
+        Some(why) => Err(why),
+        None => match file.size().await {
+            Ok(Some(len)) => Ok(len),
+            Ok(None) => Err("no such file".to_string()),
+            Err(e) => return Err(cannot(crate::error::with_root_cause(e.as_ref()))),
+        },
+    };
+    match len {
+        Ok(len) => Ok((file, len)),
+        Err(why) if is_zarr_store(location, options).await => Err(cannot(format!(
+            "{why}: a Zarr store, read it with STORED AS ZARR"
+        ))),
+        Err(why) => Err(cannot(why)),
+    }
+}
+
+/// The store serving `layout` from `file`, shown as `location`.
+pub(crate) fn store_over(
+    location: &str,
+    file: FileTarget,
+    layout: Layout,
+    limits: crate::limits::Limits,
+) -> ZarrStore {
+    let backend = NetcdfBackend {
+        shown: location.to_string(),
+        file,
+        layout: Arc::new(layout),
+    };
+    ZarrStore::over(Arc::new(backend), limits)
+}
+
+/// The layout `make` builds from the HDF5 file `file` (`len` bytes), its metadata read on a
+/// blocking thread, at most `max` bytes of it.
+pub(crate) async fn hdf5_metadata(
     file: &FileTarget,
     len: u64,
     max: u64,
-    group: Option<&str>,
-    wanted: Option<&[String]>,
+    make: impl FnOnce(DynStorage) -> std::result::Result<Layout, String> + Send + 'static,
 ) -> std::result::Result<Layout, String> {
     let storage = Arc::new(BlockingFile::new(
         file.clone(),
@@ -119,13 +141,9 @@ async fn open_nc4(
         max,
     ));
     let reader = Arc::clone(&storage);
-    let wanted = wanted.map(<[String]>::to_vec);
-    let group = group.map(str::to_string);
-    let layout = tokio::task::spawn_blocking(move || {
-        super::nc4::nc4_layout(reader, max, group.as_deref(), wanted.as_deref())
-    })
-    .await
-    .map_err(|e| format!("reading its metadata failed: {e}"))?;
+    let layout = tokio::task::spawn_blocking(move || make(reader))
+        .await
+        .map_err(|e| format!("reading its metadata failed: {e}"))?;
     layout.map_err(|why| match storage.exhausted() {
         true => format!(
             "its metadata (headers and chunk indexes) is larger than the {max} bytes a \
@@ -162,7 +180,10 @@ fn not_netcdf(head: &[u8]) -> String {
     }
 }
 
-async fn read(file: &FileTarget, range: Range<u64>) -> std::result::Result<Bytes, String> {
+pub(crate) async fn read(
+    file: &FileTarget,
+    range: Range<u64>,
+) -> std::result::Result<Bytes, String> {
     match file.read(range).await {
         Ok(Some(bytes)) => Ok(bytes),
         Ok(None) => Err("no such file".into()),
@@ -205,7 +226,8 @@ impl NetcdfBackend {
         if let Some(doc) = self.layout.documents.get(key) {
             return Some(Object::Document(doc));
         }
-        let (name, indices) = key.rsplit_once('/')?;
+        // An array at the root (an HDF5 dataset) has keys without a folder.
+        let (name, indices) = key.rsplit_once('/').unwrap_or(("", key));
         match self.layout.variables.get(name)? {
             Source::Rows(rows) => {
                 let at = chunk_indices(indices, rows.rank)?;

@@ -22,7 +22,7 @@ mod generated_hostile_inputs;
 #[cfg(test)]
 mod generated_inputs;
 mod kind;
-mod metadata;
+pub(crate) mod metadata;
 pub(crate) mod node_table;
 mod options;
 mod plan;

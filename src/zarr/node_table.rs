@@ -19,6 +19,8 @@ pub(crate) enum NodeFormat {
     Zarr,
     /// A netCDF file; of a netCDF-4 file, the group `group` (the root group without one).
     NetCDF { group: Option<Arc<str>> },
+    /// An HDF5 file: the dataset or group at `path`; without one, the file's one dataset.
+    Hdf5 { path: Option<Arc<str>> },
 }
 
 impl NodeFormat {
@@ -33,23 +35,25 @@ impl NodeFormat {
     /// Whether a location of this format is one file (a collection's members are files),
     /// rather than a Zarr node's folder.
     pub(crate) fn is_file(&self) -> bool {
-        matches!(self, NodeFormat::NetCDF { .. })
+        matches!(self, NodeFormat::NetCDF { .. } | NodeFormat::Hdf5 { .. })
     }
 
     /// What the members of a collection of this format are, for messages.
     pub(crate) fn members(&self) -> &'static str {
         match self {
             NodeFormat::Zarr => "Zarr array or group",
-            NodeFormat::NetCDF { .. } => "file",
+            NodeFormat::NetCDF { .. } | NodeFormat::Hdf5 { .. } => "file",
         }
     }
 
     /// The `OPTIONS` that say which part of a location is read, for a cluster to open the
-    /// same (the group is an option of `STORED AS NETCDF`, which the Zarr options a file is
-    /// read with do not carry).
+    /// same (the group or dataset is an option of `STORED AS NETCDF` / `HDF5`, which the Zarr
+    /// options a file is read with do not carry).
     pub(crate) fn options_sql(&self) -> Option<(String, String)> {
         match self {
-            NodeFormat::NetCDF { group: Some(g) } => Some(("path".into(), g.to_string())),
+            NodeFormat::NetCDF { group: Some(p) } | NodeFormat::Hdf5 { path: Some(p) } => {
+                Some(("path".into(), p.to_string()))
+            }
             _ => None,
         }
     }
@@ -86,6 +90,10 @@ impl NodeTable {
             NodeFormat::NetCDF { group } => {
                 let (storage, wanted) = (options.storage(), options.variables());
                 crate::netcdf::open_netcdf(location, storage, group.as_deref(), wanted).await?
+            }
+            NodeFormat::Hdf5 { path } => {
+                let (storage, wanted) = (options.storage(), options.variables());
+                crate::hdf5::open_hdf5(location, storage, path.as_deref(), wanted).await?
             }
         };
         Self::open_in(store, location, options).await

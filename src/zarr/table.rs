@@ -83,6 +83,14 @@ impl Opened for ZarrOpened {
                 format: NetCDF { .. },
                 ..
             } => "netcdf_many",
+            ZarrOpened::One {
+                format: Hdf5 { .. },
+                ..
+            } => "hdf5",
+            ZarrOpened::Many {
+                format: Hdf5 { .. },
+                ..
+            } => "hdf5_many",
         }
     }
 

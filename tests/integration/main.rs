@@ -9,6 +9,7 @@ mod zarr_write;
 
 mod cli;
 mod cluster;
+mod hdf5;
 mod icechunk;
 mod kerchunk;
 mod lance_nd;

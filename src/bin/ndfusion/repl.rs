@@ -13,7 +13,7 @@ const HELP: &str = "\
 Statements end with ';' and may span lines.
   \\d          list tables
   \\d NAME     describe a table
-  \\options    the OPTIONS of STORED AS ZARR, NETCDF, ICECHUNK and LANCE_ND, and of COPY ... STORED AS ZARR
+  \\options    the OPTIONS of STORED AS ZARR, NETCDF, HDF5, ICECHUNK and LANCE_ND, and of COPY ... STORED AS ZARR
   \\?          this help
   \\q          quit (or Ctrl-D)
 Register your own data (local paths, s3://, gs://, az://, http(s)://):

@@ -10,7 +10,7 @@ use serde_json::Value;
 use zarrs::array::{ArrayMetadata, ArrayMetadataV3};
 
 use crate::error::Error;
-use crate::zarr::metadata::data_type::{is_struct_data_type, parse_data_type};
+use crate::zarr::metadata::data_type::{is_struct_data_type, parse_data_type, NUMPY_DTYPE};
 use crate::zarr::metadata::element::{ByteOrder, ElementType};
 use crate::zarr::metadata::fill_value::encode_fill_value;
 use crate::zarr::metadata::problem::MetadataProblem;
@@ -147,8 +147,9 @@ fn parse_v3_doc(mut doc: Value, max_attributes: usize) -> Result<ArrayMeta, Meta
     let chunk_shape = regular_chunk_shape(obj.get("chunk_grid"), shape.len())?;
 
     let data_type = obj.get("data_type").ok_or("data_type is missing")?;
-    let legacy = data_type.get("name").and_then(Value::as_str) == Some("structured");
-    let is_struct = is_struct_data_type(data_type);
+    let name = data_type.get("name").and_then(Value::as_str);
+    // Types whose byte order is their own and whose fill value is base64 of the bytes.
+    let legacy = matches!(name, Some("structured" | NUMPY_DTYPE));
     let codecs = obj
         .get("codecs")
         .and_then(Value::as_array)
@@ -156,6 +157,8 @@ fn parse_v3_doc(mut doc: Value, max_attributes: usize) -> Result<ArrayMeta, Meta
     let endian = bytes_codec_endian(codecs)?;
     let order = endian.unwrap_or(ByteOrder::Little);
     let element = parse_data_type(data_type, order)?;
+    let is_struct = is_struct_data_type(data_type)
+        || (name == Some(NUMPY_DTYPE) && matches!(element, ElementType::Struct(_)));
     check_sizes(&shape, &chunk_shape, &element)?;
     if endian.is_none() && !legacy {
         // The spec requires an explicit endian for multi-byte values; only the legacy

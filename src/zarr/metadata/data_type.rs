@@ -19,6 +19,13 @@ pub(crate) fn parse_data_type(
     parse_at(value, order, "")
 }
 
+/// ndfusion's name for a data type given as a NumPy dtype (`{"dtype": ">i2"}`, or a
+/// structured dtype's field list, as a Zarr v2 `.zarray` gives it): what an HDF5 dataset's
+/// type is (`hdf5/dataset.rs`), with a byte order per field and array members, which the
+/// v3 `struct` type cannot say. Its elements are stored as they are: the `bytes` codec's
+/// `endian` does not apply, and its fill value is base64 of an element's bytes.
+pub(crate) const NUMPY_DTYPE: &str = "ndfusion.numpy_dtype";
+
 /// Whether a data type is a struct (`struct` or legacy `structured`).
 pub(crate) fn is_struct_data_type(value: &Value) -> bool {
     matches!(type_name(value), Some("struct" | "structured"))
@@ -80,6 +87,12 @@ fn parse_at(
                 .and_then(Value::as_array)
                 .ok_or_else(|| MetadataProblem::DataType(format!("{name} data type{} needs configuration.fields as a list", at())))?;
             parse_fields(fields, order, field_path).map(ElementType::Struct)
+        }
+        NUMPY_DTYPE => {
+            let dtype = config.and_then(|c| c.get("dtype")).ok_or_else(|| {
+                MetadataProblem::DataType(format!("{name}{} needs configuration.dtype", at()))
+            })?;
+            crate::zarr::metadata::v2::parse_dtype(dtype)
         }
         "bool" => scalar(ScalarKind::Bool),
         "int8" => scalar(ScalarKind::Int8),

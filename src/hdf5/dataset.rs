@@ -1,0 +1,317 @@
+//! One HDF5 dataset laid out as a Zarr array at the root of the file's store: the array h5py
+//! reads (`f[path][()]`), element for element. Its data type is the NumPy dtype h5py gives
+//! it, as ndfusion's `ndfusion.numpy_dtype` (`zarr/metadata/data_type.rs`): a compound is a
+//! structured dtype (nested compounds nest, array members are subarrays, each member keeps
+//! its byte order), so the array table reads it by the rules of Zarr struct arrays; its
+//! chunks, filters and fill value are placed as a netCDF-4 variable's are
+//! (`netcdf/nc4.rs::place`).
+
+use hdf5_reader::group::Group;
+use hdf5_reader::messages::datatype::{Datatype, StringSize};
+use hdf5_reader::{ByteOrder, Dataset, Hdf5File};
+use netcdf_reader::NcMetadataMode;
+use serde_json::{json, Value};
+
+use crate::netcdf::classic::attributes_json;
+use crate::netcdf::layout::{Layout, Source};
+use crate::netcdf::nc4::{place, stored, Placed};
+use crate::zarr::metadata::data_type::NUMPY_DTYPE;
+
+/// The layout of dataset `ds` (at `path`, in group `parent`) of `h5`, a file of `file_len`
+/// bytes: `zarr.json` at the root and the dataset's chunks under the root's keys.
+pub(crate) fn dataset_layout(
+    h5: &Hdf5File,
+    parent: &Group,
+    ds: &Dataset,
+    path: &str,
+    file_len: u64,
+) -> Result<Layout, String> {
+    let at = |why: String| format!("dataset '{path}': {why}");
+    let stored = stored(h5, ds.address()).map_err(at)?;
+    let (dtype, elem) = numpy_dtype(&stored.datatype, "").map_err(at)?;
+    if matches!(stored.datatype, Datatype::Array { .. }) {
+        return Err(at(
+            "its type is an HDF5 array type, which ndfusion does not read as a \
+                       table yet (array members of a compound type are read)"
+                .into(),
+        ));
+    }
+    let shape = ds.shape().to_vec();
+    let base = h5.superblock().base_address;
+    let Placed {
+        chunks,
+        source,
+        codecs,
+    } = place(h5, &stored, &shape, elem, base, file_len).map_err(at)?;
+    let fill = match stored.fill.as_ref().and_then(|f| f.value.as_ref()) {
+        Some(value) if value.len() as u64 == elem => value.clone(),
+        Some(value) => {
+            return Err(at(format!(
+                "its fill value holds {} bytes, an element {elem}",
+                value.len()
+            )))
+        }
+        None => vec![0; elem as usize],
+    };
+    let dims = dimension_names(h5, parent, ds).map_err(at)?;
+    let attributes =
+        netcdf_reader::nc4::attributes::extract_variable_attributes(ds, NcMetadataMode::Strict)
+            .map_err(|e| at(format!("its attributes: {e}")))?;
+    let mut codecs_all = vec![json!({"name": "bytes", "configuration": {"endian": "little"}})];
+    codecs_all.extend(codecs);
+    let zarr_json = json!({
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": shape,
+        "data_type": {"name": NUMPY_DTYPE, "configuration": {"dtype": dtype}},
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
+        "chunk_key_encoding": {"name": "v2", "configuration": {"separator": "."}},
+        "fill_value": base64(&fill),
+        "codecs": codecs_all,
+        "attributes": Value::Object(attributes_json(&attributes, None)),
+        "dimension_names": dims,
+    });
+    Ok(root_array(zarr_json, source))
+}
+
+/// A layout holding one array, at the root.
+fn root_array(zarr_json: Value, source: Source) -> Layout {
+    let mut layout = Layout {
+        documents: Default::default(),
+        variables: Default::default(),
+        order: Vec::new(),
+    };
+    layout
+        .documents
+        .insert("zarr.json".into(), zarr_json.to_string().into_bytes());
+    layout.variables.insert(String::new(), source);
+    layout
+}
+
+fn base64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The NumPy dtype h5py reads HDF5 type `t` as (a typestring, or a structured dtype's field
+/// list), and its size in bytes. `member` names the compound member being read ("" at the
+/// top), for messages.
+fn numpy_dtype(t: &Datatype, member: &str) -> Result<(Value, u64), String> {
+    let of = || match member {
+        "" => String::new(),
+        m => format!(" (member '{m}')"),
+    };
+    let order = |o: &ByteOrder, size: u8| match (o, size) {
+        (_, 1) => '|',
+        (ByteOrder::BigEndian, _) => '>',
+        _ => '<',
+    };
+    let typestr = |s: String, size: u64| Ok((Value::String(s), size));
+    match t {
+        Datatype::FixedPoint {
+            size,
+            signed,
+            byte_order,
+        } if matches!(size, 1 | 2 | 4 | 8) => {
+            let kind = if *signed { 'i' } else { 'u' };
+            typestr(
+                format!("{}{kind}{size}", order(byte_order, *size)),
+                *size as u64,
+            )
+        }
+        Datatype::FloatingPoint { size, byte_order } if matches!(size, 2 | 4 | 8) => {
+            typestr(format!("{}f{size}", order(byte_order, *size)), *size as u64)
+        }
+        // h5py reads fixed-length strings as bytes (`S`), whatever their encoding.
+        Datatype::String {
+            size: StringSize::Fixed(n),
+            ..
+        } if *n > 0 => typestr(format!("|S{n}"), u64::from(*n)),
+        Datatype::Opaque { size, .. } if *size > 0 => {
+            typestr(format!("|V{size}"), u64::from(*size))
+        }
+        // h5py's bool is an int8 enum {FALSE: 0, TRUE: 1}; other enums read as their base.
+        Datatype::Enum { base, members } => {
+            let is_bool = members.len() == 2
+                && members.iter().any(|m| m.name == "FALSE" && m.value == [0])
+                && members.iter().any(|m| m.name == "TRUE" && m.value == [1]);
+            match (is_bool, base.as_ref()) {
+                (true, Datatype::FixedPoint { size: 1, .. }) => typestr("|b1".into(), 1),
+                _ => numpy_dtype(base, member),
+            }
+        }
+        Datatype::Compound { size, fields } => {
+            // Members must follow one another: a structured dtype in list form has no gaps.
+            let mut end = 0u64;
+            let mut out = Vec::with_capacity(fields.len());
+            for field in fields {
+                let path = match member {
+                    "" => field.name.clone(),
+                    m => format!("{m}.{}", field.name),
+                };
+                if u64::from(field.byte_offset) != end {
+                    return Err(format!(
+                        "its compound type leaves bytes {end}..{} unused before member '{path}' \
+                         (padded or reordered compound types are not read yet)",
+                        field.byte_offset
+                    ));
+                }
+                let entry = match &field.datatype {
+                    Datatype::Array { base, dims } => {
+                        let (item, size) = numpy_dtype(base, &path)?;
+                        let count = dims.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
+                        let total = count.and_then(|c| c.checked_mul(size));
+                        let total = total.ok_or_else(|| format!("member '{path}' is too large"))?;
+                        end += total;
+                        json!([field.name, item, dims])
+                    }
+                    other => {
+                        let (item, size) = numpy_dtype(other, &path)?;
+                        end += size;
+                        json!([field.name, item])
+                    }
+                };
+                out.push(entry);
+            }
+            if end != u64::from(*size) {
+                return Err(format!(
+                    "its compound type{} is {size} bytes, its members end at byte {end} \
+                     (padded compound types are not read yet)",
+                    of()
+                ));
+            }
+            Ok((Value::Array(out), end))
+        }
+        Datatype::String {
+            size: StringSize::Variable,
+            ..
+        }
+        | Datatype::VarLen { .. } => Err(format!(
+            "its type{} is variable-length, which ndfusion does not read yet",
+            of()
+        )),
+        other => Err(format!(
+            "its type{} ({other:?}) is not one ndfusion reads",
+            of()
+        )),
+    }
+}
+
+/// The names of `ds`'s dimensions: the name of the dimension scale attached to each (the
+/// first, when several are), else `dim_<i>`, as h5py numbers them.
+fn dimension_names(h5: &Hdf5File, parent: &Group, ds: &Dataset) -> Result<Vec<String>, String> {
+    let rank = ds.ndim();
+    let mut names: Vec<String> = (0..rank).map(|i| format!("dim_{i}")).collect();
+    let Ok(list) = ds.attribute("DIMENSION_LIST") else {
+        return Ok(names);
+    };
+    let offset_size = h5.superblock().offset_size;
+    // Each dimension's entry: a vlen of object references (length, heap address, index).
+    let entry_size = 4 + usize::from(offset_size) + 4;
+    for (i, entry) in list
+        .raw_data
+        .chunks_exact(entry_size)
+        .take(rank)
+        .enumerate()
+    {
+        let bytes = ds
+            .resolve_vlen_reference_bytes(entry, usize::from(offset_size))
+            .map_err(|e| format!("its DIMENSION_LIST: {e}"))?;
+        let refs = hdf5_reader::reference::read_object_references(&bytes, offset_size)
+            .map_err(|e| format!("its DIMENSION_LIST: {e}"))?;
+        let Some(&scale) = refs.first() else {
+            continue;
+        };
+        if let Ok(Some(name)) = parent.child_name_by_address(scale) {
+            names[i] = name;
+        }
+    }
+    Ok(names)
+}
+
+/// The dataset paths below `group` (at `path`), depth first, at most `max` of them (an error
+/// past that), groups reached twice (hard links) walked once.
+pub(crate) fn list_datasets(
+    group: &Group,
+    path: &str,
+    max: usize,
+    seen: &mut std::collections::HashSet<u64>,
+    out: &mut Vec<String>,
+) -> Result<(), String> {
+    if !seen.insert(group.address()) {
+        return Ok(());
+    }
+    let (groups, datasets) = group
+        .member_names()
+        .map_err(|e| format!("group '{path}': {e}"))?;
+    for name in datasets {
+        if out.len() >= max {
+            return Err(format!("it holds more than {max} datasets"));
+        }
+        out.push(format!("{}/{name}", path.trim_end_matches('/')));
+    }
+    for name in groups {
+        let child = group
+            .group(&name)
+            .map_err(|e| format!("group '{path}': {e}"))?;
+        let child_path = format!("{}/{name}", path.trim_end_matches('/'));
+        list_datasets(&child, &child_path, max, seen, out)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hdf5_reader::messages::datatype::CompoundField;
+
+    fn int(size: u8, order: ByteOrder) -> Datatype {
+        Datatype::FixedPoint {
+            size,
+            signed: true,
+            byte_order: order,
+        }
+    }
+
+    #[test]
+    fn compound_types_become_structured_dtypes_or_errors_naming_the_member() {
+        let packed = Datatype::Compound {
+            size: 6,
+            fields: vec![
+                CompoundField {
+                    name: "a".into(),
+                    byte_offset: 0,
+                    datatype: int(4, ByteOrder::BigEndian),
+                },
+                CompoundField {
+                    name: "b".into(),
+                    byte_offset: 4,
+                    datatype: Datatype::Array {
+                        base: Box::new(int(1, ByteOrder::LittleEndian)),
+                        dims: vec![2],
+                    },
+                },
+            ],
+        };
+        let (dtype, size) = numpy_dtype(&packed, "").unwrap();
+        assert_eq!(dtype, json!([["a", ">i4"], ["b", "|i1", [2]]]));
+        assert_eq!(size, 6);
+        let gap = Datatype::Compound {
+            size: 16,
+            fields: vec![
+                CompoundField {
+                    name: "a".into(),
+                    byte_offset: 0,
+                    datatype: int(1, ByteOrder::LittleEndian),
+                },
+                CompoundField {
+                    name: "b".into(),
+                    byte_offset: 8,
+                    datatype: int(8, ByteOrder::LittleEndian),
+                },
+            ],
+        };
+        let err = numpy_dtype(&gap, "").unwrap_err();
+        assert!(err.contains("bytes 1..8 unused before member 'b'"), "{err}");
+    }
+}

@@ -1,0 +1,188 @@
+"""Writes the plain HDF5 fixtures of ndfusion's tests (`STORED AS HDF5`) and what h5py reads
+from them.
+
+Run from the repository root:
+
+    PYENV_VERSION=3.12.1 python3.12 -m pip install h5py==3.16.0 hdf5plugin==7.1.0 numpy
+    PYENV_VERSION=3.12.1 python3.12 tests/data/hdf5/make_fixtures.py
+
+Files:
+- `single.h5`: one dataset (`/counts`, big-endian int16, contiguous, no dimension scales):
+  read without `path`, its dimension named `dim_0`.
+- `records.h5`: compound datasets, as h5py writes NumPy structured arrays (packed):
+  `/obs/records` (10 records in chunks of 4, gzip + shuffle, 6 written: the last chunk is
+  the fill value) with an integer, a float array member, a fixed-length string, a nested
+  compound and a double; `/obs/grid` (2-D, zstd, one member big-endian, dimension scales
+  `/obs/y` and `/obs/x` attached); `/flags` (HDF5 enums: h5py's bool and a coded int8);
+  `/padded` (a compound with a gap between members, which ndfusion does not read yet).
+- `scales.h5`: h5py's dimension scales and attributes in the netCDF-4 data model (`time`,
+  `station`, `temp`): a group read as a dataset, compared with xarray (h5netcdf engine).
+
+`expected.json` holds, for each dataset (`file.h5:/path`), h5py's reading: its element
+rows in C order (dimension indices, then each member: floats as `repr` strings, bytes as
+hex, nested compounds as objects, array members as lists) and its attributes; for
+`scales.h5:/`, xarray's `to_dataframe().reset_index()` as in `netcdf/expected.json`.
+"""
+
+import json
+from pathlib import Path
+
+import h5py
+import hdf5plugin
+import numpy as np
+import xarray as xr
+
+HERE = Path(__file__).parent
+EXPECTED = {}
+
+
+def value(v):
+    """One element (or member) as JSON, as the tests compare it."""
+    if isinstance(v, np.void) and v.dtype.names:
+        return {name: value(v[name]) for name in v.dtype.names}
+    if isinstance(v, np.ndarray):
+        return [value(x) for x in v]
+    if isinstance(v, (bytes, np.bytes_)):
+        return bytes(v).hex()
+    if isinstance(v, (np.floating, float)):
+        return repr(float(v))
+    if isinstance(v, (np.bool_, bool)):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    raise TypeError(f"no JSON for {v!r} ({type(v)})")
+
+
+def attr(v):
+    if isinstance(v, np.ndarray):
+        return [attr(x) for x in v]
+    if isinstance(v, (bytes, np.bytes_)):
+        return bytes(v).decode()
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    return v
+
+
+# HDF5's own attributes for dimension scales are not a dataset's attributes to ndfusion.
+HIDDEN = {"DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME", "_Netcdf4Dimid"}
+
+
+def record(path, name, dims=None):
+    with h5py.File(HERE / path, "r") as f:
+        ds = f[name]
+        data = ds[()]
+        names = dims or [f"dim_{i}" for i in range(data.ndim)]
+        rows = []
+        for index in np.ndindex(data.shape):
+            row = dict(zip(names, index))
+            element = data[index]
+            if data.dtype.names:
+                row.update({m: value(element[m]) for m in data.dtype.names})
+            else:
+                row["value"] = value(element)
+            rows.append(row)
+        EXPECTED[f"{path}:{name}"] = {
+            "rows": rows,
+            "attrs": {k: attr(v) for k, v in ds.attrs.items() if k not in HIDDEN},
+        }
+
+
+def column_value(v):
+    """A cell of xarray's dataframe as `netcdf/expected.json` has it (NaN as null)."""
+    if isinstance(v, np.datetime64):
+        return int(v.astype("datetime64[ns]").astype("i8"))
+    if isinstance(v, np.floating) and np.isnan(v):
+        return None
+    return value(v)
+
+
+def fresh(name):
+    path = HERE / name
+    path.unlink(missing_ok=True)
+    return path
+
+
+# ---------------------------------------------------------------- single.h5
+with h5py.File(fresh("single.h5"), "w") as f:
+    counts = f.create_dataset("counts", data=np.array([3, -1, 400, 7, -32768], dtype=">i2"))
+    counts.attrs["units"] = "1"
+    counts.attrs["valid_range"] = np.array([-100, 1000], dtype="i4")
+record("single.h5", "/counts")
+
+# ---------------------------------------------------------------- records.h5
+inner = np.dtype([("flag", "u1"), ("level", "<i2")])
+rec = np.dtype(
+    [("id", "<i4"), ("pos", "<f4", (3,)), ("name", "S6"), ("meta", inner), ("value", "<f8")]
+)
+with h5py.File(fresh("records.h5"), "w") as f:
+    obs = f.create_group("obs")
+    fill = np.array((-1, (9.0, 9.0, 9.0), b"none", (0, -9), np.nan), dtype=rec)
+    records = obs.create_dataset(
+        "records", shape=(10,), chunks=(4,), dtype=rec, compression="gzip", shuffle=True,
+        fillvalue=fill[()],
+    )
+    written = np.zeros(6, dtype=rec)
+    for i in range(6):
+        written[i] = (
+            100 + i,
+            (i * 0.5, -i * 1.25, 1e6 + i),
+            [b"alpha", b"b", b"", b"delta6", b"e\x00f", b"zeta"][i],
+            (i % 2, -300 * i),
+            [1.5, -0.0, 1e-300, np.inf, 2.5e10, -7.75][i],
+        )
+    records[:6] = written
+    records.attrs["title"] = "buoy records"
+    records.attrs["version"] = np.int32(2)
+
+    grid_t = np.dtype([("temp", "<f4"), ("count", ">u2")])
+    grid = np.zeros((3, 4), dtype=grid_t)
+    grid["temp"] = np.arange(12, dtype="f4").reshape(3, 4) * 1.5 - 4
+    grid["count"] = np.arange(12, dtype="u2").reshape(3, 4) * 1000
+    g = obs.create_dataset("grid", data=grid, chunks=(2, 2), **hdf5plugin.Zstd(clevel=3))
+    y = obs.create_dataset("y", data=np.array([10, 20, 30], dtype="i4"))
+    x = obs.create_dataset("x", data=np.array([0.5, 1.5, 2.5, 3.5], dtype="f8"))
+    y.make_scale("y")
+    x.make_scale("x")
+    g.dims[0].attach_scale(y)
+    g.dims[1].attach_scale(x)
+
+    flags = np.zeros(4, dtype=[("ok", "?"), ("code", h5py.enum_dtype({"LOW": 0, "HIGH": 7}, basetype="i1"))])
+    flags["ok"] = [True, False, True, True]
+    flags["code"] = [0, 7, 7, 0]
+    f.create_dataset("flags", data=flags)
+
+    padded_t = np.dtype({"names": ["a", "b"], "formats": ["u1", "<f8"], "offsets": [0, 8], "itemsize": 16})
+    f.create_dataset("padded", data=np.zeros(2, dtype=padded_t))
+record("records.h5", "/obs/records")
+record("records.h5", "/obs/grid", dims=["y", "x"])
+record("records.h5", "/flags")
+
+# ---------------------------------------------------------------- scales.h5
+with h5py.File(fresh("scales.h5"), "w") as f:
+    f.attrs["title"] = "h5py scales"
+    t = f.create_dataset("time", data=np.array([0, 6, 12], dtype="i8"))
+    t.attrs["units"] = "hours since 2020-01-01"
+    t.make_scale("time")
+    s = f.create_dataset("station", data=np.array([101, 102], dtype="i4"))
+    s.make_scale("station")
+    temp = f.create_dataset(
+        "temp", data=np.arange(6, dtype="f4").reshape(3, 2) - 1.5, chunks=(2, 1), compression="gzip"
+    )
+    temp.dims[0].attach_scale(t)
+    temp.dims[1].attach_scale(s)
+    temp.attrs["_FillValue"] = np.float32(-1.5)
+with xr.open_dataset(HERE / "scales.h5", engine="h5netcdf") as ds:
+    df = ds.to_dataframe().reset_index()
+    EXPECTED["scales.h5:/"] = {
+        "columns": list(df.columns),
+        "dtypes": {c: str(df[c].dtype) for c in df.columns},
+        "rows": len(df),
+        "values": {
+            c: [column_value(v) for v in df[c].to_numpy()] for c in df.columns
+        },
+        "attrs": {k: attr(v) for k, v in ds.attrs.items()},
+    }
+
+(HERE / "expected.json").write_text(json.dumps(EXPECTED, indent=1, sort_keys=True) + "\n")
