@@ -27,6 +27,7 @@ use serde_json::{json, Map, Value};
 
 use super::classic::{attributes_json, Rows};
 use super::layout::{ChunkIndex, Layout, Source};
+use crate::limits::METADATA_BYTES;
 
 /// Bytes of the blocks metadata is read in (headers and index nodes are small and near one
 /// another: one read serves many), and how many blocks are kept.
@@ -96,7 +97,17 @@ pub(crate) fn nc4_layout(
         if out.variables.contains_key(name) {
             return Err(format!("two variables are named '{name}'"));
         }
-        let (zarr_json, source) = match variable(&h5, var, base, file_len) {
+        let read = match var.dtype {
+            NcType::String => {
+                let path = match group {
+                    Some(g) => format!("{}/{name}", g.trim_matches('/')),
+                    None => name.clone(),
+                };
+                string_variable(&nc, &path, var, metadata_bytes)
+            }
+            _ => variable(&h5, var, base, file_len),
+        };
+        let (zarr_json, source) = match read {
             Ok(read) => read,
             Err(_) if can_leave_out(name, wanted, &needed) => continue,
             Err(why) => return Err(format!("variable '{name}': {why}")),
@@ -236,6 +247,64 @@ fn variable(
         "dimension_names": dims,
     });
     Ok((zarr_json, source))
+}
+
+/// An `NC_STRING` variable's `zarr.json` and its strings. HDF5 keeps each string in a global
+/// heap, the dataset holding references to them: netcdf-reader resolves them when the table
+/// opens, through the file's metadata budget (a variable of more strings than the budget's
+/// references is an error naming the limit), and they are served as one chunk of Zarr's
+/// `string` type (`vlen-utf8`), which the dataset reader decodes as it decodes Zarr's.
+fn string_variable(
+    nc: &Nc4File,
+    path: &str,
+    var: &NcVariable,
+    metadata_bytes: u64,
+) -> Result<(Value, Source), String> {
+    let shape: Vec<u64> = var.dimensions.iter().map(|d| d.size).collect();
+    // Each string is a 16-byte reference in the dataset, and at least its length in a heap.
+    let count = (shape.iter()).try_fold(1u64, |n, &d| n.checked_mul(d));
+    let max = metadata_bytes / 16;
+    let count = count.filter(|&n| n <= max).ok_or_else(|| {
+        format!(
+            "its {shape:?} strings are read when the table opens, and are more than the \
+                 metadata limit allows ({max}; {METADATA_BYTES})"
+        )
+    })?;
+    let strings = nc
+        .read_variable_as_strings(path)
+        .map_err(|e| format!("its strings: {e}"))?;
+    if strings.len() as u64 != count {
+        return Err(format!(
+            "it holds {} strings, its shape {shape:?} needs {count}",
+            strings.len()
+        ));
+    }
+    let too_long = || "its strings are longer than 4 GiB".to_string();
+    let mut chunk = Vec::with_capacity(4 + strings.iter().map(|s| 4 + s.len()).sum::<usize>());
+    chunk.extend_from_slice(&u32::try_from(count).map_err(|_| too_long())?.to_le_bytes());
+    for text in &strings {
+        let len = u32::try_from(text.len()).map_err(|_| too_long())?;
+        chunk.extend_from_slice(&len.to_le_bytes());
+        chunk.extend_from_slice(text.as_bytes());
+    }
+    let dims: Vec<&str> = var.dimensions.iter().map(|d| d.name.as_str()).collect();
+    let mut attributes = attributes_json(&var.attributes, Some((&dims, &var.dtype)));
+    attributes.remove("_ARRAY_DIMENSIONS");
+    // One chunk of the whole variable (a dimension of length 0 has chunks of 1).
+    let chunks: Vec<u64> = shape.iter().map(|&d| d.max(1)).collect();
+    let zarr_json = json!({
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": shape,
+        "data_type": "string",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
+        "chunk_key_encoding": {"name": "v2", "configuration": {"separator": "."}},
+        "fill_value": "",
+        "codecs": [{"name": "vlen-utf8"}],
+        "attributes": attributes,
+        "dimension_names": dims,
+    });
+    Ok((zarr_json, Source::Inline(chunk.into())))
 }
 
 /// Where a dataset's chunks are, and the codecs that decode them.

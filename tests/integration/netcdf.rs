@@ -88,6 +88,7 @@ async fn netcdf_files_read_as_xarray_reads_them() {
         "indexes",
         "groups/obs",
         "groups/obs/deep",
+        "strings",
         "shipped/xarray_example_1.nc",
         "shipped/xarray_bears.nc",
         "shipped/scipy_example_1.nc",

@@ -34,6 +34,7 @@ Files (netCDF-4, HDF5 underneath):
 - `indexes.nc`: the newer chunk indexes (single chunk, fixed array, extensible array, v2
   B-tree, implicit).
 - `groups.nc`: groups, read with `path` (`groups/obs`, `groups/obs/deep` in expected.json).
+- `strings.nc`: NC_STRING variables (a coordinate, a chunked 2-D one, a scalar).
 - `bitshuffle.nc`: a filter ndfusion does not decode (no expected values).
 - `shipped/`: the netCDF files in xarray 2026.9.0's and scipy 1.18.0's packages, copied as
   they are (xarray: Apache-2.0; scipy: BSD-3-Clause).
@@ -416,6 +417,24 @@ with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
     x[:] = [1.25, -2.5]
 record("groups/obs", path, group="obs")
 record("groups/obs/deep", path, group="/obs/deep")
+
+# strings.nc: NC_STRING variables (variable-length strings in HDF5's global heap): a
+# coordinate of station names (one of them empty, one not ASCII), a 2-D variable chunked and
+# compressed, a scalar; beside a number.
+path = fresh("strings.nc")
+with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
+    nc.createDimension("station", 3)
+    nc.createDimension("obs", 2)
+    st = nc.createVariable("station", str, ("station",))
+    st[:] = np.array(["north", "", "süd-ost"], dtype=object)
+    label = nc.createVariable("label", str, ("station", "obs"), zlib=True, chunksizes=(2, 1))
+    label[:] = np.array([["a", "bb"], ["ccc", "dddd"], ["long label " * 3, "x"]], dtype=object)
+    label.long_name = "labels"
+    note = nc.createVariable("note", str, ())
+    note[()] = "a scalar string"
+    temp = nc.createVariable("temp", "f4", ("station", "obs"))
+    temp[:] = np.arange(6, dtype="f4").reshape(3, 2)
+record("strings", path)
 
 # bitshuffle.nc: a filter ndfusion does not decode (bitshuffle, 32008): opening it is an
 # error naming the variable and the filter, unless the table's `variables` leave it out
