@@ -11,6 +11,7 @@ use hdf5_reader::{BlockCacheStorage, Hdf5File, OpenOptions};
 use super::dataset::{dataset_layout, list_datasets};
 use crate::error::{Error, Result};
 use crate::netcdf::layout::Layout;
+use crate::netcdf::nc4::{BLOCKS_KEPT, BLOCK_BYTES};
 use crate::netcdf::store::{hdf5_metadata, open_existing, read, store_over, HDF5_MAGIC};
 use crate::storage::StorageOptions;
 use crate::zarr::store::ZarrStore;
@@ -52,10 +53,6 @@ pub(crate) async fn open_hdf5(
     let layout = layout.await.map_err(&cannot)?;
     Ok(store_over(location, file, layout, limits))
 }
-
-/// Bytes of the blocks metadata is read in, and how many are kept (as for netCDF-4).
-const BLOCK_BYTES: usize = 64 << 10;
-const BLOCKS_KEPT: usize = 256;
 
 /// The layout of what `path` names. Blocking: call it off the async workers.
 fn layout(

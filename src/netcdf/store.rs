@@ -28,7 +28,7 @@ use crate::zarr::store::{
 pub(crate) const HDF5_MAGIC: &[u8] = b"\x89HDF\r\n\x1a\n";
 
 /// Bytes of the file read first for its header (more when the header is longer).
-const FIRST_READ: u64 = 64 << 10;
+const FIRST_READ: u64 = 16 << 10;
 
 /// The store of the netCDF file at `location`, its header read (at most the metadata limit).
 /// `wanted`: the variables the table shows (its `variables` option), when not all; `group`:

@@ -623,3 +623,178 @@ async fn redirects_are_followed_only_within_the_host() {
     assert!(shown.contains("| 35 |"), "{shown}");
     assert!(elsewhere.requests().is_empty());
 }
+
+/// An object store that counts the bytes and requests its reads fetch.
+#[derive(Debug)]
+struct Counting {
+    inner: Arc<dyn ObjectStore>,
+    bytes: std::sync::atomic::AtomicU64,
+    requests: std::sync::atomic::AtomicU64,
+}
+
+impl Counting {
+    fn take(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.bytes.swap(0, Relaxed), self.requests.swap(0, Relaxed))
+    }
+
+    fn add(&self, bytes: u64, requests: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.bytes.fetch_add(bytes, Relaxed);
+        self.requests.fetch_add(requests, Relaxed);
+    }
+}
+
+impl std::fmt::Display for Counting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Counting({})", self.inner)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for Counting {
+    async fn put_opts(
+        &self,
+        location: &ObjectPath,
+        payload: PutPayload,
+        opts: object_store::PutOptions,
+    ) -> object_store::Result<object_store::PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &ObjectPath,
+        opts: object_store::PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &ObjectPath,
+        options: object_store::GetOptions,
+    ) -> object_store::Result<object_store::GetResult> {
+        let head = options.head;
+        let got = self.inner.get_opts(location, options).await?;
+        if !head {
+            self.add(got.range.end - got.range.start, 1);
+        }
+        Ok(got)
+    }
+
+    async fn get_ranges(
+        &self,
+        location: &ObjectPath,
+        ranges: &[std::ops::Range<u64>],
+    ) -> object_store::Result<Vec<zarrs::storage::Bytes>> {
+        // The inner store coalesces nearby ranges into its requests: counted as asked.
+        let got = self.inner.get_ranges(location, ranges).await?;
+        self.add(got.iter().map(|b| b.len() as u64).sum(), 0);
+        self.add(0, 1);
+        Ok(got)
+    }
+
+    fn delete_stream(
+        &self,
+        locations: futures::stream::BoxStream<'static, object_store::Result<ObjectPath>>,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<ObjectPath>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(
+        &self,
+        prefix: Option<&ObjectPath>,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&ObjectPath>,
+    ) -> object_store::Result<object_store::ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &ObjectPath,
+        to: &ObjectPath,
+        options: object_store::CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// A 1% time range of a chunked netCDF-4 file on S3 fetches a small multiple of 1% of the
+/// file: the superblock, headers and chunk index at open (read in 16 KiB blocks), then the
+/// one chunk of the range. Counted at the store, every request included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_percent_range_of_a_netcdf4_file_on_s3_reads_little_more_than_one_percent() {
+    let server = servers::seaweedfs(BUCKET);
+    let s3 = s3_store(&server);
+    let file = "tests/data/netcdf/ranges.nc";
+    let bytes = std::fs::read(repo().join(file)).unwrap();
+    s3.put(&ObjectPath::from(file), PutPayload::from(bytes.clone()))
+        .await
+        .unwrap();
+    let counting = Arc::new(Counting {
+        inner: s3,
+        bytes: 0.into(),
+        requests: 0.into(),
+    });
+    let storage = StorageOptions::new().with_object_store(Arc::clone(&counting) as _);
+    let options = ndfusion::NetCDFOptions::new().with_storage(storage);
+    let table = ndfusion::NetCDFTable::open_with(file, options)
+        .await
+        .unwrap();
+    let (at_open, open_requests) = counting.take();
+
+    let expected: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("tests/data/netcdf/expected.json")).unwrap(),
+    )
+    .unwrap();
+    let want = &expected["ranges"]["one_percent"];
+    let file_bytes = expected["ranges"]["file_bytes"].as_u64().unwrap();
+    assert_eq!(file_bytes, bytes.len() as u64);
+    let ctx = ndfusion::new_session_context();
+    ctx.register_table("t", Arc::new(table)).unwrap();
+    let (from, to) = (want["from"].as_str().unwrap(), want["to"].as_str().unwrap());
+    let sql = format!(
+        "SELECT count(t2m), sum(t2m) FROM t WHERE time >= '{}' AND time < '{}'",
+        &from[..19],
+        &to[..19]
+    );
+    let batches = collect(&ctx, &sql).await;
+    let (in_query, query_requests) = counting.take();
+    let count = batches[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap();
+    assert_eq!(count.value(0), want["count"].as_i64().unwrap());
+    let sum = batches[0]
+        .column(1)
+        .as_any()
+        .downcast_ref::<Float64Array>()
+        .unwrap();
+    let theirs: f64 = want["sum"].as_str().unwrap().parse().unwrap();
+    assert!(
+        (sum.value(0) - theirs).abs() < 1e-6 * theirs.abs(),
+        "{} vs {theirs}",
+        sum.value(0)
+    );
+
+    // 1% of the file: 2 of its 200 times, one chunk of 100.
+    let one_percent = file_bytes / 100;
+    assert!(
+        in_query <= 2 * one_percent,
+        "the query fetched {in_query} bytes in {query_requests} requests; 1% is {one_percent}"
+    );
+    // Opening: the first 16 KiB, then the blocks of headers and index nodes.
+    assert!(
+        at_open + in_query <= 4 * one_percent,
+        "opening fetched {at_open} bytes in {open_requests} requests, the query {in_query} in \
+         {query_requests}; 1% is {one_percent}"
+    );
+}

@@ -34,6 +34,8 @@ Files (netCDF-4, HDF5 underneath):
 - `indexes.nc`: the newer chunk indexes (single chunk, fixed array, extensible array, v2
   B-tree, implicit).
 - `groups.nc`: groups, read with `path` (`groups/obs`, `groups/obs/deep` in expected.json).
+- `ranges.nc`: 100 chunks of packed int16 (deflate + shuffle): what a 1% time range
+  fetches from an object store (`expected.json` has the file's size and that range's sum).
 - `strings.nc`: NC_STRING variables (a coordinate, a chunked 2-D one, a scalar).
 - `bitshuffle.nc`: a filter ndfusion does not decode (no expected values).
 - `shipped/`: the netCDF files in xarray 2026.9.0's and scipy 1.18.0's packages, copied as
@@ -435,6 +437,38 @@ with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
     temp = nc.createVariable("temp", "f4", ("station", "obs"))
     temp[:] = np.arange(6, dtype="f4").reshape(3, 2)
 record("strings", path)
+
+# ranges.nc: a chunked netCDF-4 file large enough that a 1% time range is a small part of
+# it (200 times of 128 x 64 int16, packed, deflate + shuffle, chunks of 2 times: 100
+# chunks): the object-store test counts the bytes a 1% range fetches, metadata included.
+path = fresh("ranges.nc")
+with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
+    nc.createDimension("time", None)
+    nc.createDimension("y", 128)
+    nc.createDimension("x", 64)
+    t = nc.createVariable("time", "i4", ("time",))
+    t.units = "hours since 2000-01-01"
+    t[:] = np.arange(200, dtype="i4") * 6
+    v = nc.createVariable(
+        "t2m", "i2", ("time", "y", "x"), zlib=True, complevel=1, shuffle=True,
+        chunksizes=(2, 128, 64),
+    )
+    v.scale_factor = 0.01
+    v.add_offset = 270.0
+    rng = np.random.default_rng(39)
+    v.set_auto_maskandscale(False)
+    v[:] = rng.integers(-3000, 3000, size=(200, 128, 64), dtype="i2")
+with xr.open_dataset(path) as ds:
+    one_percent = ds.t2m.isel(time=slice(100, 102))
+    EXPECTED["ranges"] = {
+        "file_bytes": path.stat().st_size,
+        "one_percent": {
+            "from": str(ds.time.values[100]),
+            "to": str(ds.time.values[102]),
+            "count": int(one_percent.count()),
+            "sum": repr(float(one_percent.astype("f8").sum())),
+        },
+    }
 
 # bitshuffle.nc: a filter ndfusion does not decode (bitshuffle, 32008): opening it is an
 # error naming the variable and the filter, unless the table's `variables` leave it out
