@@ -231,6 +231,19 @@ async fn damaged_and_crafted_files_are_errors_naming_the_file() {
         *b = (i as u8).wrapping_mul(151).wrapping_add(7);
     }
     let cut_nc4 = format!("but the file holds {} (truncated?)", nc4.len() / 2);
+    // The chunk B-tree (v1) of nc4.nc's `time`: a leaf whose one entry is at byte 13570 (its
+    // key is 24 bytes). Made an inner node pointing at itself, and pointing outside the file.
+    let node = 13522;
+    assert_eq!(
+        &nc4[node..node + 6],
+        b"TREE\x01\x00",
+        "nc4.nc was rewritten: find the node again"
+    );
+    let mut looping = nc4.clone();
+    looping[node + 5] = 1;
+    looping[node + 48..node + 56].copy_from_slice(&(node as u64).to_le_bytes());
+    let mut outside = nc4.clone();
+    outside[node + 48..node + 56].copy_from_slice(&(1u64 << 40).to_le_bytes());
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         (
             "garbage.nc",
@@ -238,6 +251,16 @@ async fn damaged_and_crafted_files_are_errors_naming_the_file() {
             "not a netCDF file: it starts with bytes 6e 6f 74 20",
         ),
         ("empty.nc", Vec::new(), "an empty file"),
+        (
+            "btree_loop.nc",
+            looping,
+            "variable 'time': its chunk index: invalid data: B-tree v1 traversal revisits node",
+        ),
+        (
+            "btree_outside.nc",
+            outside,
+            "variable 'time': its data needs bytes 1099511627776..",
+        ),
         (
             "cut_header.nc",
             classic[..40].to_vec(),
