@@ -33,6 +33,7 @@ async fn reference_files_read_as_xarray_reads_the_netcdf_file() {
     for (file, name, dims) in [
         ("refs_v1.json", "demo", 3),
         ("refs_v0_inline.json", "demo", 3),
+        ("refs.parq", "demo", 3),
         ("refs_gen.json", "grid", 2),
     ] {
         let want = &expected[name];
@@ -101,6 +102,62 @@ fn damaged(dir: &Path, edit: impl FnOnce(&mut serde_json::Map<String, Value>)) -
     let path = dir.join("refs.json");
     std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
     path.to_string_lossy().to_string()
+}
+
+/// A copy of refs.parq (next to a copy of demo.nc) with `file` replaced by `bytes`.
+fn damaged_parquet(dir: &std::path::Path, file: &str, bytes: &[u8]) -> String {
+    let copy = dir.join("refs.parq");
+    for entry in walk(std::path::Path::new(DIR).join("refs.parq")) {
+        let to = copy.join(entry.strip_prefix(format!("{DIR}/refs.parq")).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&entry, &to).unwrap();
+    }
+    std::fs::copy(format!("{DIR}/demo.nc"), dir.join("demo.nc")).unwrap();
+    std::fs::write(copy.join(file), bytes).unwrap();
+    copy.to_string_lossy().to_string()
+}
+
+fn walk(dir: std::path::PathBuf) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        match path.is_dir() {
+            true => files.extend(walk(path)),
+            false => files.push(path),
+        }
+    }
+    files
+}
+
+#[tokio::test]
+async fn damaged_parquet_references_are_errors_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = new_session_context();
+    let cases: [(&str, &[u8], &str); 3] = [
+        ("temp/refs.1.parq", b"not parquet", "temp/refs.1.parq: not a Parquet file"),
+        (".zmetadata", b"{\"metadata\": {}}", "no positive 'record_size'"),
+        (
+            ".zmetadata",
+            br#"{"record_size": 2, "metadata": {".zgroup": {"zarr_format": 2}, "a/.zarray": {"shape": [4000000000000], "chunks": [1]}}}"#,
+            "array 'a' has 4000000000000 chunks",
+        ),
+    ];
+    for (file, bytes, want) in cases {
+        let location = damaged_parquet(dir.path(), file, bytes);
+        let err = create(&ctx, &location, "").await.unwrap_err();
+        assert!(
+            err.contains("refs.parq") && err.contains(want),
+            "{file}: {err}"
+        );
+    }
+    // A record file that is not there.
+    let location = damaged_parquet(dir.path(), "temp/refs.1.parq", b"");
+    std::fs::remove_file(dir.path().join("refs.parq/temp/refs.1.parq")).unwrap();
+    let err = create(&ctx, &location, "").await.unwrap_err();
+    assert!(
+        err.contains("temp/refs.1.parq") && err.contains("no such file"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -14,6 +14,8 @@ Files:
   `land` (uint8, contiguous), CF times, global attributes.
 - `refs_v1.json`: kerchunk's `SingleHdf5ToZarr(inline_threshold=0)`: every chunk a
   `["demo.nc", offset, length]` reference (the URL relative to the reference file).
+- `refs.parq/`: the inline references below as kerchunk's Parquet references
+  (`kerchunk.df.refs_to_dataframe`, 2 chunks a record).
 - `refs_v0_inline.json`: the same references as version 0 (a plain map), chunks under 300
   bytes inline (kerchunk writes them as text or `base64:`).
 - `grid.bin`, `refs_gen.json`: 4 x 6 float64 in 2 x 3 chunks stored one after another; the
@@ -29,7 +31,9 @@ reads the netCDF file itself.
 
 import base64
 import json
+import shutil
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -39,6 +43,7 @@ import netCDF4
 import numpy as np
 import pandas as pd
 import xarray as xr
+from kerchunk.df import refs_to_dataframe
 from kerchunk.hdf import SingleHdf5ToZarr
 
 assert xr.__version__ == "2026.9.0", xr.__version__
@@ -119,6 +124,18 @@ assert any(v0[k].startswith("base64:") for k in inline) and any(not v0[k].starts
 (HERE / "refs_v0_inline.json").write_text(json.dumps(v0, indent=1, sort_keys=True) + "\n")
 for refs in (v1, v0):
     xr.testing.assert_identical(open_refs(absolute(refs)).load(), reference.load())
+
+# refs.parq: the inline references as kerchunk's Parquet references (2 chunks a record, so
+# `temp` has two record files; paths categorical). fsspec reads them lazily; xarray's reading
+# through it (of a copy with absolute paths) must be the netCDF file's.
+parq = HERE / "refs.parq"
+shutil.rmtree(parq, ignore_errors=True)
+refs_to_dataframe(v0, str(parq), record_size=2, categorical_threshold=10)
+with tempfile.TemporaryDirectory() as tmp:
+    refs_to_dataframe(absolute(v0), f"{tmp}/refs.parq", record_size=2, categorical_threshold=10)
+    fs = fsspec.filesystem("reference", fo=f"{tmp}/refs.parq", remote_protocol="file")
+    through = xr.open_dataset(fs.get_mapper(""), engine="zarr", consolidated=False, zarr_format=2)
+    xr.testing.assert_identical(through.load(), reference.load())
 
 (HERE / "elsewhere").mkdir(exist_ok=True)
 up = json.loads(json.dumps(v1))

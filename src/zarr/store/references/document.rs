@@ -34,7 +34,7 @@ pub(super) struct References {
 /// Bytes a generated key is counted as beyond its key and URL: what a written one costs in a
 /// document (brackets, quotes, offset, length). `gen` may not make more than a document of
 /// `max_bytes` could hold.
-const GENERATED_OVERHEAD: u64 = 32;
+pub(super) const GENERATED_OVERHEAD: u64 = 32;
 
 impl References {
     /// Reads a document of at most `max_bytes` (the metadata limit it was fetched under);
@@ -120,7 +120,11 @@ impl References {
 }
 
 /// The id of `url` in `urls`, added when new.
-fn url_id(url: String, urls: &mut Vec<String>, ids: &mut HashMap<String, usize>) -> usize {
+pub(super) fn url_id(
+    url: String,
+    urls: &mut Vec<String>,
+    ids: &mut HashMap<String, usize>,
+) -> usize {
     *ids.entry(url).or_insert_with_key(|url| {
         urls.push(url.clone());
         urls.len() - 1

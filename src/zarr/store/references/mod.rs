@@ -4,10 +4,12 @@
 //! metadata limit; the files it points to must be inside its own folder or prefix, or granted
 //! with `virtual_chunk_containers`.
 //!
-//! `document.rs` reads the JSON (v0, v1 with `templates` and `gen`), `template.rs` its
+//! `document.rs` reads the JSON (v0, v1 with `templates` and `gen`), `parquet_refs.rs`
+//! kerchunk's Parquet references (a `refs.parq` folder), `template.rs` the JSON's
 //! `{{ }}` expressions, `target.rs` where each URL is and how its bytes are read.
 
 mod document;
+mod parquet_refs;
 pub(crate) mod target;
 mod template;
 
@@ -34,6 +36,9 @@ use target::Target;
 /// Whether `location` names a reference file rather than a Zarr node: its last part ends in
 /// `.json` (a Zarr node is a folder or prefix holding `zarr.json` or `.zarray`, never named so).
 pub(crate) fn is_reference_file(location: &str) -> bool {
+    if parquet_refs::is_parquet_references(location) {
+        return true;
+    }
     let last = location
         .trim_end_matches('/')
         .rsplit('/')
@@ -76,10 +81,15 @@ impl ReferenceBackend {
             reason,
         };
         let max = limits.metadata_bytes;
-        let (document, base) = fetch_document(location, options, max).await?;
-        let references = References::parse(&document, max)
-            .map_err(|reason| cannot(format!("the reference file: {reason}")))?;
-        drop(document);
+        let (references, base) = match parquet_refs::is_parquet_references(location) {
+            true => fetch_parquet(location, options, max).await?,
+            false => {
+                let (document, base) = fetch_document(location, options, max).await?;
+                let references = References::parse(&document, max)
+                    .map_err(|reason| cannot(format!("the reference file: {reason}")))?;
+                (references, base)
+            }
+        };
         // The folder (or prefix) the document is in: what its references may point into.
         let home = base.join("./").map_err(|e| cannot(e.to_string()))?;
         let mut urls = Vec::with_capacity(references.urls.len());
@@ -175,6 +185,38 @@ impl ReferenceBackend {
         )
         .into()
     }
+}
+
+/// The Parquet references in the folder `location` (`parquet_refs.rs`): `.zmetadata` and every
+/// record file, all within `max` bytes; and the URL relative references resolve against (the
+/// folder, as if it were a reference file: its paths are relative to where it is).
+async fn fetch_parquet(
+    location: &str,
+    options: &StorageOptions,
+    max: u64,
+) -> Result<(References, Url)> {
+    let cannot = |reason: String| Error::NotFound {
+        location: location.to_string(),
+        reason,
+    };
+    let root = location.trim_end_matches('/');
+    let (zmetadata, at) = fetch_document(&format!("{root}/.zmetadata"), options, max).await?;
+    let mut plan = parquet_refs::Plan::parse(&zmetadata, max)
+        .map_err(|reason| cannot(format!("the references: {reason}")))?;
+    let mut left = max.saturating_sub(zmetadata.len() as u64);
+    for array in 0..plan.arrays.len() {
+        let files: Vec<String> = plan.arrays[array].files(plan.record_size()).collect();
+        for (index, file) in files.iter().enumerate() {
+            let (bytes, _) = fetch_document(&format!("{root}/{file}"), options, left).await?;
+            left = left.saturating_sub(bytes.len() as u64);
+            plan.add_record(array, index as u64, bytes)
+                .map_err(|reason| cannot(format!("{file}: {reason}")))?;
+        }
+    }
+    let folder = at.join("./").map_err(|e| cannot(e.to_string()))?;
+    let base =
+        Url::parse(folder.as_str().trim_end_matches('/')).map_err(|e| cannot(e.to_string()))?;
+    Ok((plan.references, base))
 }
 
 /// The reference document at `location` (refused past `max` bytes before its body is read)
