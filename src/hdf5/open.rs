@@ -12,7 +12,9 @@ use super::dataset::{dataset_layout, list_datasets};
 use crate::error::{Error, Result};
 use crate::netcdf::layout::Layout;
 use crate::netcdf::nc4::{BLOCKS_KEPT, BLOCK_BYTES};
-use crate::netcdf::store::{hdf5_metadata, open_existing, read, store_over, HDF5_MAGIC};
+use crate::netcdf::store::{
+    hdf5_metadata, hdf5_signature, open_existing, read, store_over, HDF5_MAGIC,
+};
 use crate::storage::StorageOptions;
 use crate::zarr::store::ZarrStore;
 
@@ -36,13 +38,14 @@ pub(crate) async fn open_hdf5(
     let head = read(&file, 0..HDF5_MAGIC.len().min(len as usize) as u64)
         .await
         .map_err(&cannot)?;
-    if !head.starts_with(HDF5_MAGIC) {
+    if hdf5_signature(&file, &head, len).await.is_none() {
         let hint = match crate::netcdf::file_format_hint(&head) {
             Some(hint) => format!(" ({hint})"),
             None => String::new(),
         };
         return Err(cannot(format!(
-            "not an HDF5 file: it does not start with HDF5's signature{hint}"
+            "not an HDF5 file: HDF5's signature is not at its start, nor after a user block \
+             of 512 bytes, 1 KiB, ... 512 KiB{hint}"
         )));
     }
     let max = limits.metadata_bytes;

@@ -49,7 +49,7 @@ pub(crate) async fn open_netcdf(
     let mut want = FIRST_READ.min(len);
     loop {
         let head = read(&file, 0..want).await.map_err(&cannot)?;
-        if head.starts_with(HDF5_MAGIC) {
+        if hdf5_signature(&file, &head, len).await.is_some() {
             let (group, wanted) = (group.map(str::to_string), wanted.map(<[String]>::to_vec));
             let layout = hdf5_metadata(&file, len, max, move |storage| {
                 super::nc4::nc4_layout(storage, max, group.as_deref(), wanted.as_deref())
@@ -82,6 +82,31 @@ pub(crate) async fn open_netcdf(
         }
     }
 }
+
+/// Where an HDF5 file's superblock is: at its start, or after a user block (HDF5 puts it at
+/// 512, 1024, 2048, ... bytes; searched up to 1 MiB), `head` being the file's first bytes.
+pub(crate) async fn hdf5_signature(file: &FileTarget, head: &[u8], len: u64) -> Option<u64> {
+    let mut at = 0u64;
+    while at + HDF5_MAGIC.len() as u64 <= len.min(USER_BLOCK_SEARCH) {
+        let found = match head.get(at as usize..at as usize + HDF5_MAGIC.len()) {
+            Some(bytes) => bytes == HDF5_MAGIC,
+            None => {
+                let range = at..at + HDF5_MAGIC.len() as u64;
+                read(file, range)
+                    .await
+                    .is_ok_and(|b| b.as_ref() == HDF5_MAGIC)
+            }
+        };
+        if found {
+            return Some(at);
+        }
+        at = if at == 0 { 512 } else { at * 2 };
+    }
+    None
+}
+
+/// How far into a file its HDF5 superblock is looked for (user blocks are rarely larger).
+const USER_BLOCK_SEARCH: u64 = 1 << 20;
 
 /// The file at `location` and its length: an error naming it when there is no file there
 /// (and saying so when it is a Zarr store).

@@ -89,6 +89,7 @@ async fn netcdf_files_read_as_xarray_reads_them() {
         "groups/obs",
         "groups/obs/deep",
         "strings",
+        "user_block",
         "shipped/xarray_example_1.nc",
         "shipped/xarray_bears.nc",
         "shipped/scipy_example_1.nc",

@@ -36,6 +36,7 @@ Files (netCDF-4, HDF5 underneath):
 - `groups.nc`: groups, read with `path` (`groups/obs`, `groups/obs/deep` in expected.json).
 - `ranges.nc`: 100 chunks of packed int16 (deflate + shuffle): what a 1% time range
   fetches from an object store (`expected.json` has the file's size and that range's sum).
+- `user_block.nc`: a netCDF-4 file whose superblock follows a 1 KiB user block.
 - `strings.nc`: NC_STRING variables (a coordinate, a chunked 2-D one, a scalar).
 - `bitshuffle.nc`: a filter ndfusion does not decode (no expected values).
 - `shipped/`: the netCDF files in xarray 2026.9.0's and scipy 1.18.0's packages, copied as
@@ -92,8 +93,8 @@ def attr(v):
     return v
 
 
-def record(name, path, group=None):
-    with xr.open_dataset(path, group=group) as ds:
+def record(name, path, group=None, engine=None):
+    with xr.open_dataset(path, group=group, engine=engine) as ds:
         df = ds.to_dataframe().reset_index()
         EXPECTED[name] = {
             "columns": list(df.columns),
@@ -469,6 +470,20 @@ with xr.open_dataset(path) as ds:
             "sum": repr(float(one_percent.astype("f8").sum())),
         },
     }
+
+# user_block.nc: a netCDF-4 file (h5netcdf) whose HDF5 superblock follows a 1 KiB user
+# block holding text. xarray does not guess its engine: read with h5netcdf's.
+path = fresh("user_block.nc")
+with h5netcdf.File(path, "w", userblock_size=1024) as f:
+    f.attrs["title"] = "after a user block"
+    f.dimensions = {"x": 3}
+    x = f.create_variable("x", ("x",), "i4")
+    x[:] = [10, 20, 30]
+    v = f.create_variable("v", ("x",), "f4", chunks=(2,), compression="gzip")
+    v[:] = [1.5, -2.0, 3.25]
+with open(path, "r+b") as f:
+    f.write(b"a user block: anything an application keeps before the HDF5 data")
+record("user_block", path, engine="h5netcdf")
 
 # bitshuffle.nc: a filter ndfusion does not decode (bitshuffle, 32008): opening it is an
 # error naming the variable and the filter, unless the table's `variables` leave it out
