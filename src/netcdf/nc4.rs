@@ -649,11 +649,16 @@ fn filter_codecs(filters: &[FilterDescription], elem: u64) -> Result<Vec<Value>,
                     json!({"name": "numcodecs.shuffle", "configuration": {"elementsize": size}})
                 }
                 3 => json!({"name": "numcodecs.fletcher32", "configuration": {}}),
+                4 => {
+                    super::hdf5_codecs::register();
+                    let client_data = &f.client_data;
+                    json!({"name": super::hdf5_codecs::SZIP, "configuration": {"client_data": client_data}})
+                }
                 32015 => json!({"name": "zstd", "configuration": {"level": 0, "checksum": false}}),
                 307 => json!({"name": "numcodecs.bz2", "configuration": {"level": 9}}),
                 32004 => {
-                    super::lz4::register();
-                    json!({"name": super::lz4::NAME})
+                    super::hdf5_codecs::register();
+                    json!({"name": super::hdf5_codecs::LZ4})
                 }
                 // A blosc frame says how it was made; the configuration only has to parse.
                 32001 => {
@@ -670,7 +675,7 @@ fn filter_codecs(filters: &[FilterDescription], elem: u64) -> Result<Vec<Value>,
                 id => {
                     return Err(format!(
                         "its HDF5 filter {} is not one ndfusion decodes (it decodes deflate, \
-                         shuffle, fletcher32, zstd, blosc, bzip2 and lz4)",
+                         shuffle, fletcher32, szip, zstd, blosc, bzip2 and lz4)",
                         filter_name(id, f.name.as_deref())
                     ))
                 }

@@ -60,7 +60,9 @@ fn wrap(id: u16, raw: &[u8], typesize: u64) -> Result<Vec<u8>, String> {
             z.finish().map_err(io)
         }
         32001 => blosc_copy(raw, typesize),
-        // lz4 (`lz4.rs`): one block, stored as it is.
+        // szip (`hdf5_codecs.rs`): its codec's header for a stored chunk.
+        4 => Ok([&super::hdf5_codecs::SZIP_STORED[..], raw].concat()),
+        // lz4 (`hdf5_codecs.rs`): one block, stored as it is.
         32004 => {
             let len = u32::try_from(raw.len()).map_err(|_| "a chunk larger than 4 GiB")?;
             let mut out = Vec::with_capacity(raw.len() + 16);

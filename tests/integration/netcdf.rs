@@ -90,6 +90,7 @@ async fn netcdf_files_read_as_xarray_reads_them() {
         "groups/obs/deep",
         "strings",
         "user_block",
+        "szip",
         "shipped/xarray_example_1.nc",
         "shipped/xarray_bears.nc",
         "shipped/scipy_example_1.nc",

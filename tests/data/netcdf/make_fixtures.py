@@ -36,6 +36,7 @@ Files (netCDF-4, HDF5 underneath):
 - `groups.nc`: groups, read with `path` (`groups/obs`, `groups/obs/deep` in expected.json).
 - `ranges.nc`: 100 chunks of packed int16 (deflate + shuffle): what a 1% time range
   fetches from an object store (`expected.json` has the file's size and that range's sum).
+- `szip.nc`: the szip filter (nearest-neighbour and entropy coding, 16- and 32-bit samples).
 - `user_block.nc`: a netCDF-4 file whose superblock follows a 1 KiB user block.
 - `strings.nc`: NC_STRING variables (a coordinate, a chunked 2-D one, a scalar).
 - `bitshuffle.nc`: a filter ndfusion does not decode (no expected values).
@@ -470,6 +471,28 @@ with xr.open_dataset(path) as ds:
             "sum": repr(float(one_percent.astype("f8").sum())),
         },
     }
+
+# szip.nc: the szip filter (libaec in netCDF4-python's wheel), nearest-neighbour and
+# entropy coding, 16- and 32-bit samples, a 2-D float variable in several chunks.
+path = fresh("szip.nc")
+with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
+    nc.createDimension("t", 40)
+    nc.createDimension("x", 33)
+    t = nc.createVariable(
+        "t", "i4", ("t",), compression="szip", szip_coding="ec", szip_pixels_per_block=8,
+        chunksizes=(16,),
+    )
+    t[:] = np.arange(40, dtype="i4") * 3 - 7
+    v = nc.createVariable(
+        "v", "f4", ("t", "x"), compression="szip", szip_coding="nn", szip_pixels_per_block=16,
+        chunksizes=(16, 33),
+    )
+    v[:] = (np.sin(np.arange(40 * 33, dtype="f4") / 10) * 100).reshape(40, 33)
+    c = nc.createVariable(
+        "count", "i2", ("t",), compression="szip", szip_coding="nn", szip_pixels_per_block=32
+    )
+    c[:] = (np.arange(40) ** 2 % 1000).astype("i2")
+record("szip", path)
 
 # user_block.nc: a netCDF-4 file (h5netcdf) whose HDF5 superblock follows a 1 KiB user
 # block holding text. xarray does not guess its engine: read with h5netcdf's.

@@ -1,0 +1,294 @@
+//! HDF5 filters no Zarr codec decodes, as Zarr codecs of ndfusion's, which the netCDF-4
+//! layout names for a variable stored with them (`nc4.rs`). Only decoding is offered, bounded
+//! like the other codecs (`zarr/read/bounded_codecs.rs`): the size a stream says it holds
+//! must be the size zarrs expects, checked before anything is allocated.
+//!
+//! - `ndfusion.hdf5_lz4`: HDF5's lz4 filter (registered id 32004). Its stream is not any
+//!   Zarr lz4 codec's: a 12-byte header (the decoded size as a big-endian u64, the block size
+//!   as a big-endian u32), then per block a big-endian u32 of its stored size and its bytes —
+//!   an lz4 block, or the block as it is when lz4 could not shrink it (stored size equal to
+//!   the block's decoded size); each block decodes into its own slice of the output.
+//! - `ndfusion.hdf5_szip`: HDF5's szip filter (id 4, CCSDS 121.0-B extended-Rice coding, as
+//!   libaec writes it; NASA's HDF-EOS archives use it), configured with the filter's
+//!   `client_data` (options, pixels per block, bits per pixel, pixels per scanline), decoded
+//!   by hdf5-reader's pure-Rust decoder. HDF5 adds szip as an optional filter and stores a
+//!   chunk it fails on without it (`skipped.rs`): such a chunk reaches the codec as
+//!   [`SZIP_STORED`] and its bytes, a header no szip stream has (it would say the chunk
+//!   decodes to 4 GiB - 1 bytes, more than a chunk may).
+
+use std::any::Any;
+use std::borrow::Cow;
+use std::sync::{Arc, Once};
+
+use zarrs::array::codec::api::{
+    register_codec_v3, ArrayBytesRaw, BytesRepresentation, BytesToBytesCodecTraits, Codec,
+    CodecError, CodecMetadataOptions, CodecOptions, CodecRuntimePluginV3, CodecTraits,
+    PartialDecoderCapability, PartialEncoderCapability, RecommendedConcurrency,
+};
+use zarrs::metadata::Configuration;
+use zarrs::plugin::{ExtensionName, ZarrVersion};
+
+/// The codecs' names in the Zarr v3 documents ndfusion makes for netCDF-4 files.
+pub(crate) const LZ4: &str = "ndfusion.hdf5_lz4";
+pub(crate) const SZIP: &str = "ndfusion.hdf5_szip";
+
+/// The header of a chunk HDF5 stored with szip skipped, before its bytes (`skipped.rs`).
+pub(crate) const SZIP_STORED: [u8; 4] = [0xff; 4];
+
+/// Registers the codecs with zarrs, once per process (before a netCDF-4 table is built).
+pub(crate) fn register() {
+    static REGISTERED: Once = Once::new();
+    REGISTERED.call_once(|| {
+        // The handle is dropped: the codecs stay registered for the process.
+        let _ = register_codec_v3(CodecRuntimePluginV3::new(
+            |name: &str| name == LZ4 || name == SZIP,
+            |metadata| {
+                let filter = match metadata.name() {
+                    LZ4 => Hdf5Filter::Lz4,
+                    _ => {
+                        let config = metadata.configuration().cloned().unwrap_or_default();
+                        let client_data = (config.get("client_data"))
+                            .and_then(|v| serde_json::from_value::<Vec<u32>>(v.clone()).ok())
+                            .ok_or_else(|| {
+                                zarrs::plugin::PluginCreateError::from(format!(
+                                    "{SZIP} needs configuration.client_data"
+                                ))
+                            })?;
+                        Hdf5Filter::Szip(client_data)
+                    }
+                };
+                Ok(Codec::BytesToBytes(Arc::new(filter)))
+            },
+        ));
+    });
+}
+
+/// The decoder of an HDF5 filter.
+#[derive(Debug)]
+enum Hdf5Filter {
+    Lz4,
+    /// With the filter's client data.
+    Szip(Vec<u32>),
+}
+
+impl Hdf5Filter {
+    fn name(&self) -> &'static str {
+        match self {
+            Hdf5Filter::Lz4 => LZ4,
+            Hdf5Filter::Szip(_) => SZIP,
+        }
+    }
+}
+
+impl ExtensionName for Hdf5Filter {
+    fn name(&self, version: ZarrVersion) -> Option<Cow<'static, str>> {
+        matches!(version, ZarrVersion::V3).then_some(Cow::Borrowed(Hdf5Filter::name(self)))
+    }
+}
+
+impl CodecTraits for Hdf5Filter {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn configuration(&self, _: ZarrVersion, _: &CodecMetadataOptions) -> Option<Configuration> {
+        let mut config = serde_json::Map::new();
+        if let Hdf5Filter::Szip(client_data) = self {
+            config.insert("client_data".into(), serde_json::json!(client_data));
+        }
+        Some(Configuration::from(config))
+    }
+
+    fn partial_decoder_capability(&self) -> PartialDecoderCapability {
+        PartialDecoderCapability {
+            partial_read: false,
+            partial_decode: false,
+        }
+    }
+
+    fn partial_encoder_capability(&self) -> PartialEncoderCapability {
+        PartialEncoderCapability {
+            partial_encode: false,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl BytesToBytesCodecTraits for Hdf5Filter {
+    fn into_dyn(self: Arc<Self>) -> Arc<dyn BytesToBytesCodecTraits> {
+        self
+    }
+
+    fn recommended_concurrency(
+        &self,
+        _: &BytesRepresentation,
+    ) -> Result<RecommendedConcurrency, CodecError> {
+        Ok(RecommendedConcurrency::new_maximum(1))
+    }
+
+    fn encoded_representation(&self, _: &BytesRepresentation) -> BytesRepresentation {
+        BytesRepresentation::UnboundedSize
+    }
+
+    fn encode<'a>(
+        &self,
+        _: ArrayBytesRaw<'a>,
+        _: &CodecOptions,
+    ) -> Result<ArrayBytesRaw<'a>, CodecError> {
+        Err(CodecError::Other(format!("{} only decodes", self.name())))
+    }
+
+    fn decode<'a>(
+        &self,
+        encoded_value: ArrayBytesRaw<'a>,
+        decoded_representation: &BytesRepresentation,
+        _: &CodecOptions,
+    ) -> Result<ArrayBytesRaw<'a>, CodecError> {
+        let (size, exact) = match *decoded_representation {
+            BytesRepresentation::FixedSize(n) => (n, true),
+            BytesRepresentation::BoundedSize(n) => (n, false),
+            BytesRepresentation::UnboundedSize => {
+                return Err(CodecError::Other(format!(
+                    "{}: a chunk of unbounded size",
+                    self.name()
+                )))
+            }
+        };
+        match self {
+            Hdf5Filter::Lz4 => decode(&encoded_value, size, exact).map_err(|why| {
+                CodecError::Other(format!("an lz4 (HDF5 filter 32004) chunk: {why}"))
+            }),
+            Hdf5Filter::Szip(client_data) => decode_szip(&encoded_value, client_data, size, exact)
+                .map_err(|why| CodecError::Other(format!("an szip (HDF5 filter 4) chunk: {why}"))),
+        }
+        .map(Cow::Owned)
+    }
+}
+
+/// The bytes the szip stream `encoded` holds, `size` of them (`exact`) or at most `size`.
+fn decode_szip(
+    encoded: &[u8],
+    client_data: &[u32],
+    size: u64,
+    exact: bool,
+) -> Result<Vec<u8>, String> {
+    if let Some(stored) = encoded.strip_prefix(&SZIP_STORED) {
+        if stored.len() as u64 > size || (exact && stored.len() as u64 != size) {
+            return Err(format!(
+                "it holds {} bytes, its chunk holds {size}",
+                stored.len()
+            ));
+        }
+        return Ok(stored.to_vec());
+    }
+    let limit = usize::try_from(size).map_err(|_| "a chunk larger than memory")?;
+    let out = hdf5_reader::filters::szip::decompress_with_limit(encoded, client_data, limit)
+        .map_err(|e| e.to_string())?;
+    if exact && out.len() as u64 != size {
+        return Err(format!(
+            "it holds {} bytes, its chunk holds {size}",
+            out.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// The bytes the lz4 stream `encoded` holds, `size` of them (`exact`) or at most `size`.
+fn decode(encoded: &[u8], size: u64, exact: bool) -> Result<Vec<u8>, String> {
+    let header = encoded.get(..12).ok_or("shorter than its 12-byte header")?;
+    let total = u64::from_be_bytes(header[..8].try_into().expect("8 bytes"));
+    let block = u64::from(u32::from_be_bytes(header[8..].try_into().expect("4 bytes")));
+    if total > size || (exact && total != size) {
+        return Err(format!(
+            "it says it holds {total} bytes, its chunk holds {size}"
+        ));
+    }
+    if block == 0 && total > 0 {
+        return Err("its block size is 0".into());
+    }
+    // `total` is at most the chunk's size, which zarrs has bounded: safe to allocate.
+    let mut out = vec![0u8; total as usize];
+    let mut rest = &encoded[12..];
+    let mut at = 0usize;
+    while at < out.len() {
+        let this = block.min((out.len() - at) as u64) as usize;
+        let stored = rest.get(..4).ok_or("ends inside a block's header")?;
+        let stored = u32::from_be_bytes(stored.try_into().expect("4 bytes")) as usize;
+        let bytes = rest.get(4..4 + stored).ok_or("ends inside a block")?;
+        let target = &mut out[at..at + this];
+        if stored == this {
+            target.copy_from_slice(bytes);
+        } else {
+            let n = lz4_flex::block::decompress_into(bytes, target)
+                .map_err(|e| format!("a block at byte {at}: {e}"))?;
+            if n != this {
+                return Err(format!("a block at byte {at} holds {n} bytes, not {this}"));
+            }
+        }
+        at += this;
+        rest = &rest[4 + stored..];
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `raw` in HDF5's lz4 format, blocks of `block` bytes, the incompressible ones stored.
+    fn encode(raw: &[u8], block: usize) -> Vec<u8> {
+        let mut out = (raw.len() as u64).to_be_bytes().to_vec();
+        out.extend((block as u32).to_be_bytes());
+        for piece in raw.chunks(block) {
+            let packed = lz4_flex::block::compress(piece);
+            let stored: &[u8] = if packed.len() < piece.len() {
+                &packed
+            } else {
+                piece
+            };
+            out.extend((stored.len() as u32).to_be_bytes());
+            out.extend(stored);
+        }
+        out
+    }
+
+    #[test]
+    fn szip_streams_and_stored_chunks_decode_within_the_chunk_size() {
+        // netCDF-C's parameters for int32 with entropy coding (szip.nc's `t`).
+        let client_data = [141, 8, 32, 16];
+        let stored = [&SZIP_STORED[..], &[7u8; 64][..]].concat();
+        assert_eq!(
+            decode_szip(&stored, &client_data, 64, true).unwrap(),
+            [7u8; 64]
+        );
+        let err = decode_szip(&stored, &client_data, 60, true).unwrap_err();
+        assert!(err.contains("holds 64 bytes"), "{err}");
+        // A stream saying it decodes to more than the chunk is refused before allocating.
+        let mut lying = (1u32 << 30).to_le_bytes().to_vec();
+        lying.extend([0u8; 16]);
+        let err = decode_szip(&lying, &client_data, 64, true).unwrap_err();
+        assert!(err.contains("exceeds the limit"), "{err}");
+        // Cut short.
+        assert!(decode_szip(&64u32.to_le_bytes(), &client_data, 64, true).is_err());
+    }
+
+    #[test]
+    fn blocks_decode_within_the_chunk_size() {
+        let raw: Vec<u8> = (0..1000u32).flat_map(|i| (i / 10).to_le_bytes()).collect();
+        let encoded = encode(&raw, 1024);
+        assert_eq!(decode(&encoded, raw.len() as u64, true).unwrap(), raw);
+        // A block stored as it is (too short to compress).
+        let tiny = encode(b"abc", 1024);
+        assert_eq!(decode(&tiny, 3, true).unwrap(), b"abc");
+        // A header claiming more than the chunk holds is refused before allocating.
+        let mut lying = encoded.clone();
+        lying[..8].copy_from_slice(&(1u64 << 40).to_be_bytes());
+        let err = decode(&lying, raw.len() as u64, true).unwrap_err();
+        assert!(err.contains("holds"), "{err}");
+        // Cut short; a block that decodes to the wrong size.
+        assert!(decode(&encoded[..encoded.len() - 5], raw.len() as u64, true).is_err());
+        let mut short = encode(&raw[..3000], 1024);
+        short[..8].copy_from_slice(&4000u64.to_be_bytes());
+        assert!(decode(&short, 4000, true).is_err());
+    }
+}
