@@ -27,6 +27,7 @@ use std::sync::Arc;
 use arrow_flight::flight_service_server::FlightServiceServer;
 use ballista::prelude::{SessionConfigExt, SessionContextExt};
 use ballista_core::config::TaskSchedulingPolicy;
+use ballista_core::registry::BallistaFunctionRegistry;
 use ballista_core::serde::protobuf::scheduler_grpc_server::SchedulerGrpcServer;
 use ballista_core::utils::{create_grpc_server, default_config_producer};
 use ballista_executor::executor_process::{start_executor_process, ExecutorProcessConfig};
@@ -354,6 +355,12 @@ pub async fn run_executor(settings: ExecutorSettings) -> Result<()> {
             Arc::new(move || secured(default_config_producer(), &security))
         }),
         override_arrow_flight_service: Some(flight_service(security.clone(), flight_tls)),
+        // Ballista 54.1's default registry has DataFusion's core functions only, not the
+        // nested ones (`array_element`: `pos[2]`, `make_array`, ...) that a client's plans
+        // use: the executor knows every function a client session does.
+        override_function_registry: Some(Arc::new(BallistaFunctionRegistry::from(
+            &SessionStateBuilder::new().with_default_features().build(),
+        ))),
         ..Default::default()
     };
     start_executor_process(Arc::new(config))
