@@ -567,6 +567,11 @@ fn zarr_type(nc: &NcType, h5: &Datatype) -> Result<(Value, &'static str, u64), S
     let unsupported =
         || format!("its type {nc:?} is not read by ndfusion yet (numbers and characters are)");
     let (name, endian): (&str, &str) = match (nc, h5) {
+        // An enum is read as its base integer, as xarray reads it (`encoding["dtype"]`
+        // keeps the enum; the values are the integers).
+        (NcType::Enum { base, .. }, Datatype::Enum { base: stored, .. }) => {
+            return zarr_type(base, stored)
+        }
         (NcType::Char, Datatype::String { .. }) => {
             return Ok((
                 json!({"name": "null_terminated_bytes", "configuration": {"length_bytes": 1}}),

@@ -91,6 +91,7 @@ async fn netcdf_files_read_as_xarray_reads_them() {
         "strings",
         "user_block",
         "szip",
+        "enum",
         "shipped/xarray_example_1.nc",
         "shipped/xarray_bears.nc",
         "shipped/scipy_example_1.nc",

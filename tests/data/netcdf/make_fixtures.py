@@ -37,6 +37,7 @@ Files (netCDF-4, HDF5 underneath):
 - `ranges.nc`: 100 chunks of packed int16 (deflate + shuffle): what a 1% time range
   fetches from an object store (`expected.json` has the file's size and that range's sum).
 - `szip.nc`: the szip filter (nearest-neighbour and entropy coding, 16- and 32-bit samples).
+- `enum.nc`: enum variables (read as their base integers, as xarray reads them).
 - `user_block.nc`: a netCDF-4 file whose superblock follows a 1 KiB user block.
 - `strings.nc`: NC_STRING variables (a coordinate, a chunked 2-D one, a scalar).
 - `bitshuffle.nc`: a filter ndfusion does not decode (no expected values).
@@ -493,6 +494,23 @@ with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
     )
     c[:] = (np.arange(40) ** 2 % 1000).astype("i2")
 record("szip", path)
+
+# enum.nc: netCDF-4 enum variables (xarray reads their base integers, masked by their
+# _FillValue), beside a number.
+path = fresh("enum.nc")
+with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
+    cloud_t = nc.createEnumType(
+        np.uint8, "cloud_t", {"clear": 0, "cumulus": 1, "stratus": 2, "missing": 255}
+    )
+    level_t = nc.createEnumType(np.int16, "level_t", {"low": -1, "mid": 0, "high": 1})
+    nc.createDimension("t", 5)
+    cloud = nc.createVariable("cloud", cloud_t, ("t",), fill_value=255)
+    cloud[:] = np.array([0, 2, 1, 255, 2], dtype="u1")
+    level = nc.createVariable("level", level_t, ("t",), zlib=True, chunksizes=(2,))
+    level[:] = np.array([-1, 0, 1, 1, -1], dtype="i2")
+    temp = nc.createVariable("temp", "f4", ("t",))
+    temp[:] = np.arange(5, dtype="f4") / 2
+record("enum", path)
 
 # user_block.nc: a netCDF-4 file (h5netcdf) whose HDF5 superblock follows a 1 KiB user
 # block holding text. xarray does not guess its engine: read with h5netcdf's.
