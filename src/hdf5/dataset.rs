@@ -28,7 +28,11 @@ pub(crate) fn dataset_layout(
 ) -> Result<Layout, String> {
     let at = |why: String| format!("dataset '{path}': {why}");
     let stored = stored(h5, ds.address()).map_err(at)?;
-    let (dtype, elem) = numpy_dtype(&stored.datatype, "").map_err(at)?;
+    let mut keep = Keep::default();
+    let dtype = numpy_dtype(&stored.datatype, "", 0, &mut keep).map_err(at)?;
+    // Stored elements (with any bytes between members) and the packed Zarr element.
+    let elem = stored_size(&stored.datatype).map_err(at)?;
+    let repack = keep.ranges != [(0, elem)];
     if matches!(stored.datatype, Datatype::Array { .. }) {
         return Err(at(
             "its type is an HDF5 array type, which ndfusion does not read as a \
@@ -43,7 +47,7 @@ pub(crate) fn dataset_layout(
         source,
         codecs,
     } = place(h5, &stored, &shape, elem, base, file_len).map_err(at)?;
-    let fill = match stored.fill.as_ref().and_then(|f| f.value.as_ref()) {
+    let stored_fill = match stored.fill.as_ref().and_then(|f| f.value.as_ref()) {
         Some(value) if value.len() as u64 == elem => value.clone(),
         Some(value) => {
             return Err(at(format!(
@@ -53,11 +57,25 @@ pub(crate) fn dataset_layout(
         }
         None => vec![0; elem as usize],
     };
+    let fill: Vec<u8> = (keep.ranges.iter())
+        .flat_map(|&(at, len)| {
+            stored_fill[at as usize..(at + len) as usize]
+                .iter()
+                .copied()
+        })
+        .collect();
     let dims = dimension_names(h5, parent, ds).map_err(at)?;
     let attributes =
         netcdf_reader::nc4::attributes::extract_variable_attributes(ds, NcMetadataMode::Strict)
             .map_err(|e| at(format!("its attributes: {e}")))?;
     let mut codecs_all = vec![json!({"name": "bytes", "configuration": {"endian": "little"}})];
+    if repack {
+        // Right after `bytes`: it runs last when decoding, on the elements as stored.
+        crate::netcdf::hdf5_codecs::register();
+        let name = crate::netcdf::hdf5_codecs::REPACK;
+        let config = json!({"element_bytes": elem, "keep": keep.ranges});
+        codecs_all.push(json!({"name": name, "configuration": config}));
+    }
     codecs_all.extend(codecs);
     let zarr_json = json!({
         "zarr_format": 3,
@@ -93,10 +111,60 @@ fn base64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
+/// The byte ranges of a stored element that hold its members, in member order (adjacent
+/// ones merged): what the packed Zarr element keeps (`netcdf/hdf5_codecs.rs`, `REPACK`).
+#[derive(Debug, Default)]
+struct Keep {
+    ranges: Vec<(u64, u64)>,
+}
+
+/// Ranges an element may keep: a compound whose members leave more gaps than this is
+/// refused, as the copy runs once per range and element.
+const MAX_RANGES: usize = 4096;
+
+impl Keep {
+    fn push(&mut self, at: u64, len: u64) -> Result<(), String> {
+        if let Some(last) = self.ranges.last_mut() {
+            if last.0 + last.1 == at {
+                last.1 += len;
+                return Ok(());
+            }
+        }
+        if self.ranges.len() >= MAX_RANGES {
+            return Err(format!(
+                "its compound type leaves more than {MAX_RANGES} gaps between members"
+            ));
+        }
+        self.ranges.push((at, len));
+        Ok(())
+    }
+}
+
+/// Bytes HDF5 stores an element of type `t` in.
+fn stored_size(t: &Datatype) -> Result<u64, String> {
+    Ok(match t {
+        Datatype::FixedPoint { size, .. }
+        | Datatype::FloatingPoint { size, .. }
+        | Datatype::Bitfield { size, .. }
+        | Datatype::Reference { size, .. } => u64::from(*size),
+        Datatype::String {
+            size: StringSize::Fixed(n),
+            ..
+        } => u64::from(*n),
+        Datatype::Opaque { size, .. } | Datatype::Compound { size, .. } => u64::from(*size),
+        Datatype::Enum { base, .. } => stored_size(base)?,
+        Datatype::Array { base, dims } => (dims.iter())
+            .try_fold(stored_size(base)?, |n, &d| n.checked_mul(d))
+            .ok_or("an array type larger than 2^64 bytes")?,
+        Datatype::String { .. } | Datatype::VarLen { .. } => 16,
+    })
+}
+
 /// The NumPy dtype h5py reads HDF5 type `t` as (a typestring, or a structured dtype's field
-/// list), and its size in bytes. `member` names the compound member being read ("" at the
-/// top), for messages.
-fn numpy_dtype(t: &Datatype, member: &str) -> Result<(Value, u64), String> {
+/// list — members in their order, packed), the bytes it keeps of an element stored at `at`
+/// added to `keep`. `member` names the compound member being read ("" at the top), for
+/// messages.
+fn numpy_dtype(t: &Datatype, member: &str, at: u64, keep: &mut Keep) -> Result<Value, String> {
     let of = || match member {
         "" => String::new(),
         m => format!(" (member '{m}')"),
@@ -106,7 +174,10 @@ fn numpy_dtype(t: &Datatype, member: &str) -> Result<(Value, u64), String> {
         (ByteOrder::BigEndian, _) => '>',
         _ => '<',
     };
-    let typestr = |s: String, size: u64| Ok((Value::String(s), size));
+    let mut typestr = |s: String, size: u64| {
+        keep.push(at, size)?;
+        Ok(Value::String(s))
+    };
     match t {
         Datatype::FixedPoint {
             size,
@@ -137,50 +208,62 @@ fn numpy_dtype(t: &Datatype, member: &str) -> Result<(Value, u64), String> {
                 && members.iter().any(|m| m.name == "TRUE" && m.value == [1]);
             match (is_bool, base.as_ref()) {
                 (true, Datatype::FixedPoint { size: 1, .. }) => typestr("|b1".into(), 1),
-                _ => numpy_dtype(base, member),
+                _ => numpy_dtype(base, member, at, keep),
             }
         }
         Datatype::Compound { size, fields } => {
-            // Members must follow one another: a structured dtype in list form has no gaps.
-            let mut end = 0u64;
+            let size = u64::from(*size);
+            let mut used: Vec<(u64, u64)> = Vec::with_capacity(fields.len());
             let mut out = Vec::with_capacity(fields.len());
             for field in fields {
                 let path = match member {
                     "" => field.name.clone(),
                     m => format!("{m}.{}", field.name),
                 };
-                if u64::from(field.byte_offset) != end {
+                let offset = u64::from(field.byte_offset);
+                let len = stored_size(&field.datatype)?;
+                if offset.checked_add(len).is_none_or(|end| end > size) {
                     return Err(format!(
-                        "its compound type leaves bytes {end}..{} unused before member '{path}' \
-                         (padded or reordered compound types are not read yet)",
-                        field.byte_offset
+                        "member '{path}' (bytes {offset}..+{len}) ends past its compound \
+                         type's {size} bytes"
                     ));
                 }
+                if used
+                    .iter()
+                    .any(|&(o, l)| offset < o + l && o < offset + len)
+                {
+                    return Err(format!("member '{path}' overlaps another member"));
+                }
+                used.push((offset, len));
+                let start = at + offset;
                 let entry = match &field.datatype {
                     Datatype::Array { base, dims } => {
-                        let (item, size) = numpy_dtype(base, &path)?;
-                        let count = dims.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
-                        let total = count.and_then(|c| c.checked_mul(size));
-                        let total = total.ok_or_else(|| format!("member '{path}' is too large"))?;
-                        end += total;
-                        json!([field.name, item, dims])
+                        let item_size = stored_size(base)?;
+                        let count = len / item_size.max(1);
+                        // One item's ranges, then repeated for the others.
+                        let mut item = Keep::default();
+                        let dtype = numpy_dtype(base, &path, 0, &mut item)?;
+                        if item.ranges == [(0, item_size)] {
+                            keep.push(start, len)?;
+                        } else {
+                            if (count as usize).saturating_mul(item.ranges.len()) > MAX_RANGES {
+                                return Err(format!(
+                                    "member '{path}': its items leave more than {MAX_RANGES} gaps"
+                                ));
+                            }
+                            for i in 0..count {
+                                for &(o, l) in &item.ranges {
+                                    keep.push(start + i * item_size + o, l)?;
+                                }
+                            }
+                        }
+                        json!([field.name, dtype, dims])
                     }
-                    other => {
-                        let (item, size) = numpy_dtype(other, &path)?;
-                        end += size;
-                        json!([field.name, item])
-                    }
+                    other => json!([field.name, numpy_dtype(other, &path, start, keep)?]),
                 };
                 out.push(entry);
             }
-            if end != u64::from(*size) {
-                return Err(format!(
-                    "its compound type{} is {size} bytes, its members end at byte {end} \
-                     (padded compound types are not read yet)",
-                    of()
-                ));
-            }
-            Ok((Value::Array(out), end))
+            Ok(Value::Array(out))
         }
         Datatype::String {
             size: StringSize::Variable,
@@ -274,7 +357,7 @@ mod tests {
     }
 
     #[test]
-    fn compound_types_become_structured_dtypes_or_errors_naming_the_member() {
+    fn compound_types_become_structured_dtypes_keeping_their_members_bytes() {
         let packed = Datatype::Compound {
             size: 6,
             fields: vec![
@@ -293,25 +376,58 @@ mod tests {
                 },
             ],
         };
-        let (dtype, size) = numpy_dtype(&packed, "").unwrap();
+        let mut keep = Keep::default();
+        let dtype = numpy_dtype(&packed, "", 0, &mut keep).unwrap();
         assert_eq!(dtype, json!([["a", ">i4"], ["b", "|i1", [2]]]));
-        assert_eq!(size, 6);
+        assert_eq!(keep.ranges, [(0, 6)]);
+        // A gap, and members out of offset order: packed in member order.
         let gap = Datatype::Compound {
             size: 16,
             fields: vec![
-                CompoundField {
-                    name: "a".into(),
-                    byte_offset: 0,
-                    datatype: int(1, ByteOrder::LittleEndian),
-                },
                 CompoundField {
                     name: "b".into(),
                     byte_offset: 8,
                     datatype: int(8, ByteOrder::LittleEndian),
                 },
+                CompoundField {
+                    name: "a".into(),
+                    byte_offset: 0,
+                    datatype: int(1, ByteOrder::LittleEndian),
+                },
             ],
         };
-        let err = numpy_dtype(&gap, "").unwrap_err();
-        assert!(err.contains("bytes 1..8 unused before member 'b'"), "{err}");
+        let mut keep = Keep::default();
+        let dtype = numpy_dtype(&gap, "", 0, &mut keep).unwrap();
+        assert_eq!(dtype, json!([["b", "<i8"], ["a", "|i1"]]));
+        assert_eq!(keep.ranges, [(8, 8), (0, 1)]);
+        assert_eq!(stored_size(&gap).unwrap(), 16);
+        // Members past the end, and overlapping, are refused.
+        let past = Datatype::Compound {
+            size: 4,
+            fields: vec![CompoundField {
+                name: "x".into(),
+                byte_offset: 2,
+                datatype: int(4, ByteOrder::LittleEndian),
+            }],
+        };
+        let err = numpy_dtype(&past, "", 0, &mut Keep::default()).unwrap_err();
+        assert!(err.contains("member 'x' (bytes 2..+4) ends past"), "{err}");
+        let overlap = Datatype::Compound {
+            size: 8,
+            fields: vec![
+                CompoundField {
+                    name: "x".into(),
+                    byte_offset: 0,
+                    datatype: int(4, ByteOrder::LittleEndian),
+                },
+                CompoundField {
+                    name: "y".into(),
+                    byte_offset: 2,
+                    datatype: int(4, ByteOrder::LittleEndian),
+                },
+            ],
+        };
+        let err = numpy_dtype(&overlap, "", 0, &mut Keep::default()).unwrap_err();
+        assert!(err.contains("member 'y' overlaps"), "{err}");
     }
 }

@@ -15,6 +15,10 @@
 //!   chunk it fails on without it (`skipped.rs`): such a chunk reaches the codec as
 //!   [`SZIP_STORED`] and its bytes, a header no szip stream has (it would say the chunk
 //!   decodes to 4 GiB - 1 bytes, more than a chunk may).
+//! - `ndfusion.hdf5_repack`: not a filter — HDF5 compound types may leave bytes unused
+//!   between members (a C struct's alignment) or order members apart from their offsets;
+//!   the Zarr element is packed in member order (`hdf5/dataset.rs`), so this codec, right
+//!   after `bytes`, copies each stored element's `keep` ranges one after another.
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -32,6 +36,8 @@ use zarrs::plugin::{ExtensionName, ZarrVersion};
 pub(crate) const LZ4: &str = "ndfusion.hdf5_lz4";
 pub(crate) const SZIP: &str = "ndfusion.hdf5_szip";
 
+pub(crate) const REPACK: &str = "ndfusion.hdf5_repack";
+
 /// The header of a chunk HDF5 stored with szip skipped, before its bytes (`skipped.rs`).
 pub(crate) const SZIP_STORED: [u8; 4] = [0xff; 4];
 
@@ -41,10 +47,38 @@ pub(crate) fn register() {
     REGISTERED.call_once(|| {
         // The handle is dropped: the codecs stay registered for the process.
         let _ = register_codec_v3(CodecRuntimePluginV3::new(
-            |name: &str| name == LZ4 || name == SZIP,
+            |name: &str| name == LZ4 || name == SZIP || name == REPACK,
             |metadata| {
                 let filter = match metadata.name() {
                     LZ4 => Hdf5Filter::Lz4,
+                    REPACK => {
+                        let config = metadata.configuration().cloned().unwrap_or_default();
+                        let element = config.get("element_bytes").and_then(|v| v.as_u64());
+                        let keep = (config.get("keep")).and_then(|v| {
+                            serde_json::from_value::<Vec<(u64, u64)>>(v.clone()).ok()
+                        });
+                        let (Some(element), Some(keep)) = (element, keep) else {
+                            return Err(zarrs::plugin::PluginCreateError::from(format!(
+                                "{REPACK} needs configuration.element_bytes and keep"
+                            )));
+                        };
+                        let packed =
+                            (keep.iter()).try_fold(0u64, |n, &(_, len)| n.checked_add(len));
+                        let outside = |&(at, len): &(u64, u64)| {
+                            at.checked_add(len).is_none_or(|end| end > element)
+                        };
+                        let packed = packed.filter(|&p| p > 0 && p <= element).unwrap_or(0);
+                        if element == 0 || packed == 0 || keep.iter().any(outside) {
+                            return Err(zarrs::plugin::PluginCreateError::from(format!(
+                                "{REPACK}: ranges {keep:?} do not fit an element of {element} bytes"
+                            )));
+                        }
+                        Hdf5Filter::Repack {
+                            element,
+                            keep,
+                            packed,
+                        }
+                    }
                     _ => {
                         let config = metadata.configuration().cloned().unwrap_or_default();
                         let client_data = (config.get("client_data"))
@@ -69,6 +103,13 @@ enum Hdf5Filter {
     Lz4,
     /// With the filter's client data.
     Szip(Vec<u32>),
+    /// Stored elements of `element` bytes, of which the `keep` ranges (offset, length) make
+    /// a packed element of `packed` bytes.
+    Repack {
+        element: u64,
+        keep: Vec<(u64, u64)>,
+        packed: u64,
+    },
 }
 
 impl Hdf5Filter {
@@ -76,6 +117,7 @@ impl Hdf5Filter {
         match self {
             Hdf5Filter::Lz4 => LZ4,
             Hdf5Filter::Szip(_) => SZIP,
+            Hdf5Filter::Repack { .. } => REPACK,
         }
     }
 }
@@ -93,8 +135,15 @@ impl CodecTraits for Hdf5Filter {
 
     fn configuration(&self, _: ZarrVersion, _: &CodecMetadataOptions) -> Option<Configuration> {
         let mut config = serde_json::Map::new();
-        if let Hdf5Filter::Szip(client_data) = self {
-            config.insert("client_data".into(), serde_json::json!(client_data));
+        match self {
+            Hdf5Filter::Lz4 => {}
+            Hdf5Filter::Szip(client_data) => {
+                config.insert("client_data".into(), serde_json::json!(client_data));
+            }
+            Hdf5Filter::Repack { element, keep, .. } => {
+                config.insert("element_bytes".into(), serde_json::json!(element));
+                config.insert("keep".into(), serde_json::json!(keep));
+            }
         }
         Some(Configuration::from(config))
     }
@@ -126,8 +175,23 @@ impl BytesToBytesCodecTraits for Hdf5Filter {
         Ok(RecommendedConcurrency::new_maximum(1))
     }
 
-    fn encoded_representation(&self, _: &BytesRepresentation) -> BytesRepresentation {
-        BytesRepresentation::UnboundedSize
+    fn encoded_representation(&self, decoded: &BytesRepresentation) -> BytesRepresentation {
+        match (self, decoded) {
+            // Whole elements, each stored with its unused bytes.
+            (
+                Hdf5Filter::Repack {
+                    element, packed, ..
+                },
+                BytesRepresentation::FixedSize(n),
+            ) => BytesRepresentation::FixedSize(n / packed * element),
+            (
+                Hdf5Filter::Repack {
+                    element, packed, ..
+                },
+                BytesRepresentation::BoundedSize(n),
+            ) => BytesRepresentation::BoundedSize(n / packed * element),
+            _ => BytesRepresentation::UnboundedSize,
+        }
     }
 
     fn encode<'a>(
@@ -160,9 +224,42 @@ impl BytesToBytesCodecTraits for Hdf5Filter {
             }),
             Hdf5Filter::Szip(client_data) => decode_szip(&encoded_value, client_data, size, exact)
                 .map_err(|why| CodecError::Other(format!("an szip (HDF5 filter 4) chunk: {why}"))),
+            Hdf5Filter::Repack {
+                element,
+                keep,
+                packed,
+            } => repack(&encoded_value, *element, keep, *packed, size, exact)
+                .map_err(|why| CodecError::Other(format!("a chunk of a compound type: {why}"))),
         }
         .map(Cow::Owned)
     }
+}
+
+/// The elements of `element` bytes in `stored` with only their `keep` ranges, `size` bytes
+/// (`exact`) or at most `size`.
+fn repack(
+    stored: &[u8],
+    element: u64,
+    keep: &[(u64, u64)],
+    packed: u64,
+    size: u64,
+    exact: bool,
+) -> Result<Vec<u8>, String> {
+    let count = stored.len() as u64 / element;
+    let want = count * packed;
+    if !(stored.len() as u64).is_multiple_of(element) || want > size || (exact && want != size) {
+        return Err(format!(
+            "{} stored bytes are not the {size} bytes of whole elements of {element}",
+            stored.len()
+        ));
+    }
+    let mut out = Vec::with_capacity(want as usize);
+    for one in stored.chunks_exact(element as usize) {
+        for &(at, len) in keep {
+            out.extend_from_slice(&one[at as usize..(at + len) as usize]);
+        }
+    }
+    Ok(out)
 }
 
 /// The bytes the szip stream `encoded` holds, `size` of them (`exact`) or at most `size`.
@@ -250,6 +347,19 @@ mod tests {
             out.extend(stored);
         }
         out
+    }
+
+    #[test]
+    fn padded_elements_are_packed() {
+        // Elements of 8 bytes: a u8 at 0, an i32 at 4; 3 bytes unused.
+        let stored = [
+            1, 0xaa, 0xaa, 0xaa, 2, 0, 0, 0, 3, 0xbb, 0xbb, 0xbb, 4, 0, 0, 0,
+        ];
+        let keep = [(0, 1), (4, 4)];
+        let packed = repack(&stored, 8, &keep, 5, 10, true).unwrap();
+        assert_eq!(packed, [1, 2, 0, 0, 0, 3, 4, 0, 0, 0]);
+        assert!(repack(&stored[..12], 8, &keep, 5, 10, true).is_err());
+        assert!(repack(&stored, 8, &keep, 5, 5, true).is_err());
     }
 
     #[test]

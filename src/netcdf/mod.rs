@@ -12,7 +12,7 @@
 
 mod blocking;
 pub(crate) mod classic;
-mod hdf5_codecs;
+pub(crate) mod hdf5_codecs;
 mod kind;
 pub(crate) mod layout;
 pub(crate) mod nc4;

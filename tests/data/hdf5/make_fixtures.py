@@ -14,7 +14,8 @@ Files:
   the fill value) with an integer, a float array member, a fixed-length string, a nested
   compound and a double; `/obs/grid` (2-D, zstd, one member big-endian, dimension scales
   `/obs/y` and `/obs/x` attached); `/flags` (HDF5 enums: h5py's bool and a coded int8);
-  `/padded` (a compound with a gap between members, which ndfusion does not read yet).
+  `/padded` (compounds as C aligns them: unused bytes between members, a nested padded
+  compound, an array member of them, members out of offset order; gzip + shuffle).
 - `scales.h5`: h5py's dimension scales and attributes in the netCDF-4 data model (`time`,
   `station`, `temp`): a group read as a dataset, compared with xarray (h5netcdf engine).
 
@@ -153,11 +154,30 @@ with h5py.File(fresh("records.h5"), "w") as f:
     flags["code"] = [0, 7, 7, 0]
     f.create_dataset("flags", data=flags)
 
-    padded_t = np.dtype({"names": ["a", "b"], "formats": ["u1", "<f8"], "offsets": [0, 8], "itemsize": 16})
-    f.create_dataset("padded", data=np.zeros(2, dtype=padded_t))
+    # Compounds as C writes them: members aligned (unused bytes between them), a nested
+    # compound, an array of padded compounds, members out of offset order.
+    inner_t = np.dtype({"names": ["x", "y"], "formats": ["<i2", "u1"], "offsets": [0, 4], "itemsize": 8})
+    padded_t = np.dtype(
+        {
+            "names": ["late", "a", "b", "c", "pairs"],
+            "formats": ["<i4", "u1", "<f8", inner_t, (inner_t, (2,))],
+            "offsets": [40, 0, 8, 16, 24],
+            "itemsize": 48,
+        }
+    )
+    padded = np.zeros(3, dtype=padded_t)
+    padded["late"] = [7, -8, 9]
+    padded["a"] = [1, 2, 255]
+    padded["b"] = [0.25, -1e10, 3.5]
+    padded["c"]["x"] = [-5, 6, 7]
+    padded["c"]["y"] = [10, 20, 30]
+    padded["pairs"]["x"] = [[1, 2], [3, 4], [5, 6]]
+    padded["pairs"]["y"] = [[11, 12], [13, 14], [15, 16]]
+    f.create_dataset("padded", data=padded, chunks=(2,), compression="gzip", shuffle=True)
 record("records.h5", "/obs/records")
 record("records.h5", "/obs/grid", dims=["y", "x"])
 record("records.h5", "/flags")
+record("records.h5", "/padded")
 
 # ---------------------------------------------------------------- scales.h5
 with h5py.File(fresh("scales.h5"), "w") as f:
