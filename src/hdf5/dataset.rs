@@ -312,17 +312,28 @@ fn dimension_names(h5: &Hdf5File, parent: &Group, ds: &Dataset) -> Result<Vec<St
     Ok(names)
 }
 
-/// The dataset paths below `group` (at `path`), depth first, at most `max` of them (an error
-/// past that), groups reached twice (hard links) walked once.
+/// Groups a search for datasets descends into (its recursion is bounded by this, not by the
+/// file).
+const MAX_DEPTH: usize = 32;
+
+/// The dataset paths below `group` (at `path`, `depth` groups down), depth first, at most
+/// `max` of them (an error past that), groups reached twice (hard links) walked once.
 pub(crate) fn list_datasets(
     group: &Group,
     path: &str,
+    depth: usize,
     max: usize,
     seen: &mut std::collections::HashSet<u64>,
     out: &mut Vec<String>,
 ) -> Result<(), String> {
     if !seen.insert(group.address()) {
         return Ok(());
+    }
+    if depth > MAX_DEPTH {
+        return Err(format!(
+            "its groups nest deeper than {MAX_DEPTH} levels (at '{path}'): name a dataset with \
+             'path'"
+        ));
     }
     let (groups, datasets) = group
         .member_names()
@@ -338,7 +349,7 @@ pub(crate) fn list_datasets(
             .group(&name)
             .map_err(|e| format!("group '{path}': {e}"))?;
         let child_path = format!("{}/{name}", path.trim_end_matches('/'));
-        list_datasets(&child, &child_path, max, seen, out)?;
+        list_datasets(&child, &child_path, depth + 1, max, seen, out)?;
     }
     Ok(())
 }

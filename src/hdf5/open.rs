@@ -83,7 +83,7 @@ fn layout(
         Some(path) => path.to_string(),
         None => {
             let mut found = Vec::new();
-            list_datasets(&root, "/", MAX_LISTED, &mut HashSet::new(), &mut found)?;
+            list_datasets(&root, "/", 0, MAX_LISTED, &mut HashSet::new(), &mut found)?;
             match found.as_slice() {
                 [one] => one.clone(),
                 [] => return Err("it holds no dataset".into()),

@@ -79,6 +79,7 @@ pub(crate) fn nc4_layout(
                 .map_err(|e| format!("its attributes: {e}"))?,
         ),
         Some(path) => {
+            check_group_depth(&h5)?;
             let group = find_group(&nc, path)?;
             (group.variables.as_slice(), group.attributes.as_slice())
         }
@@ -131,6 +132,36 @@ pub(crate) fn nc4_layout(
     out.documents
         .insert("zarr.json".into(), root.to_string().into_bytes());
     Ok(out)
+}
+
+/// Groups a file may nest, and groups it may hold, when a group is read: netcdf-reader builds
+/// the whole tree of groups recursively, so its depth is checked first, without recursion.
+const MAX_GROUP_DEPTH: usize = 32;
+const MAX_GROUPS: usize = 100_000;
+
+/// An error when the file's groups nest deeper than [`MAX_GROUP_DEPTH`] (or number more than
+/// [`MAX_GROUPS`]); groups reached twice (hard links) are walked once.
+fn check_group_depth(h5: &Hdf5File) -> Result<(), String> {
+    let root = h5
+        .root_group()
+        .map_err(|e| format!("its root group: {e}"))?;
+    let mut seen = HashSet::new();
+    let mut pending = vec![(root, 0usize)];
+    while let Some((group, depth)) = pending.pop() {
+        if !seen.insert(group.address()) {
+            continue;
+        }
+        if depth > MAX_GROUP_DEPTH || seen.len() > MAX_GROUPS {
+            return Err(format!(
+                "its groups nest deeper than {MAX_GROUP_DEPTH} levels or number more than \
+                 {MAX_GROUPS}"
+            ));
+        }
+        for child in group.groups().map_err(|e| format!("its groups: {e}"))? {
+            pending.push((child, depth + 1));
+        }
+    }
+    Ok(())
 }
 
 /// The group at `path` (`obs/deep`), or an error naming the groups there are.

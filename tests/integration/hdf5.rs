@@ -227,6 +227,27 @@ async fn bad_paths_and_unread_types_are_errors_naming_the_file() {
             && err.contains("read it with STORED AS NETCDF"),
         "{err}"
     );
+    // A file's one dataset is searched for 32 groups down, no deeper; a path reads it.
+    let deep = format!("{DIR}/deep.h5");
+    let err = create(&ctx, &deep, "").await.unwrap_err();
+    assert!(
+        err.contains("deep.h5") && err.contains("its groups nest deeper than 32 levels"),
+        "{err}"
+    );
+    // A group read as a dataset: the whole tree of groups is read, so its depth is bounded.
+    let err = create(&ctx, &deep, "OPTIONS ('path' '/g0')")
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("its groups nest deeper than 32 levels"),
+        "{err}"
+    );
+    let path: Vec<String> = (0..40).map(|i| format!("g{i}")).collect();
+    let options = format!("OPTIONS ('path' '/{}/v')", path.join("/"));
+    let read = new_session_context();
+    create(&read, &deep, &options).await.unwrap();
+    let batch = all_rows(&read, "SELECT sum(value) FROM t").await.unwrap();
+    assert_eq!(cell(batch.column(0).as_ref(), 0), json!("4.0"));
     // Options of other kinds are named.
     let err = create(&ctx, &records, "OPTIONS ('group' 'obs')")
         .await

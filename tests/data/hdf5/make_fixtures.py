@@ -16,6 +16,7 @@ Files:
   `/obs/y` and `/obs/x` attached); `/flags` (HDF5 enums: h5py's bool and a coded int8);
   `/padded` (compounds as C aligns them: unused bytes between members, a nested padded
   compound, an array member of them, members out of offset order; gzip + shuffle).
+- `deep.h5`: one dataset 40 groups down.
 - `scales.h5`: h5py's dimension scales and attributes in the netCDF-4 data model (`time`,
   `station`, `temp`): a group read as a dataset, compared with xarray (h5netcdf engine).
 
@@ -178,6 +179,16 @@ record("records.h5", "/obs/records")
 record("records.h5", "/obs/grid", dims=["y", "x"])
 record("records.h5", "/flags")
 record("records.h5", "/padded")
+
+# ---------------------------------------------------------------- deep.h5
+# One dataset 40 groups down (libver latest: compact groups, a small file): ndfusion's search
+# for a file's one dataset stops at 32 levels; a `path` reads it.
+with h5py.File(fresh("deep.h5"), "w", libver="latest") as f:
+    g = f
+    for i in range(40):
+        g = g.create_group(f"g{i}")
+    g.create_dataset("v", data=np.array([1.5, 2.5], dtype="<f4"))
+record("deep.h5", "/" + "/".join(f"g{i}" for i in range(40)) + "/v")
 
 # ---------------------------------------------------------------- scales.h5
 with h5py.File(fresh("scales.h5"), "w") as f:
