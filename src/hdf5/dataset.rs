@@ -312,46 +312,19 @@ fn dimension_names(h5: &Hdf5File, parent: &Group, ds: &Dataset) -> Result<Vec<St
     Ok(names)
 }
 
-/// Groups a search for datasets descends into (its recursion is bounded by this, not by the
-/// file).
-const MAX_DEPTH: usize = 32;
-
-/// The dataset paths below `group` (at `path`, `depth` groups down), depth first, at most
-/// `max` of them (an error past that), groups reached twice (hard links) walked once.
-pub(crate) fn list_datasets(
-    group: &Group,
-    path: &str,
-    depth: usize,
-    max: usize,
-    seen: &mut std::collections::HashSet<u64>,
-    out: &mut Vec<String>,
-) -> Result<(), String> {
-    if !seen.insert(group.address()) {
-        return Ok(());
-    }
-    if depth > MAX_DEPTH {
-        return Err(format!(
-            "its groups nest deeper than {MAX_DEPTH} levels (at '{path}'): name a dataset with \
-             'path'"
-        ));
-    }
-    let (groups, datasets) = group
-        .member_names()
-        .map_err(|e| format!("group '{path}': {e}"))?;
-    for name in datasets {
-        if out.len() >= max {
-            return Err(format!("it holds more than {max} datasets"));
+/// The paths of the datasets below `root`, groups in the order `group_tree` walks them, at
+/// most `max` (an error past that).
+pub(crate) fn list_datasets(root: Group, max: usize) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for group in crate::netcdf::nc4::group_tree(root)? {
+        for name in group.datasets {
+            if out.len() >= max {
+                return Err(format!("it holds more than {max} datasets"));
+            }
+            out.push(format!("{}/{name}", group.path.trim_end_matches('/')));
         }
-        out.push(format!("{}/{name}", path.trim_end_matches('/')));
     }
-    for name in groups {
-        let child = group
-            .group(&name)
-            .map_err(|e| format!("group '{path}': {e}"))?;
-        let child_path = format!("{}/{name}", path.trim_end_matches('/'));
-        list_datasets(&child, &child_path, depth + 1, max, seen, out)?;
-    }
-    Ok(())
+    Ok(out)
 }
 
 #[cfg(test)]

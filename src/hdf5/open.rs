@@ -2,16 +2,15 @@
 //! names (a dataset table, read as a netCDF-4 group is), or, without `path`, the file's one
 //! dataset.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use hdf5_reader::storage::DynStorage;
-use hdf5_reader::{BlockCacheStorage, Hdf5File, OpenOptions};
+use hdf5_reader::{Hdf5File, OpenOptions};
 
 use super::dataset::{dataset_layout, list_datasets};
 use crate::error::{Error, Result};
 use crate::netcdf::layout::Layout;
-use crate::netcdf::nc4::{BLOCKS_KEPT, BLOCK_BYTES};
+use crate::netcdf::nc4::{cached, nc4_layout};
 use crate::netcdf::store::{
     hdf5_metadata, hdf5_signature, open_existing, read, store_over, HDF5_MAGIC,
 };
@@ -65,14 +64,11 @@ fn layout(
     wanted: Option<&[String]>,
 ) -> std::result::Result<Layout, String> {
     let file_len = storage.len();
-    let cached: DynStorage = Arc::new(BlockCacheStorage::new(
-        Arc::clone(&storage),
-        BLOCK_BYTES,
-        BLOCKS_KEPT,
-    ));
+    // One cache for everything read here and by the netCDF-4 layout of a group.
+    let cached = cached(storage);
     let header_limit = usize::try_from(metadata_bytes).unwrap_or(usize::MAX);
     let h5 = Hdf5File::from_storage_with_options(
-        cached,
+        Arc::clone(&cached),
         OpenOptions::default().with_max_object_header_bytes(header_limit),
     )
     .map_err(|e| format!("its HDF5 metadata: {e}"))?;
@@ -82,8 +78,7 @@ fn layout(
     let path = match path {
         Some(path) => path.to_string(),
         None => {
-            let mut found = Vec::new();
-            list_datasets(&root, "/", 0, MAX_LISTED, &mut HashSet::new(), &mut found)?;
+            let found = list_datasets(root.clone(), MAX_LISTED)?;
             match found.as_slice() {
                 [one] => one.clone(),
                 [] => return Err("it holds no dataset".into()),
@@ -107,7 +102,7 @@ fn layout(
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     let Some((last, parents)) = parts.split_last() else {
         // The root group, as a dataset table.
-        return crate::netcdf::nc4::nc4_layout(storage, metadata_bytes, None, wanted);
+        return nc4_layout(cached, metadata_bytes, None, wanted);
     };
     let mut parent = root;
     let mut walked = String::new();
@@ -126,7 +121,7 @@ fn layout(
             .map_err(|e| format!("dataset '{path}': {e}"))?;
         dataset_layout(&h5, &parent, &ds, &path, file_len)
     } else if groups.iter().any(|g| g == last) {
-        crate::netcdf::nc4::nc4_layout(storage, metadata_bytes, Some(&path), wanted)
+        nc4_layout(cached, metadata_bytes, Some(&path), wanted)
     } else {
         let mut there: Vec<String> = groups.iter().map(|g| format!("{g}/")).collect();
         there.extend(datasets);

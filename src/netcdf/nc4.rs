@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use hdf5_reader::chunk_index::ChunkEntry;
+use hdf5_reader::group::Group;
 use hdf5_reader::messages::datatype::Datatype;
 use hdf5_reader::messages::fill_value::FillValueMessage;
 use hdf5_reader::messages::filter_pipeline::FilterDescription;
@@ -33,17 +34,17 @@ use crate::limits::METADATA_BYTES;
 /// another: one read serves many), and how many blocks are kept. Chunk index nodes (a few
 /// KiB) lie between the chunks they index: larger blocks would fetch chunk bytes with each
 /// (64 KiB blocks read 7% of a 2.7 MB file of 100 chunks to open it, 16 KiB blocks 1.8%).
-pub(crate) const BLOCK_BYTES: usize = 16 << 10;
-pub(crate) const BLOCKS_KEPT: usize = 256;
+const BLOCK_BYTES: usize = 16 << 10;
+const BLOCKS_KEPT: usize = 256;
 
 /// Stored chunks one table may index: a chunk index is read whole when the table opens
 /// (a few tens of bytes a chunk, within the metadata limit); an implicit index costs no
 /// reads, so its grid is bounded here.
 const MAX_CHUNKS: u64 = 4 << 20;
 
-/// The layout of the netCDF-4 file `storage` reads — of its root group, or of `group`
-/// (`obs/deep`) — its metadata read within what `storage` allows (`metadata_bytes` for one
-/// object header). Blocking: call it off the async workers.
+/// The layout of the netCDF-4 file `cached` reads (its [`cached`] view) — of its root group,
+/// or of `group` (`obs/deep`) — its metadata read within what the storage allows
+/// (`metadata_bytes` for one object header). Blocking: call it off the async workers.
 ///
 /// A group shows its own variables and attributes, as xarray's `group=` does: the
 /// dimensions it uses from its parents are its grid, their coordinate variables are not.
@@ -52,13 +53,12 @@ const MAX_CHUNKS: u64 = 4 << 20;
 /// or filter) is left out when the table cannot need it (`can_leave_out`); otherwise every
 /// variable must be readable, as xarray shows them all.
 pub(crate) fn nc4_layout(
-    storage: DynStorage,
+    cached: DynStorage,
     metadata_bytes: u64,
     group: Option<&str>,
     wanted: Option<&[String]>,
 ) -> Result<Layout, String> {
-    let file_len = storage.len();
-    let cached: DynStorage = Arc::new(BlockCacheStorage::new(storage, BLOCK_BYTES, BLOCKS_KEPT));
+    let file_len = cached.len();
     let header_limit = usize::try_from(metadata_bytes).unwrap_or(usize::MAX);
     let options = NcOpenOptions {
         max_object_header_bytes: header_limit,
@@ -79,7 +79,9 @@ pub(crate) fn nc4_layout(
                 .map_err(|e| format!("its attributes: {e}"))?,
         ),
         Some(path) => {
-            check_group_depth(&h5)?;
+            // netcdf-reader builds the whole tree of groups, recursively: bounded first.
+            let root = (h5.root_group()).map_err(|e| format!("its root group: {e}"))?;
+            group_tree(root)?;
             let group = find_group(&nc, path)?;
             (group.variables.as_slice(), group.attributes.as_slice())
         }
@@ -134,34 +136,56 @@ pub(crate) fn nc4_layout(
     Ok(out)
 }
 
-/// Groups a file may nest, and groups it may hold, when a group is read: netcdf-reader builds
-/// the whole tree of groups recursively, so its depth is checked first, without recursion.
+/// Groups a file may nest, and groups it may hold: walking a file's groups (netcdf-reader
+/// builds the whole tree recursively when a group is read; `STORED AS HDF5` looks for a
+/// file's one dataset) is bounded by these, not by the file.
 const MAX_GROUP_DEPTH: usize = 32;
 const MAX_GROUPS: usize = 100_000;
 
-/// An error when the file's groups nest deeper than [`MAX_GROUP_DEPTH`] (or number more than
-/// [`MAX_GROUPS`]); groups reached twice (hard links) are walked once.
-fn check_group_depth(h5: &Hdf5File) -> Result<(), String> {
-    let root = h5
-        .root_group()
-        .map_err(|e| format!("its root group: {e}"))?;
+/// A group of a file, found by [`group_tree`].
+pub(crate) struct TreeGroup {
+    /// Its path (`/`, `/obs`, `/obs/deep`).
+    pub path: String,
+    /// The names of the datasets in it.
+    pub datasets: Vec<String>,
+}
+
+/// Every group below `root`, parents before children in the order HDF5 lists them, walked
+/// without recursion; groups reached twice (hard links) once. An error past
+/// [`MAX_GROUP_DEPTH`] levels or [`MAX_GROUPS`] groups.
+pub(crate) fn group_tree(root: Group) -> Result<Vec<TreeGroup>, String> {
     let mut seen = HashSet::new();
-    let mut pending = vec![(root, 0usize)];
-    while let Some((group, depth)) = pending.pop() {
+    let mut out = Vec::new();
+    let mut pending = vec![("/".to_string(), root, 0usize)];
+    while let Some((path, group, depth)) = pending.pop() {
         if !seen.insert(group.address()) {
             continue;
         }
         if depth > MAX_GROUP_DEPTH || seen.len() > MAX_GROUPS {
             return Err(format!(
                 "its groups nest deeper than {MAX_GROUP_DEPTH} levels or number more than \
-                 {MAX_GROUPS}"
+                 {MAX_GROUPS} (at '{path}')"
             ));
         }
-        for child in group.groups().map_err(|e| format!("its groups: {e}"))? {
-            pending.push((child, depth + 1));
+        let (groups, datasets) =
+            (group.member_names()).map_err(|e| format!("group '{path}': {e}"))?;
+        // Pushed last first: the first child is walked next.
+        for name in groups.iter().rev() {
+            let child = group
+                .group(name)
+                .map_err(|e| format!("group '{path}': {e}"))?;
+            let child_path = format!("{}/{name}", path.trim_end_matches('/'));
+            pending.push((child_path, child, depth + 1));
         }
+        out.push(TreeGroup { path, datasets });
     }
-    Ok(())
+    Ok(out)
+}
+
+/// The block-cached view of a file that its metadata is read through (headers and index
+/// nodes are small and near one another: one block read serves many).
+pub(crate) fn cached(storage: DynStorage) -> DynStorage {
+    Arc::new(BlockCacheStorage::new(storage, BLOCK_BYTES, BLOCKS_KEPT))
 }
 
 /// The group at `path` (`obs/deep`), or an error naming the groups there are.

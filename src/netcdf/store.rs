@@ -52,7 +52,8 @@ pub(crate) async fn open_netcdf(
         if hdf5_signature(&file, &head, len).await.is_some() {
             let (group, wanted) = (group.map(str::to_string), wanted.map(<[String]>::to_vec));
             let layout = hdf5_metadata(&file, len, max, move |storage| {
-                super::nc4::nc4_layout(storage, max, group.as_deref(), wanted.as_deref())
+                let cached = super::nc4::cached(storage);
+                super::nc4::nc4_layout(cached, max, group.as_deref(), wanted.as_deref())
             });
             let layout = layout.await.map_err(&cannot)?;
             return Ok(store_over(location, file, layout, limits));
