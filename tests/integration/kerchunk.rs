@@ -93,6 +93,45 @@ async fn references_outside_the_files_folder_need_a_grant() {
     assert!(err.contains("named container"), "{err}");
 }
 
+/// VirtualiZarr names the file by its absolute path (written for a copy of demo.nc in
+/// `/tmp/ndfusion-virtualizarr`, replaced here by a folder of the test's own): a folder the
+/// reference file is not in, so it needs a grant; then it reads as xarray reads it.
+#[tokio::test]
+async fn virtualizarr_references_read_as_xarray_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::copy(format!("{DIR}/demo.nc"), data.join("demo.nc")).unwrap();
+    let text = std::fs::read_to_string(format!("{DIR}/virtualizarr.json")).unwrap();
+    let text = text.replace(
+        "/tmp/ndfusion-virtualizarr/",
+        &format!("{}/", data.display()),
+    );
+    std::fs::create_dir(dir.path().join("refs")).unwrap();
+    let location = dir.path().join("refs/refs.json").to_string_lossy().to_string();
+    std::fs::write(&location, text).unwrap();
+
+    let ctx = new_session_context();
+    let refused = create(&ctx, &location, "").await.unwrap_err();
+    let prefix = format!("file://{}/", data.display());
+    assert!(refused.contains(&prefix), "{refused}");
+    let options = format!("OPTIONS ('virtual_chunk_containers' '{prefix}')");
+    create(&ctx, &location, &options).await.unwrap();
+
+    let text = std::fs::read_to_string(format!("{DIR}/expected_virtualizarr.json")).unwrap();
+    let expected: Value = serde_json::from_str(&text).unwrap();
+    let want = &expected["demo"];
+    let columns: Vec<String> = (want["columns"].as_array().unwrap().iter())
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect();
+    let batch = all_rows(&ctx, &format!("SELECT {} FROM t", columns.join(", ")))
+        .await
+        .unwrap();
+    assert_eq!(batch.num_rows(), want["rows"].as_u64().unwrap() as usize);
+    let dtype = |c: &str| want["dtypes"][c].as_str().unwrap().to_string();
+    assert_rows("virtualizarr.json", &batch, want, &columns, dtype, 3);
+}
+
 /// The refs of refs_v1.json with `edit` applied, written beside a copy of demo.nc.
 fn damaged(dir: &Path, edit: impl FnOnce(&mut serde_json::Map<String, Value>)) -> String {
     std::fs::copy(format!("{DIR}/demo.nc"), dir.join("demo.nc")).unwrap();

@@ -131,23 +131,7 @@ pub(crate) async fn read_node(store: &ZarrStore, location: &str) -> Result<Node>
 }
 
 fn json(path: &str, bytes: &[u8]) -> Result<Value> {
-    serde_json::from_slice(bytes).map_err(|source| {
-        // serde_json stops at 128 levels; what nests so deep is a struct type in practice.
-        if source.to_string().starts_with("recursion limit exceeded") {
-            return Error::InvalidMetadata {
-                path: path.to_string(),
-                reason: format!(
-                    "the document nests more than 128 levels deep ({source}): a struct data \
-                     type nests at most {} levels",
-                    crate::zarr::metadata::data_type::MAX_STRUCT_DEPTH
-                ),
-            };
-        }
-        Error::MetadataJson {
-            path: path.to_string(),
-            source,
-        }
-    })
+    crate::zarr::metadata::json::parse(path, bytes)
 }
 
 /// A failed metadata read (not an absent file).

@@ -40,7 +40,7 @@ impl References {
     /// Reads a document of at most `max_bytes` (the metadata limit it was fetched under);
     /// what `gen` makes is counted against the same limit.
     pub(super) fn parse(document: &[u8], max_bytes: u64) -> Result<Self, String> {
-        let json: Json = serde_json::from_slice(document)
+        let json: Json = crate::zarr::metadata::json::from_python_json(document)
             .map_err(|e| format!("not a Kerchunk reference document (JSON): {e}"))?;
         let Json::Object(top) = json else {
             return Err("not a Kerchunk reference document: expected a JSON object".into());

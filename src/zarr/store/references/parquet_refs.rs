@@ -81,7 +81,7 @@ impl Plan {
     /// Reads `.zmetadata`; the chunks its arrays have, counted as a JSON document's keys
     /// are, must fit in `max_bytes`.
     pub(super) fn parse(zmetadata: &[u8], max_bytes: u64) -> Result<Self, String> {
-        let json: Json = serde_json::from_slice(zmetadata)
+        let json: Json = crate::zarr::metadata::json::from_python_json(zmetadata)
             .map_err(|e| format!("its .zmetadata is not JSON: {e}"))?;
         let record_size = json
             .get("record_size")
