@@ -66,6 +66,8 @@ mod netcdf;
 #[cfg(test)]
 mod proptest_config;
 mod scan;
+#[cfg(feature = "cluster")]
+mod serve;
 mod session;
 mod storage;
 mod table_kind;
@@ -94,6 +96,8 @@ pub use lance_nd::{
 pub use limits::{parse_size, Limits, SessionLimits};
 pub use nd::{Dim, NdArrowArray, NdError, NdRecordBatch};
 pub use netcdf::{NetCDFKeys, NetCDFOptions, NetCDFTable, NetCDFTableFactory};
+#[cfg(feature = "cluster")]
+pub use serve::{FlightSqlServer, ServeSettings, SERVE_TOKEN_ENV};
 #[cfg(feature = "icechunk")]
 pub use session::ICECHUNK_FORMAT;
 pub use session::{

@@ -43,6 +43,7 @@ use tonic::service::interceptor::InterceptedService;
 pub use allowed::AllowedLocations;
 use client_writes::with_client_writes;
 use codec::codecs;
+pub(crate) use plan_guard::check_served_plan;
 pub use security::{ClusterSecurity, TOKEN_ENV};
 
 use crate::error::{Error, Result};

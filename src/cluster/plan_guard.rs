@@ -22,6 +22,7 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::memory::LazyMemoryExec;
 use datafusion::physical_plan::placeholder_row::PlaceholderRowExec;
+use datafusion::physical_plan::streaming::StreamingTableExec;
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::allowed::AllowedLocations;
@@ -29,13 +30,34 @@ use crate::scan::ScanExec;
 
 /// Refuses a plan with a node a cluster does not run (see the module documentation).
 pub(crate) fn check_plan(plan: &dyn ExecutionPlan, allowed: &AllowedLocations) -> Result<()> {
+    check(plan, allowed, Served::No)
+}
+
+/// The check of `ndfusion serve`, which plans its clients' statements itself: a write's
+/// target was checked where the statement was planned (`serve/policy.rs`, with
+/// `--allow-ddl`), and the information schema's tables (streaming tables, whose other uses
+/// need DDL, checked there too) are read as catalogs are.
+pub(crate) fn check_served_plan(
+    plan: &dyn ExecutionPlan,
+    allowed: &AllowedLocations,
+) -> Result<()> {
+    check(plan, allowed, Served::Yes)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Served {
+    No,
+    Yes,
+}
+
+fn check(plan: &dyn ExecutionPlan, allowed: &AllowedLocations, served: Served) -> Result<()> {
     if !allowed.is_restricted() || plan.downcast_ref::<ScanExec>().is_some() {
         return Ok(());
     }
     let refused = |what: String| {
         DataFusionError::External(Box::new(crate::error::Error::ClusterRefused { what }))
     };
-    if plan.downcast_ref::<DataSinkExec>().is_some() {
+    if plan.downcast_ref::<DataSinkExec>().is_some() && served == Served::No {
         return Err(refused(
             "writing files (COPY TO, INSERT INTO a file table)".into(),
         ));
@@ -70,14 +92,15 @@ pub(crate) fn check_plan(plan: &dyn ExecutionPlan, allowed: &AllowedLocations) -
             || plan.downcast_ref::<PlaceholderRowExec>().is_some()
             || plan.downcast_ref::<LazyMemoryExec>().is_some()
             || plan.downcast_ref::<ShuffleReaderExec>().is_some()
-            || plan.downcast_ref::<UnresolvedShuffleExec>().is_some();
+            || plan.downcast_ref::<UnresolvedShuffleExec>().is_some()
+            || (served == Served::Yes && plan.downcast_ref::<StreamingTableExec>().is_some());
         if !known {
             return Err(refused(format!("the data source {}", plan.name())));
         }
     }
     children
         .into_iter()
-        .try_for_each(|child| check_plan(child.as_ref(), allowed))
+        .try_for_each(|child| check(child.as_ref(), allowed, served))
 }
 
 /// The scheduler's check of every plan it makes, as a physical optimizer rule.

@@ -75,12 +75,12 @@ impl Drop for Process {
 
 /// A cluster's token and TLS files, as the README's secured cluster has them: a CA and one
 /// certificate for 127.0.0.1 / localhost (written by openssl), and a token file.
-struct Secrets {
+pub(crate) struct Secrets {
     dir: tempfile::TempDir,
 }
 
 impl Secrets {
-    fn new() -> Secrets {
+    pub(crate) fn new() -> Secrets {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::write(d.join("token"), "test-token-0123456789abcdef\n").unwrap();
@@ -197,7 +197,7 @@ impl Secrets {
         Secrets { dir }
     }
 
-    fn path(&self, name: &str) -> String {
+    pub(crate) fn path(&self, name: &str) -> String {
         self.dir.path().join(name).display().to_string()
     }
 

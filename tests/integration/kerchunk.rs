@@ -108,7 +108,11 @@ async fn virtualizarr_references_read_as_xarray_reads_them() {
         &format!("{}/", data.display()),
     );
     std::fs::create_dir(dir.path().join("refs")).unwrap();
-    let location = dir.path().join("refs/refs.json").to_string_lossy().to_string();
+    let location = dir
+        .path()
+        .join("refs/refs.json")
+        .to_string_lossy()
+        .to_string();
     std::fs::write(&location, text).unwrap();
 
     let ctx = new_session_context();

@@ -18,5 +18,6 @@ mod limits;
 mod listener;
 mod netcdf;
 mod object_stores;
+mod serve;
 mod servers;
 mod slt;

@@ -104,9 +104,12 @@ impl SecurityArgs {
     }
 }
 
-/// The processes of a Ballista cluster, with ndfusion's tables built in.
+/// The processes of a Ballista cluster, with ndfusion's tables built in, and the Flight SQL
+/// server.
 #[derive(Debug, clap::Subcommand)]
 pub enum Process {
+    /// Serve tables to Arrow Flight SQL clients (ADBC, JDBC, DBeaver, ...).
+    Serve(crate::serve::ServeArgs),
     /// Run a cluster's scheduler: clients (`ndfusion --cluster`) send it queries, it plans
     /// them and hands their tasks to executors.
     Scheduler {
@@ -175,6 +178,10 @@ const STOP_SECONDS: u64 = 8;
 
 /// Runs a scheduler or an executor until it stops; returns the process exit code.
 pub async fn run_process(process: Process, security: &SecurityArgs) -> i32 {
+    if let Process::Serve(args) = process {
+        // Its own security flags and its own way of stopping (serve.rs).
+        return crate::serve::run(args, security).await;
+    }
     let security = match security.security() {
         Ok(s) => s,
         Err(e) => {
@@ -208,6 +215,8 @@ pub async fn run_process(process: Process, security: &SecurityArgs) -> i32 {
             })
             .await
         }
+        // Served and returned above.
+        Process::Serve(_) => Ok(()),
         Process::Executor {
             scheduler,
             bind,

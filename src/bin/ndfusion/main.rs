@@ -5,6 +5,7 @@ mod demo;
 mod output;
 mod process_log;
 mod repl;
+mod serve;
 mod statements;
 
 use clap::{CommandFactory, FromArgMatches};

@@ -1,0 +1,448 @@
+//! The Flight SQL service: each call of the protocol mapped onto [`Queries`], the prepared
+//! statements and the catalog. The token was checked before a call gets here (`auth.rs`).
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
+use arrow_flight::flight_service_server::FlightService;
+use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
+use arrow_flight::sql::{
+    ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
+    ActionCreatePreparedStatementResult, CommandGetCatalogs, CommandGetDbSchemas,
+    CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables, CommandPreparedStatementQuery,
+    CommandPreparedStatementUpdate, CommandStatementQuery, CommandStatementUpdate,
+    DoPutPreparedStatementResult, ProstMessageExt, SqlInfo, TicketStatementQuery,
+};
+use arrow_flight::{
+    Action, FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse,
+    IpcMessage, SchemaAsIpc, Ticket,
+};
+use datafusion::arrow::array::{Array, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
+use datafusion::arrow::ipc::writer::IpcWriteOptions;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::ParamValues;
+use datafusion::prelude::SessionContext;
+use futures::{Stream, StreamExt, TryStreamExt};
+use prost::Message;
+use tonic::metadata::MetadataValue;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::catalog;
+use super::prepared::PreparedStatements;
+use super::query::{Queries, QueryStream};
+use super::ServeSettings;
+
+type DoGetStream = <FlightSqlEndpoint as FlightService>::DoGetStream;
+
+/// ndfusion's Flight SQL service.
+pub(super) struct FlightSqlEndpoint {
+    queries: Arc<Queries>,
+    prepared: PreparedStatements,
+    settings: ServeSettings,
+}
+
+impl FlightSqlEndpoint {
+    pub(super) fn new(ctx: SessionContext, settings: ServeSettings) -> Self {
+        Self {
+            queries: Arc::new(Queries::new(ctx, settings.clone())),
+            prepared: PreparedStatements::default(),
+            settings,
+        }
+    }
+
+    async fn answer(
+        &self,
+        sql: &str,
+        parameters: Option<ParamValues>,
+        client: String,
+    ) -> Result<Response<DoGetStream>, Status> {
+        let stream = self.queries.run(sql, parameters, client).await?;
+        Ok(Response::new(encode(stream)))
+    }
+
+    /// Runs a statement to its end; the number of rows it changed (`count`, as DataFusion's
+    /// writes report it), 0 for others.
+    async fn update(
+        &self,
+        sql: &str,
+        parameters: Option<ParamValues>,
+        client: String,
+    ) -> Result<i64, Status> {
+        let stream = self.queries.run(sql, parameters, client).await?;
+        let batches: Vec<RecordBatch> = stream.try_collect().await?;
+        let count = (batches.iter())
+            .filter_map(|b| b.column_by_name("count"))
+            .filter_map(|c| c.as_any().downcast_ref::<UInt64Array>())
+            .flat_map(|c| c.iter().flatten())
+            .sum::<u64>();
+        Ok(i64::try_from(count).unwrap_or(i64::MAX))
+    }
+}
+
+/// The client's address for the log.
+fn client<T>(request: &Request<T>) -> String {
+    request
+        .remote_addr()
+        .map_or_else(|| "unknown".into(), |a| a.to_string())
+}
+
+/// A result stream as Flight data, batches sent as the plan makes them.
+fn encode(stream: QueryStream) -> DoGetStream {
+    let schema = stream.schema();
+    let batches = stream.map_err(|status| FlightError::Tonic(Box::new(status)));
+    Box::pin(
+        FlightDataEncoderBuilder::new()
+            .with_schema(schema)
+            .build(batches)
+            .map_err(Status::from),
+    )
+}
+
+/// A batch made at once (the catalog's answers) as Flight data.
+fn encode_batch(batch: RecordBatch) -> Response<DoGetStream> {
+    let schema = batch.schema();
+    let batches = futures::stream::once(async move { Ok(batch) });
+    Response::new(Box::pin(
+        FlightDataEncoderBuilder::new()
+            .with_schema(schema)
+            .build(batches)
+            .map_err(Status::from),
+    ))
+}
+
+/// The schema the client receives: Flight sends dictionary columns as their values.
+fn flight_schema(schema: &Schema) -> Schema {
+    fn field(f: &Arc<Field>) -> Arc<Field> {
+        Arc::new(
+            f.as_ref()
+                .clone()
+                .with_data_type(flight_type(f.data_type())),
+        )
+    }
+    fn flight_type(t: &DataType) -> DataType {
+        match t {
+            DataType::Dictionary(_, values) => flight_type(values),
+            DataType::List(f) => DataType::List(field(f)),
+            DataType::LargeList(f) => DataType::LargeList(field(f)),
+            DataType::FixedSizeList(f, n) => DataType::FixedSizeList(field(f), *n),
+            DataType::Struct(fields) => {
+                DataType::Struct(fields.iter().map(field).collect::<Fields>())
+            }
+            DataType::Map(f, sorted) => DataType::Map(field(f), *sorted),
+            other => other.clone(),
+        }
+    }
+    let fields: Fields = schema.fields().iter().map(field).collect();
+    Schema::new_with_metadata(fields, schema.metadata().clone())
+}
+
+/// A `FlightInfo` of `schema` whose one endpoint's ticket is `ticket`.
+fn flight_info(
+    schema: &Schema,
+    ticket: Vec<u8>,
+    descriptor: FlightDescriptor,
+) -> Result<Response<FlightInfo>, Status> {
+    let endpoint = FlightEndpoint::new().with_ticket(Ticket::new(ticket));
+    let info = FlightInfo::new()
+        .try_with_schema(&flight_schema(schema))
+        .map_err(|e| Status::internal(format!("encoding the answer's schema: {e}")))?
+        .with_endpoint(endpoint)
+        .with_descriptor(descriptor);
+    Ok(Response::new(info))
+}
+
+fn ipc_schema(schema: &Schema) -> Result<bytes::Bytes, Status> {
+    let message: IpcMessage = SchemaAsIpc::new(schema, &IpcWriteOptions::default())
+        .try_into()
+        .map_err(|e| Status::internal(format!("encoding a schema: {e}")))?;
+    Ok(message.0)
+}
+
+fn utf8(bytes: &[u8], what: &str) -> Result<String, Status> {
+    String::from_utf8(bytes.to_vec())
+        .map_err(|_| Status::invalid_argument(format!("the {what} is not UTF-8")))
+}
+
+/// The parameters of a planned statement, `$1`, `$2`, ... in order.
+fn parameter_schema(plan: &datafusion::logical_expr::LogicalPlan) -> Result<Schema, Status> {
+    let types = plan
+        .get_parameter_types()
+        .map_err(|e| super::query::status_of(&e))?;
+    let mut named: Vec<(String, Option<DataType>)> = types.into_iter().collect();
+    // `$10` after `$9`: by number where the names are numbers.
+    named.sort_by_key(|(name, _)| {
+        let n = name
+            .trim_start_matches('$')
+            .parse::<u64>()
+            .unwrap_or(u64::MAX);
+        (n, name.clone())
+    });
+    let fields: Vec<Field> = (named.into_iter())
+        .map(|(name, t)| Field::new(name, t.unwrap_or(DataType::Null), true))
+        .collect();
+    Ok(Schema::new(fields))
+}
+
+#[tonic::async_trait]
+impl FlightSqlService for FlightSqlEndpoint {
+    type FlightService = FlightSqlEndpoint;
+
+    /// The credentials were checked (`auth.rs`); the answer carries the bearer the client
+    /// sends from now on.
+    async fn do_handshake(
+        &self,
+        _request: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<
+        Response<Pin<Box<dyn Stream<Item = Result<HandshakeResponse, Status>> + Send>>>,
+        Status,
+    > {
+        let token = self.settings.token.clone().unwrap_or_default();
+        let answer = HandshakeResponse {
+            protocol_version: 0,
+            payload: token.clone().into(),
+        };
+        let mut response: Response<Pin<Box<dyn Stream<Item = _> + Send>>> =
+            Response::new(Box::pin(futures::stream::iter([Ok(answer)])));
+        if !token.is_empty() {
+            let bearer = MetadataValue::try_from(format!("Bearer {token}"))
+                .map_err(|_| Status::internal("the token is not a header value"))?;
+            response.metadata_mut().insert("authorization", bearer);
+        }
+        Ok(response)
+    }
+
+    async fn get_flight_info_statement(
+        &self,
+        query: CommandStatementQuery,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let plan = self.queries.plan(&query.query).await?;
+        let schema = plan.schema().as_arrow().clone();
+        // The ticket is the statement itself: `DoGet` plans and checks it again, so a
+        // ticket a client writes itself gains nothing.
+        let ticket = TicketStatementQuery {
+            statement_handle: query.query.into_bytes().into(),
+        };
+        flight_info(
+            &schema,
+            ticket.as_any().encode_to_vec(),
+            request.into_inner(),
+        )
+    }
+
+    async fn do_get_statement(
+        &self,
+        ticket: TicketStatementQuery,
+        request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        let sql = utf8(&ticket.statement_handle, "statement")?;
+        self.answer(&sql, None, client(&request)).await
+    }
+
+    async fn do_action_create_prepared_statement(
+        &self,
+        query: ActionCreatePreparedStatementRequest,
+        _request: Request<Action>,
+    ) -> Result<ActionCreatePreparedStatementResult, Status> {
+        let plan = self.queries.plan(&query.query).await?;
+        let dataset_schema = ipc_schema(&flight_schema(plan.schema().as_arrow()))?;
+        let parameter_schema = ipc_schema(&parameter_schema(&plan)?)?;
+        let handle = self.prepared.create(query.query)?;
+        Ok(ActionCreatePreparedStatementResult {
+            prepared_statement_handle: handle.into(),
+            dataset_schema,
+            parameter_schema,
+        })
+    }
+
+    async fn do_put_prepared_statement_query(
+        &self,
+        query: CommandPreparedStatementQuery,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<DoPutPreparedStatementResult, Status> {
+        let handle = query.prepared_statement_handle;
+        self.prepared.get(&handle)?;
+        let data = request.into_inner().map_err(FlightError::from);
+        let mut batches = arrow_flight::decode::FlightRecordBatchStream::new_from_flight_data(data);
+        let mut bound = None;
+        while let Some(batch) = batches.next().await {
+            let batch = batch.map_err(|e| Status::invalid_argument(format!("parameters: {e}")))?;
+            if bound.is_some() {
+                return Err(Status::invalid_argument(
+                    "parameters are bound one row at a time; several batches were sent",
+                ));
+            }
+            bound = Some(batch);
+        }
+        self.prepared.bind(&handle, bound.as_ref())?;
+        Ok(DoPutPreparedStatementResult {
+            prepared_statement_handle: Some(handle),
+        })
+    }
+
+    async fn get_flight_info_prepared_statement(
+        &self,
+        query: CommandPreparedStatementQuery,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let prepared = self.prepared.get(&query.prepared_statement_handle)?;
+        let plan = self.queries.plan(&prepared.sql).await?;
+        let schema = plan.schema().as_arrow().clone();
+        flight_info(
+            &schema,
+            query.as_any().encode_to_vec(),
+            request.into_inner(),
+        )
+    }
+
+    async fn do_get_prepared_statement(
+        &self,
+        query: CommandPreparedStatementQuery,
+        request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        let prepared = self.prepared.get(&query.prepared_statement_handle)?;
+        (self.answer(&prepared.sql, prepared.parameters, client(&request))).await
+    }
+
+    async fn do_action_close_prepared_statement(
+        &self,
+        query: ActionClosePreparedStatementRequest,
+        _request: Request<Action>,
+    ) -> Result<(), Status> {
+        self.prepared.close(&query.prepared_statement_handle)
+    }
+
+    async fn do_put_statement_update(
+        &self,
+        command: CommandStatementUpdate,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        self.update(&command.query, None, client(&request)).await
+    }
+
+    async fn do_put_prepared_statement_update(
+        &self,
+        query: CommandPreparedStatementUpdate,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        let prepared = self.prepared.get(&query.prepared_statement_handle)?;
+        (self.update(&prepared.sql, prepared.parameters, client(&request))).await
+    }
+
+    async fn get_flight_info_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema: SchemaRef = query.into_builder().schema();
+        flight_info(
+            &schema,
+            query.as_any().encode_to_vec(),
+            request.into_inner(),
+        )
+    }
+
+    async fn do_get_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Ok(encode_batch(catalog::catalogs(self.queries.ctx(), query)?))
+    }
+
+    async fn get_flight_info_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        flight_info(
+            &schema,
+            query.as_any().encode_to_vec(),
+            request.into_inner(),
+        )
+    }
+
+    async fn do_get_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Ok(encode_batch(catalog::schemas(self.queries.ctx(), query)?))
+    }
+
+    async fn get_flight_info_tables(
+        &self,
+        query: CommandGetTables,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        flight_info(
+            &schema,
+            query.as_any().encode_to_vec(),
+            request.into_inner(),
+        )
+    }
+
+    async fn do_get_tables(
+        &self,
+        query: CommandGetTables,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Ok(encode_batch(
+            catalog::tables(self.queries.ctx(), query).await?,
+        ))
+    }
+
+    async fn get_flight_info_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.into_builder().schema();
+        flight_info(
+            &schema,
+            query.as_any().encode_to_vec(),
+            request.into_inner(),
+        )
+    }
+
+    async fn do_get_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Ok(encode_batch(catalog::table_types(query)?))
+    }
+
+    async fn get_flight_info_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let info = catalog::sql_info(!self.settings.allow_ddl);
+        let schema = query.clone().into_builder(info).schema();
+        flight_info(
+            &schema,
+            query.as_any().encode_to_vec(),
+            request.into_inner(),
+        )
+    }
+
+    async fn do_get_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        let info = catalog::sql_info(!self.settings.allow_ddl);
+        let batch = query.into_builder(info).build();
+        Ok(encode_batch(batch.map_err(|e| {
+            Status::internal(format!("building the SqlInfo answer: {e}"))
+        })?))
+    }
+
+    async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}
