@@ -12,7 +12,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check \
     "datafusion>=54,<55" "maturin>=1.16,<2" "pyarrow>=14" "pytest>=8" "numpy" \
-    "xarray==2026.9.0" "zarr==3.4.2" "pylance==14.0.2"
+    "xarray==2026.9.0" "zarr==3.4.2" "pylance==14.0.2" "adbc-driver-flightsql==1.13.0"
 (
     cd python
     VIRTUAL_ENV="$PWD/../$venv" PATH="$PWD/../$venv/bin:$PATH" CARGO_TARGET_DIR="$PWD/../target" \

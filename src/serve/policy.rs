@@ -7,7 +7,9 @@
 //! node of a plan is checked, subqueries included.
 
 use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::TableReference;
 use datafusion::logical_expr::{DdlStatement, LogicalPlan, WriteOp};
+use datafusion::prelude::SessionContext;
 use tonic::Status;
 
 use super::ServeSettings;
@@ -59,6 +61,39 @@ fn check_node(node: &LogicalPlan, settings: &ServeSettings) -> Result<(), Status
                 .map_err(denied)?;
         }
         _ => {}
+    }
+    Ok(())
+}
+
+/// The table `plan` creates from a location, if it does.
+pub(super) fn created_table(plan: &LogicalPlan) -> Option<TableReference> {
+    match plan {
+        LogicalPlan::Ddl(DdlStatement::CreateExternalTable(create)) => Some(create.name.clone()),
+        _ => None,
+    }
+}
+
+/// A table a client just created reads only allowed locations: what its pattern expanded
+/// to (symbolic links resolved) is known only once it is open. Otherwise it is dropped
+/// again and the statement refused.
+pub(super) async fn check_created(
+    ctx: &SessionContext,
+    name: TableReference,
+    settings: &ServeSettings,
+) -> Result<(), Status> {
+    let Ok(table) = ctx.table_provider(name.clone()).await else {
+        return Ok(());
+    };
+    let Some(kind) = crate::table_kind::table_kind_of(table.as_ref()) else {
+        return Ok(());
+    };
+    for location in (kind.read_locations)(table.as_ref()) {
+        if let Err(e) = settings.allowed.check(&location) {
+            let _ = ctx.deregister_table(name);
+            return Err(Status::permission_denied(format!(
+                "CREATE EXTERNAL TABLE: {e}"
+            )));
+        }
     }
     Ok(())
 }

@@ -133,8 +133,12 @@ impl Queries {
         let ctx = self.statement_context();
         let plan = (ctx.state().create_logical_plan(sql).await).map_err(|e| status_of(&e))?;
         policy::check(&plan, &self.settings)?;
+        let created = policy::created_table(&plan);
         let frame = ctx.execute_logical_plan(plan).await;
         let mut frame = frame.map_err(|e| status_of(&e))?;
+        if let Some(name) = created {
+            policy::check_created(&ctx, name, &self.settings).await?;
+        }
         if let Some(parameters) = parameters {
             frame = frame
                 .with_param_values(parameters)

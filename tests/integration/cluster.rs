@@ -378,6 +378,34 @@ async fn a_scheduler_and_two_executors_answer_like_the_local_cli() {
     );
     assert_eq!(text(&remote.stdout), text(&local.stdout));
 
+    // `ndfusion serve --cluster`: the same answers to a Flight SQL client.
+    let token = std::fs::read_to_string(secrets.path("token")).unwrap();
+    let mut serve_args = vec!["--cluster".to_string(), cluster.url()];
+    serve_args.extend(["--tls-ca".into(), secrets.path("ca.pem")]);
+    for create in &statements[..4] {
+        serve_args.extend(["-c".into(), create.clone()]);
+    }
+    let serve_args: Vec<&str> = serve_args.iter().map(String::as_str).collect();
+    let served = crate::serve::Server::start(&serve_args, &[(ndfusion::TOKEN_ENV, token.trim())]);
+    let mut client = served.client().await;
+    let ctx = ndfusion::new_session_context();
+    for create in &statements[..4] {
+        ctx.sql(create).await.unwrap();
+    }
+    for sql in &statements[4..] {
+        let local = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+        let local = arrow::util::pretty::pretty_format_batches(&local).unwrap();
+        let remote = crate::serve::query(&mut client, sql).await;
+        assert_eq!(
+            remote.as_deref(),
+            Ok(local.to_string().as_str()),
+            "{sql}\n{}\n{}",
+            served.log(),
+            cluster.logs()
+        );
+    }
+    drop(served);
+
     // Failing queries fail the same way, with the same message: one the client's planning
     // finds, one a task on an executor finds (a corrupt chunk of member f4).
     for query in ["SELECT nope FROM w", "SELECT sum(temp) FROM f"] {

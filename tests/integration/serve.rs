@@ -37,7 +37,7 @@ const DEADLINE_EXCEEDED: &str = "Deadline expired";
 const INVALID_ARGUMENT: &str = "invalid argument";
 
 /// A running `ndfusion serve`, killed when dropped; its stderr goes to a log file.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     log: PathBuf,
     address: String,
@@ -45,7 +45,7 @@ struct Server {
 }
 
 impl Server {
-    fn start(args: &[&str], env: &[(&str, &str)]) -> Server {
+    pub(crate) fn start(args: &[&str], env: &[(&str, &str)]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("serve.log");
         let mut command = Command::new(env!("CARGO_BIN_EXE_ndfusion"));
@@ -79,11 +79,11 @@ impl Server {
         server
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    async fn client(&self) -> FlightSqlServiceClient<Channel> {
+    pub(crate) async fn client(&self) -> FlightSqlServiceClient<Channel> {
         let channel = Channel::from_shared(format!("http://{}", self.address))
             .unwrap()
             .connect()
@@ -118,7 +118,10 @@ impl Drop for Server {
 }
 
 /// The answer to `sql`, or the error as text.
-async fn query(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> Result<String, String> {
+pub(crate) async fn query(
+    client: &mut FlightSqlServiceClient<Channel>,
+    sql: &str,
+) -> Result<String, String> {
     let batches = query_batches(client, sql).await?;
     Ok(pretty_format_batches(&batches).unwrap().to_string())
 }
@@ -383,6 +386,21 @@ async fn statements_that_change_the_server_are_refused_or_kept_inside_allow() {
     );
     let err = query(&mut client, &endpoint).await.unwrap_err();
     assert!(err.contains("aws.endpoint"), "{err}");
+    // A pattern inside --allow whose member is a link to a file outside: refused once the
+    // pattern is expanded, and the table is gone again.
+    std::os::unix::fs::symlink(
+        repo().join("tests/data/netcdf/classic.nc"),
+        format!("{allowed}/linked.nc"),
+    )
+    .unwrap();
+    let linked = format!("CREATE EXTERNAL TABLE l STORED AS NETCDF LOCATION '{allowed}/*.nc'");
+    let err = query(&mut client, &linked).await.unwrap_err();
+    assert!(
+        err.contains(PERMISSION_DENIED) && err.contains("linked.nc"),
+        "{err}"
+    );
+    let err = query(&mut client, "SELECT * FROM l").await.unwrap_err();
+    assert!(err.contains("not found"), "{err}");
     // The operator's tables are read as before; a location of a client's choosing is not.
     assert!(query(&mut client, "SELECT count(*) FROM demo")
         .await

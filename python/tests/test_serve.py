@@ -1,0 +1,98 @@
+"""`ndfusion serve` (built by `cargo test`, which runs before these tests) queried through ADBC's
+Flight SQL driver 1.13, as a notebook would: its DB-API (`execute` with and without parameters,
+`fetch_arrow_table`, `adbc_get_objects`, `adbc_get_table_schema`), basic auth with the token as
+the password and a bearer header; the answers are the command line's."""
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import adbc_driver_flightsql
+import adbc_driver_flightsql.dbapi as flight_sql
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NDFUSION = ROOT / "target" / "debug" / "ndfusion"
+TOKEN = "pytest-serve-token-0123456789"
+DEMO = ("CREATE EXTERNAL TABLE demo STORED AS ZARR "
+        "LOCATION 'tests/data/kerchunk/refs_v1.json'")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if not NDFUSION.exists():
+        pytest.fail(f"{NDFUSION} is missing: run cargo test (or cargo build) first")
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    env = dict(os.environ, NDFUSION_SERVE_TOKEN=TOKEN)
+    with open(log, "w") as out:
+        process = subprocess.Popen([str(NDFUSION), "serve", "--bind", "127.0.0.1:0", "-c", DEMO],
+                                   cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        address = None
+        deadline = time.monotonic() + 60
+        while address is None:
+            for line in log.read_text().splitlines():
+                if "Flight SQL on " in line:
+                    address = line.rsplit(" ", 1)[1]
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        yield address
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def cli(sql):
+    done = subprocess.run([str(NDFUSION), "--quiet", "--format", "csv", "-c", DEMO, "-c", sql],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return [line.split(",") for line in done.stdout.strip().splitlines()[1:]]
+
+
+def connect(address, **db_kwargs):
+    return flight_sql.connect(f"grpc://{address}", db_kwargs=db_kwargs)
+
+
+def test_queries_answer_as_the_command_line(server):
+    with connect(server, username="anyone", password=TOKEN) as conn, conn.cursor() as cur:
+        sql = "SELECT lat, count(*) AS n, sum(temp) AS s FROM demo GROUP BY lat ORDER BY lat"
+        cur.execute(sql)
+        table = cur.fetch_arrow_table()
+        rows = [[repr(float(r["lat"])), str(r["n"]), repr(float(r["s"]))] for r in table.to_pylist()]
+        assert rows == [[repr(float(lat)), n, repr(float(s))] for lat, n, s in cli(sql)]
+
+        cur.execute("SELECT time, lon, temp FROM demo WHERE temp > $1 AND lat = $2 ORDER BY temp",
+                    parameters=(25.0, 30.0))
+        got = cur.fetch_arrow_table().to_pylist()
+        want = cli("SELECT time, lon, temp FROM demo WHERE temp > 25.0 AND lat = 30.0 ORDER BY temp")
+        assert [float(r["temp"]) for r in got] == [float(w[2]) for w in want]
+        assert len(got) == len(want) == 4
+
+
+def test_catalog_calls(server):
+    bearer = {adbc_driver_flightsql.DatabaseOptions.AUTHORIZATION_HEADER.value: f"Bearer {TOKEN}"}
+    with connect(server, **bearer) as conn:
+        schema = conn.adbc_get_table_schema("demo")
+        assert schema.names == ["lat", "lon", "time", "land", "pres", "temp", "__global_attrs__"]
+        assert str(schema.field("temp").type) == "float"
+        objects = conn.adbc_get_objects(depth="tables").read_all().to_pylist()
+        catalog = next(c for c in objects if c["catalog_name"] == "datafusion")
+        public = next(s for s in catalog["catalog_db_schemas"] if s["db_schema_name"] == "public")
+        assert [t["table_name"] for t in public["db_schema_tables"]] == ["demo"]
+        assert sorted(conn.adbc_get_table_types()) == ["LOCAL TEMPORARY", "TABLE", "VIEW"]
+
+
+def test_refusals_reach_the_client(server):
+    with pytest.raises(Exception, match="(?i)unauthenticated|token"):
+        with connect(server, username="anyone", password="wrong-token-0123456789") as conn:
+            with conn.cursor() as cur:
+                cur.execute("SELECT 1")
+    with connect(server, username="anyone", password=TOKEN) as conn, conn.cursor() as cur:
+        with pytest.raises(Exception, match="DROP TABLE is not allowed"):
+            cur.execute("DROP TABLE demo")
+        with pytest.raises(Exception, match="nope"):
+            cur.execute("SELECT nope FROM demo")
+        cur.execute("SELECT count(*) AS n FROM demo")
+        assert cur.fetch_arrow_table().to_pylist() == [{"n": 72}]
