@@ -440,6 +440,57 @@ async fn a_client_that_goes_away_stops_its_query() {
     assert!(start.elapsed() < Duration::from_secs(5));
 }
 
+/// One memory pool for all queries: a query that holds chunks leaves too little for a second
+/// one, and its client going away gives the memory back at once.
+#[tokio::test]
+async fn a_client_that_goes_away_returns_its_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.zarr").display().to_string();
+    let copy = format!(
+        "COPY (SELECT value FROM generate_series(1, 8000000)) TO '{big}' STORED AS ZARR \
+         OPTIONS ('chunks' 'dim_0=1000000', 'compression' 'none')"
+    );
+    ndfusion::new_session_context()
+        .sql(&copy)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let create = format!("CREATE EXTERNAL TABLE big STORED AS ZARR LOCATION '{big}'");
+    let server = Server::start(&["--memory-limit", "100M", "-c", &create], &[]);
+    let sum = "SELECT sum(value) AS s FROM big";
+    let mut other = server.client().await;
+    assert!(query(&mut other, sum)
+        .await
+        .unwrap()
+        .contains("32000004000000"));
+
+    // A client reads one batch of everything and stops reading: its scans hold their chunks.
+    let mut client = server.client().await;
+    let info = client
+        .execute("SELECT value FROM big".into(), None)
+        .await
+        .unwrap();
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let mut stream = client.do_get(ticket).await.unwrap();
+    stream.try_next().await.unwrap();
+    // Time for both of its partitions to have reserved a chunk on a busy machine.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let err = query(&mut other, sum).await.unwrap_err();
+    assert!(err.contains("memory pool"), "{err}");
+
+    drop(stream);
+    drop(client);
+    server
+        .wait_for_log("outcome=\"cancelled by the client\"")
+        .await;
+    assert!(query(&mut other, sum)
+        .await
+        .unwrap()
+        .contains("32000004000000"));
+}
+
 #[tokio::test]
 async fn a_query_past_the_timeout_ends() {
     let server = Server::start(&["--query-timeout", "1"], &[]);
