@@ -220,7 +220,7 @@ impl Stream for QueryStream {
             Poll::Ready(Some(Ok(batch))) => {
                 if let Some(log) = self.log.as_mut() {
                     log.rows += batch.num_rows() as u64;
-                    log.bytes += batch.get_array_memory_size() as u64;
+                    log.bytes += arrow_bytes(&batch);
                 }
                 Poll::Ready(Some(Ok(batch)))
             }
@@ -243,6 +243,14 @@ impl Drop for QueryStream {
         // Dropped before its end: the client went away or cancelled.
         self.finish("cancelled by the client");
     }
+}
+
+/// The Arrow bytes of a batch's rows (slices counted as slices, unlike
+/// `get_array_memory_size`, which counts a shared buffer for every batch sliced from it).
+fn arrow_bytes(batch: &RecordBatch) -> u64 {
+    (batch.columns().iter())
+        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0) as u64)
+        .sum()
 }
 
 /// The line a statement leaves on stderr when it ends.
