@@ -169,6 +169,11 @@ impl AllowedLocations {
         self.prefixes.is_some() || self.endpoints.is_some()
     }
 
+    /// Whether only some locations may be read (`--allow`).
+    pub(crate) fn restricts_locations(&self) -> bool {
+        self.prefixes.is_some()
+    }
+
     /// The allowed prefixes, for messages.
     pub(crate) fn describe(&self) -> String {
         match &self.prefixes {

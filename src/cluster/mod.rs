@@ -44,6 +44,7 @@ pub use allowed::AllowedLocations;
 use client_writes::with_client_writes;
 use codec::codecs;
 pub(crate) use plan_guard::check_served_plan;
+pub(crate) use security::check_token;
 pub use security::{ClusterSecurity, TOKEN_ENV};
 
 use crate::error::{Error, Result};
@@ -77,17 +78,23 @@ fn check_exposure(
     insecure: bool,
     what: &str,
 ) -> Result<()> {
-    if bind.ip().is_loopback() {
-        return Ok(());
-    }
-    let missing: Vec<&str> = [
+    let missing = [
         (!security.has_token()).then_some("a token (--token-file or NDFUSION_CLUSTER_TOKEN)"),
         (!security.has_tls()).then_some("TLS (--tls-ca, --tls-cert, --tls-key)"),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if missing.is_empty() {
+    ];
+    refuse_exposure(bind, &missing, insecure, what)
+}
+
+/// The rule of [`check_exposure`] for any server (`ndfusion serve` too): `missing` names
+/// what it lacks of a token and TLS (`None` for what it has).
+pub(crate) fn refuse_exposure(
+    bind: SocketAddr,
+    missing: &[Option<&str>],
+    insecure: bool,
+    what: &str,
+) -> Result<()> {
+    let missing: Vec<&str> = missing.iter().flatten().copied().collect();
+    if bind.ip().is_loopback() || missing.is_empty() {
         return Ok(());
     }
     let exposed = format!(

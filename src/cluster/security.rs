@@ -64,18 +64,7 @@ impl ClusterSecurity {
     /// Calls carry (and servers demand) `token`: at least 16 visible ASCII characters.
     pub fn with_token(mut self, token: &str) -> Result<Self> {
         let token = token.trim();
-        let invalid = |reason: &str| Error::InvalidOption {
-            option: "token".into(),
-            reason: reason.into(),
-        };
-        if token.len() < MIN_TOKEN_LEN {
-            return Err(invalid("a cluster token needs at least 16 characters"));
-        }
-        if !token.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(invalid(
-                "a cluster token is visible ASCII characters without spaces",
-            ));
-        }
+        check_token(token, "cluster")?;
         self.token = Some(token.into());
         Ok(self)
     }
@@ -213,6 +202,26 @@ impl ClusterSecurity {
             }
         }
     }
+}
+
+/// An error unless `token` (of a `what`: cluster, server) could be a secret sent in a header:
+/// at least 16 visible ASCII characters.
+pub(crate) fn check_token(token: &str, what: &str) -> Result<()> {
+    let invalid = |reason: String| Error::InvalidOption {
+        option: "token".into(),
+        reason,
+    };
+    if token.len() < MIN_TOKEN_LEN {
+        return Err(invalid(format!(
+            "a {what} token needs at least {MIN_TOKEN_LEN} characters"
+        )));
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(invalid(format!(
+            "a {what} token is visible ASCII characters without spaces"
+        )));
+    }
+    Ok(())
 }
 
 /// Makes ring this process's rustls provider (once; a provider already chosen stays).

@@ -36,8 +36,9 @@ use crate::error::{Error, Result};
 /// The environment variable that holds a server's token (instead of `--token-file`).
 pub const SERVE_TOKEN_ENV: &str = "NDFUSION_SERVE_TOKEN";
 
-/// How a server admits and bounds its clients' calls.
-#[derive(Clone, Debug, Default)]
+/// How a server admits and bounds its clients' calls. The default: no token, no TLS,
+/// queries only, any location, no endpoint of a client's choosing, no limits.
+#[derive(Clone, Debug)]
 pub struct ServeSettings {
     /// Every call must carry `authorization: Bearer <token>` (or basic auth with the token as
     /// the password on `Handshake`, which returns the bearer). `None`: no check.
@@ -48,7 +49,8 @@ pub struct ServeSettings {
     /// for locations `allowed` allows.
     pub allow_ddl: bool,
     /// Where clients' statements may read and write, and which endpoints their storage
-    /// options may name (the cluster's rules).
+    /// options may name (the cluster's rules; `AllowedLocations::everything()` lets them
+    /// name any).
     pub allowed: AllowedLocations,
     /// Queries that may run at once; more are refused with `RESOURCE_EXHAUSTED`.
     pub max_concurrent_queries: Option<usize>,
@@ -56,6 +58,20 @@ pub struct ServeSettings {
     pub query_timeout: Option<Duration>,
     /// Listen on a non-loopback address without a token and TLS (with a warning).
     pub insecure: bool,
+}
+
+impl Default for ServeSettings {
+    fn default() -> Self {
+        Self {
+            token: None,
+            tls: None,
+            allow_ddl: false,
+            allowed: AllowedLocations::everything().with_endpoints(Vec::<String>::new()),
+            max_concurrent_queries: None,
+            query_timeout: None,
+            insecure: false,
+        }
+    }
 }
 
 impl ServeSettings {
@@ -74,7 +90,7 @@ impl ServeSettings {
     /// The token: at least 16 visible ASCII characters (the cluster's rule).
     pub fn with_token(mut self, token: &str) -> Result<Self> {
         let token = token.trim();
-        auth::check_token_shape(token)?;
+        crate::cluster::check_token(token, "server")?;
         self.token = Some(token.to_string());
         Ok(self)
     }
@@ -82,36 +98,11 @@ impl ServeSettings {
     /// A server bound to an address other hosts reach refuses to start without a token and
     /// TLS, unless `insecure` says so (then with a warning on stderr).
     fn check_exposure(&self, bind: SocketAddr) -> Result<()> {
-        if bind.ip().is_loopback() {
-            return Ok(());
-        }
-        let missing: Vec<&str> = [
-            self.token
-                .is_none()
-                .then_some("a token (--token-file or NDFUSION_SERVE_TOKEN)"),
-            self.tls.is_none().then_some("TLS (--tls-cert, --tls-key)"),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        if missing.is_empty() {
-            return Ok(());
-        }
-        let exposed = format!(
-            "the server on {bind} would accept calls from any host without {}",
-            missing.join(" and ")
-        );
-        if self.insecure {
-            eprintln!("warning: {exposed} (--insecure)");
-            return Ok(());
-        }
-        Err(Error::InvalidOption {
-            option: "bind".into(),
-            reason: format!(
-                "{exposed}: give it {}, or --insecure",
-                missing.join(" and ")
-            ),
-        })
+        let missing = [
+            (self.token.is_none()).then_some("a token (--token-file or NDFUSION_SERVE_TOKEN)"),
+            (self.tls.is_none()).then_some("TLS (--tls-cert, --tls-key)"),
+        ];
+        crate::cluster::refuse_exposure(bind, &missing, self.insecure, "the server")
     }
 }
 

@@ -49,13 +49,10 @@ impl Queries {
     }
 
     /// A fresh session over the server's tables and memory pool: a client's `SET` stays in
-    /// its statement. With `--allow`, the table functions that read a location of their
-    /// choosing (`icechunk_log`) are not offered.
+    /// its statement. The table functions that read a location of the caller's choosing,
+    /// with options of its choosing (`icechunk_log`), are not offered to clients.
     fn statement_context(&self) -> SessionContext {
         let state = self.ctx.state();
-        if !self.settings.allowed.is_restricted() {
-            return SessionContext::new_with_state(state);
-        }
         let mut functions = state.table_functions().clone();
         for kind in crate::table_kinds() {
             for function in (kind.functions)() {
@@ -146,7 +143,7 @@ impl Queries {
         }
         let physical = frame.create_physical_plan().await;
         let physical = physical.map_err(|e| status_of(&e))?;
-        if self.settings.allowed.is_restricted() {
+        if self.settings.allowed.restricts_locations() {
             // Tables a client reads were created by the operator, or by a client through
             // the checks above; DataFusion's own file scans are checked file by file.
             crate::cluster::check_served_plan(physical.as_ref(), &self.settings.allowed)

@@ -144,26 +144,29 @@ pub enum Process {
     },
 }
 
-/// What a scheduler's or an executor's clients may reach: the same flags on both.
+/// What the clients of a scheduler, an executor or a server may reach: the same flags on
+/// each.
 #[derive(Debug, Clone, clap::Args)]
 pub struct AccessArgs {
-    /// Only tables under this location prefix may be read (repeatable; default: any).
+    /// Clients' tables may be read (and, on a server with --allow-ddl, written) only under
+    /// this location prefix (repeatable; default: any).
     #[arg(long = "allow", value_name = "PREFIX")]
     allow: Vec<String>,
-    /// Tables may send requests to this endpoint (`aws.endpoint`, `azure.endpoint`;
+    /// Clients' tables may send requests to this endpoint (`aws.endpoint`, `azure.endpoint`;
     /// repeatable; default: none, the processes' own stores only).
     #[arg(long = "allow-endpoint", value_name = "URL")]
     allow_endpoint: Vec<String>,
     /// Listen on a non-loopback address without a token (anyone who reaches it may run
     /// queries).
     #[arg(long)]
-    insecure: bool,
+    pub insecure: bool,
 }
 
 impl AccessArgs {
-    /// The locations tables may read. A cluster process never lets a client choose where its
-    /// own credentials go: endpoints are refused unless the operator names them.
-    fn allowed(&self) -> ndfusion::AllowedLocations {
+    /// The locations tables may read. A cluster process or a server never lets a client
+    /// choose where its own credentials go: endpoints are refused unless the operator names
+    /// them.
+    pub fn allowed(&self) -> ndfusion::AllowedLocations {
         match self.allow.is_empty() {
             true => ndfusion::AllowedLocations::everything(),
             false => ndfusion::AllowedLocations::prefixes(self.allow.clone()),

@@ -9,7 +9,7 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::DFParser;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 
-use crate::cli::{parse_size, SecurityArgs};
+use crate::cli::{parse_size, AccessArgs, SecurityArgs};
 
 /// Seconds running queries may take to finish after SIGTERM before the server exits.
 const STOP_SECONDS: u64 = 10;
@@ -39,16 +39,8 @@ pub struct ServeArgs {
     /// Clients may run DDL, COPY and INSERT (inside the --allow locations).
     #[arg(long)]
     allow_ddl: bool,
-    /// Clients' statements may read and write only under this location prefix (repeatable;
-    /// default: any).
-    #[arg(long = "allow", value_name = "PREFIX")]
-    allow: Vec<String>,
-    /// Clients' tables may send requests to this endpoint (`aws.endpoint`, ...; repeatable).
-    #[arg(long = "allow-endpoint", value_name = "URL")]
-    allow_endpoint: Vec<String>,
-    /// Listen on a non-loopback address without a token and TLS.
-    #[arg(long)]
-    insecure: bool,
+    #[command(flatten)]
+    access: AccessArgs,
     /// Run the queries on the Ballista cluster whose scheduler is at URL (df://HOST:PORT);
     /// its token is NDFUSION_CLUSTER_TOKEN, its CA --tls-ca.
     #[arg(long, value_name = "URL")]
@@ -114,18 +106,12 @@ fn settings(
 ) -> ndfusion::Result<ndfusion::ServeSettings> {
     let mut settings = ndfusion::ServeSettings {
         allow_ddl: args.allow_ddl,
-        allowed: match args.allow.is_empty() {
-            true => ndfusion::AllowedLocations::everything(),
-            false => ndfusion::AllowedLocations::prefixes(args.allow.clone()),
-        },
+        allowed: args.access.allowed(),
         max_concurrent_queries: args.max_concurrent_queries,
         query_timeout: args.query_timeout.map(Duration::from_secs_f64),
-        insecure: args.insecure,
+        insecure: args.access.insecure,
         ..Default::default()
     };
-    if !args.allow_endpoint.is_empty() || !args.allow.is_empty() {
-        settings.allowed = settings.allowed.with_endpoints(args.allow_endpoint.clone());
-    }
     if let Some(path) = &security.token_file {
         let text = std::fs::read_to_string(path).map_err(|e| ndfusion::Error::InvalidOption {
             option: "token-file".into(),
