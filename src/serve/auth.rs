@@ -6,7 +6,6 @@
 use base64::Engine;
 use tonic::{Request, Status};
 
-
 /// The check every call goes through.
 pub(super) fn interceptor(
     token: Option<String>,
@@ -107,5 +106,4 @@ mod tests {
         assert!(interceptor(None)(Request::new(())).is_ok());
         assert!(interceptor(Some(TOKEN.into()))(Request::new(())).is_err());
     }
-
 }

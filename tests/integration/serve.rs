@@ -401,6 +401,15 @@ async fn statements_that_change_the_server_are_refused_or_kept_inside_allow() {
     );
     let err = query(&mut client, "SELECT * FROM l").await.unwrap_err();
     assert!(err.contains("not found"), "{err}");
+    // Without --allow too, a client's storage options do not choose where the server's
+    // credentials go.
+    let open = Server::start(&["--allow-ddl"], &[]);
+    let mut open_client = open.client().await;
+    let err = query(&mut open_client, &endpoint).await.unwrap_err();
+    assert!(
+        err.contains(PERMISSION_DENIED) && err.contains("aws.endpoint"),
+        "{err}"
+    );
     // The operator's tables are read as before; a location of a client's choosing is not.
     assert!(query(&mut client, "SELECT count(*) FROM demo")
         .await
