@@ -153,7 +153,7 @@ async fn http_zarr_tables_answer_the_sql_files_like_local_ones() {
     ] {
         let before = server.requests();
         ZarrTable::open(&format!("{base}/{path}")).await.unwrap();
-        let made: Vec<String> = server.requests()[before.len()..].to_vec();
+        let made = server.settled_requests(before.len()).await;
         assert_eq!(made.len(), requests, "{path}: {made:?}");
         assert!(made.iter().all(|r| r.starts_with("GET ")), "{made:?}");
     }
@@ -180,7 +180,7 @@ async fn http_zarr_tables_answer_the_sql_files_like_local_ones() {
         ctx.sql(&create(name, &path, &[])).await.unwrap();
         let before = server.requests().len();
         let remote = collect(&ctx, &query.replace("{t}", &format!("{name}_remote"))).await;
-        let made: Vec<String> = server.requests()[before..].to_vec();
+        let made = server.settled_requests(before).await;
         let local = collect(&ctx, &query.replace("{t}", name)).await;
         assert_eq!(
             pretty_format_batches(&remote).unwrap().to_string(),

@@ -158,6 +158,25 @@ impl Server {
             .collect()
     }
 
+    /// The requests logged after the first `from`, once the log has stopped growing for
+    /// 200 ms (at most 5 s): nginx logs a request after it has answered it, so a client
+    /// that reads the log at once may miss the last line.
+    pub async fn settled_requests(&self, from: usize) -> Vec<String> {
+        let start = Instant::now();
+        let mut seen = self.requests().len();
+        let mut still_since = Instant::now();
+        while still_since.elapsed() < Duration::from_millis(200)
+            && start.elapsed() < Duration::from_secs(5)
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let now = self.requests().len();
+            if now != seen {
+                (seen, still_since) = (now, Instant::now());
+            }
+        }
+        self.requests()[from.min(seen)..].to_vec()
+    }
+
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
