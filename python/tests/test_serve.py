@@ -19,15 +19,15 @@ DEMO = ("CREATE EXTERNAL TABLE demo STORED AS ZARR "
         "LOCATION 'tests/data/kerchunk/refs_v1.json'")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def start(log, extra=()):
+    """`ndfusion serve` with the token and the demo table; yields its address."""
     if not NDFUSION.exists():
         pytest.fail(f"{NDFUSION} is missing: run cargo test (or cargo build) first")
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
     env = dict(os.environ, NDFUSION_SERVE_TOKEN=TOKEN)
     with open(log, "w") as out:
-        process = subprocess.Popen([str(NDFUSION), "serve", "--bind", "127.0.0.1:0", "-c", DEMO],
-                                   cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [str(NDFUSION), "serve", "--bind", "127.0.0.1:0", "-c", DEMO, *extra],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         address = None
         deadline = time.monotonic() + 60
@@ -42,6 +42,30 @@ def server(tmp_path_factory):
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    yield from start(tmp_path_factory.mktemp("serve") / "serve.log")
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory):
+    """The same server over TLS: a CA and a certificate for 127.0.0.1 written by openssl."""
+    d = tmp_path_factory.mktemp("tls")
+    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    for args in (
+        ["req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+         "-subj", "/CN=test CA", "-addext", "basicConstraints=critical,CA:TRUE"],
+        ["req", *ec, "-keyout", "node.key", "-out", "node.csr", "-subj", "/CN=127.0.0.1"],
+        ["x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+         "-CAcreateserial", "-out", "node.pem", "-days", "2", "-extfile", "ext.cnf"],
+    ):
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+    tls = ["--tls-cert", str(d / "node.pem"), "--tls-key", str(d / "node.key")]
+    for address in start(d / "serve.log", tls):
+        yield address, (d / "ca.pem").read_text()
 
 
 def cli(sql):
@@ -96,3 +120,20 @@ def test_refusals_reach_the_client(server):
             cur.execute("SELECT nope FROM demo")
         cur.execute("SELECT count(*) AS n FROM demo")
         assert cur.fetch_arrow_table().to_pylist() == [{"n": 72}]
+
+
+def test_token_and_tls(tls_server):
+    address, ca = tls_server
+    roots = {adbc_driver_flightsql.DatabaseOptions.TLS_ROOT_CERTS.value: ca}
+    with flight_sql.connect(f"grpc+tls://{address}",
+                            db_kwargs={"username": "anyone", "password": TOKEN, **roots}) as conn:
+        with conn.cursor() as cur:
+            cur.execute("SELECT count(*) AS n FROM demo WHERE lat = $1", parameters=(20.0,))
+            assert cur.fetch_arrow_table().to_pylist() == [{"n": 24}]
+    # Without the CA the server's certificate is not trusted; without TLS nothing answers.
+    for url, kwargs in ((f"grpc+tls://{address}", {}), (f"grpc://{address}", {})):
+        with pytest.raises(Exception):
+            with flight_sql.connect(url, db_kwargs={"username": "a", "password": TOKEN,
+                                                   **kwargs}) as conn:
+                with conn.cursor() as cur:
+                    cur.execute("SELECT 1")

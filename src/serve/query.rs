@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ParamValues;
-use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::{SendableRecordBatchStream, SessionState, SessionStateBuilder};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
 use futures::{FutureExt, Stream};
@@ -30,6 +30,8 @@ const LOGGED_SQL_CHARS: usize = 200;
 /// What statements of all clients share: the server's session, its settings, admission.
 pub(super) struct Queries {
     ctx: SessionContext,
+    /// What each statement's session starts from.
+    client_state: SessionState,
     settings: ServeSettings,
     admission: Option<Arc<Semaphore>>,
 }
@@ -37,8 +39,22 @@ pub(super) struct Queries {
 impl Queries {
     pub(super) fn new(ctx: SessionContext, settings: ServeSettings) -> Self {
         let admission = (settings.max_concurrent_queries).map(|n| Arc::new(Semaphore::new(n)));
+        // The table functions that read a location of the caller's choosing, with options of
+        // its choosing (`icechunk_log`), are not offered to clients. The catalog and the
+        // memory pool stay the server's (shared, not copied).
+        let state = ctx.state();
+        let mut functions = state.table_functions().clone();
+        for kind in crate::table_kinds() {
+            for function in (kind.functions)() {
+                functions.remove(function.0);
+            }
+        }
+        let client_state = SessionStateBuilder::new_from_existing(state)
+            .with_table_functions(functions)
+            .build();
         Self {
             ctx,
+            client_state,
             settings,
             admission,
         }
@@ -49,30 +65,18 @@ impl Queries {
     }
 
     /// A fresh session over the server's tables and memory pool: a client's `SET` stays in
-    /// its statement. The table functions that read a location of the caller's choosing,
-    /// with options of its choosing (`icechunk_log`), are not offered to clients.
+    /// its statement.
     fn statement_context(&self) -> SessionContext {
-        let state = self.ctx.state();
-        let mut functions = state.table_functions().clone();
-        for kind in crate::table_kinds() {
-            for function in (kind.functions)() {
-                functions.remove(function.0);
-            }
-        }
-        let state = datafusion::execution::SessionStateBuilder::new_from_existing(state)
-            .with_table_functions(functions)
-            .build();
-        SessionContext::new_with_state(state)
+        SessionContext::new_with_state(self.client_state.clone())
     }
 
     /// Plans `sql` and checks it may run: the plan whose schema `GetFlightInfo` reports.
     pub(super) async fn plan(&self, sql: &str) -> Result<LogicalPlan, Status> {
-        let plan = (self
-            .statement_context()
-            .state()
-            .create_logical_plan(sql)
-            .await)
-            .map_err(|e| status_of(&e))?;
+        self.plan_in(&self.statement_context(), sql).await
+    }
+
+    async fn plan_in(&self, ctx: &SessionContext, sql: &str) -> Result<LogicalPlan, Status> {
+        let plan = (ctx.state().create_logical_plan(sql).await).map_err(|e| status_of(&e))?;
         policy::check(&plan, &self.settings)?;
         Ok(plan)
     }
@@ -128,8 +132,7 @@ impl Queries {
         parameters: Option<ParamValues>,
     ) -> Result<SendableRecordBatchStream, Status> {
         let ctx = self.statement_context();
-        let plan = (ctx.state().create_logical_plan(sql).await).map_err(|e| status_of(&e))?;
-        policy::check(&plan, &self.settings)?;
+        let plan = self.plan_in(&ctx, sql).await?;
         let created = policy::created_table(&plan);
         let frame = ctx.execute_logical_plan(plan).await;
         let mut frame = frame.map_err(|e| status_of(&e))?;

@@ -20,7 +20,7 @@ use arrow_flight::{
     IpcMessage, SchemaAsIpc, Ticket,
 };
 use datafusion::arrow::array::{Array, UInt64Array};
-use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema};
 use datafusion::arrow::ipc::writer::IpcWriteOptions;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ParamValues;
@@ -152,6 +152,19 @@ fn flight_info(
         .with_endpoint(endpoint)
         .with_descriptor(descriptor);
     Ok(Response::new(info))
+}
+
+/// The `FlightInfo` of a catalog command: its builder's schema, the command as the ticket.
+fn command_info(
+    schema: &Schema,
+    command: &impl ProstMessageExt,
+    request: Request<FlightDescriptor>,
+) -> Result<Response<FlightInfo>, Status> {
+    flight_info(
+        schema,
+        command.as_any().encode_to_vec(),
+        request.into_inner(),
+    )
 }
 
 fn ipc_schema(schema: &Schema) -> Result<bytes::Bytes, Status> {
@@ -337,12 +350,7 @@ impl FlightSqlService for FlightSqlEndpoint {
         query: CommandGetCatalogs,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema: SchemaRef = query.into_builder().schema();
-        flight_info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )
+        command_info(&query.into_builder().schema(), &query, request)
     }
 
     async fn do_get_catalogs(
@@ -358,12 +366,7 @@ impl FlightSqlService for FlightSqlEndpoint {
         query: CommandGetDbSchemas,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
-        flight_info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )
+        command_info(&query.clone().into_builder().schema(), &query, request)
     }
 
     async fn do_get_schemas(
@@ -379,12 +382,7 @@ impl FlightSqlService for FlightSqlEndpoint {
         query: CommandGetTables,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
-        flight_info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )
+        command_info(&query.clone().into_builder().schema(), &query, request)
     }
 
     async fn do_get_tables(
@@ -402,12 +400,7 @@ impl FlightSqlService for FlightSqlEndpoint {
         query: CommandGetTableTypes,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.into_builder().schema();
-        flight_info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )
+        command_info(&query.into_builder().schema(), &query, request)
     }
 
     async fn do_get_table_types(
@@ -424,12 +417,7 @@ impl FlightSqlService for FlightSqlEndpoint {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let info = catalog::sql_info(!self.settings.allow_ddl);
-        let schema = query.clone().into_builder(info).schema();
-        flight_info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )
+        command_info(&query.clone().into_builder(info).schema(), &query, request)
     }
 
     async fn do_get_sql_info(
