@@ -125,7 +125,12 @@ impl LanceNdScan {
 
 impl ScanSource for LanceNdScan {
     fn shape(&self) -> ScanShape<'_> {
-        ScanShape::new(NAME, &self.request.schema, self.partitions.len())
+        ScanShape::new(
+            NAME,
+            &self.request.schema,
+            self.partitions.len(),
+            "fragment_scans",
+        )
     }
 
     fn fmt_details(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {

@@ -19,7 +19,7 @@ use datafusion::physical_expr::{
 };
 use datafusion::physical_plan::coop::make_cooperative;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::SortOrderPushdownResult;
@@ -27,12 +27,12 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream,
 };
-use futures::{StreamExt, TryStreamExt};
+use futures::{StreamExt, TryFutureExt, TryStreamExt};
 
 use super::batches::{limit_rows, slices};
 use super::origin::{OriginSlot, ScanCall};
 use super::read_buffers::ReadBuffers;
-use super::source::{OpenPartition, PartitionUnits, ScanSource, SortKey};
+use super::source::{OpenPartition, PartitionUnits, ScanSource, SortKey, UnitRead};
 
 /// `keys` as sort expressions over `schema` (DataFusion's default null placement: an order
 /// of non-null keys satisfies either).
@@ -126,6 +126,36 @@ impl ScanExec {
     }
 }
 
+/// `units`, counted: `{unit}_planned` when the partition opens, `{unit}_done` as each unit's
+/// batches end (the CLI's progress line reads both while the query runs). Gauges, so EXPLAIN
+/// ANALYZE shows them after the sources' own counters.
+fn count_units(
+    units: Box<dyn Iterator<Item = UnitRead> + Send>,
+    unit_count: usize,
+    unit_name: &str,
+    metrics: &ExecutionPlanMetricsSet,
+    partition: usize,
+) -> impl Iterator<Item = UnitRead> + Send {
+    MetricBuilder::new(metrics)
+        .gauge(format!("{unit_name}_planned"), partition)
+        .add(unit_count);
+    let done = MetricBuilder::new(metrics).gauge(format!("{unit_name}_done"), partition);
+    units.map(move |unit| -> UnitRead {
+        let done = done.clone();
+        Box::pin(unit.map_ok(move |batches| {
+            let end = futures::stream::once(async move {
+                done.add(1);
+                None
+            });
+            batches
+                .map(Some)
+                .chain(end)
+                .filter_map(futures::future::ready)
+                .boxed()
+        }))
+    })
+}
+
 impl DisplayAs for ScanExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         if !matches!(t, DisplayFormatType::TreeRender) {
@@ -165,7 +195,7 @@ impl ExecutionPlan for ScanExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let shape = self.source.shape();
-        let (name, partitions) = (shape.name, shape.partitions);
+        let (name, partitions, unit_name) = (shape.name, shape.partitions, shape.units);
         if partition >= partitions {
             return internal_err!("{name} has {partitions} partitions, not {partition}");
         }
@@ -182,6 +212,7 @@ impl ExecutionPlan for ScanExec {
             context: &context,
             metrics: &self.metrics,
         })?;
+        let units = count_units(units, unit_count, unit_name, &self.metrics, partition);
         let wanted = in_flight.min(unit_count);
         let (in_flight, buffers) = match unit_bytes {
             Some(bytes) => {

@@ -115,14 +115,23 @@ pub(crate) struct ScanShape<'a> {
     pub schema: &'a SchemaRef,
     /// How many partitions the scan has (at least one).
     pub partitions: usize,
+    /// What the scan's units are called (`chunks`, `blocks`, `members`), in the counters of
+    /// units planned and done that the CLI's progress line reads.
+    pub units: &'static str,
 }
 
 impl<'a> ScanShape<'a> {
-    pub(crate) fn new(name: &'static str, schema: &'a SchemaRef, partitions: usize) -> Self {
+    pub(crate) fn new(
+        name: &'static str,
+        schema: &'a SchemaRef,
+        partitions: usize,
+        units: &'static str,
+    ) -> Self {
         ScanShape {
             name,
             schema,
             partitions,
+            units,
         }
     }
 }

@@ -184,7 +184,7 @@ impl CollectionScan {
 
 impl ScanSource for CollectionScan {
     fn shape(&self) -> ScanShape<'_> {
-        ScanShape::new(NAME, &self.schema, self.partitions.len())
+        ScanShape::new(NAME, &self.schema, self.partitions.len(), "members")
     }
 
     fn fmt_details(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {

@@ -203,7 +203,12 @@ impl<R: GridReader> GridScan<R> {
 
 impl<R: GridReader> ScanSource for GridScan<R> {
     fn shape(&self) -> ScanShape<'_> {
-        ScanShape::new(R::NAME, self.reader.schema(), self.partitions.len())
+        ScanShape::new(
+            R::NAME,
+            self.reader.schema(),
+            self.partitions.len(),
+            R::UNITS,
+        )
     }
 
     fn fmt_details(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
