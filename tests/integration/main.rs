@@ -21,3 +21,4 @@ mod object_stores;
 mod serve;
 mod servers;
 mod slt;
+mod terminal;

@@ -261,6 +261,17 @@ impl Server {
 
 /// nginx serving `root` (range requests answered with 206).
 pub fn nginx(root: &Path) -> Server {
+    nginx_with(root, "")
+}
+
+/// nginx serving `root` at most `bytes_per_second` to each request: a slow store, for
+/// statements that run long enough to be watched and interrupted.
+pub fn nginx_throttled(root: &Path, bytes_per_second: usize) -> Server {
+    nginx_with(root, &format!("limit_rate {bytes_per_second};"))
+}
+
+/// nginx serving `root` with `directives` in its server block.
+fn nginx_with(root: &Path, directives: &str) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let d = dir.path().display();
@@ -269,7 +280,7 @@ pub fn nginx(root: &Path) -> Server {
          events {{ worker_connections 256; }}\n\
          http {{\n  log_format requests '$request $http_range';\n  access_log {d}/access.log requests;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
          fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
-         server {{\n    listen 127.0.0.1:{port};\n    root {};\n  }}\n}}\n",
+         server {{\n    listen 127.0.0.1:{port};\n    root {};\n    {directives}\n  }}\n}}\n",
         root.display()
     );
     std::fs::write(dir.path().join("nginx.conf"), config).unwrap();

@@ -7,8 +7,10 @@ use std::path::PathBuf;
 use datafusion::error::Result;
 use datafusion::prelude::SessionContext;
 
+use crate::interrupt::{Interrupts, EXIT_INTERRUPTED};
 use crate::output::OutputFormat;
-use crate::statements::{error_message, run_sql, Printer};
+use crate::progress::ProgressMode;
+use crate::statements::{error_message, run_sql, Printer, Ran};
 use crate::{demo, repl};
 
 /// Query N-dimensional data (Zarr, lance-nd) with SQL.
@@ -39,6 +41,17 @@ pub struct Args {
     /// Print only results: no timing or row-count lines.
     #[arg(short, long)]
     pub quiet: bool,
+
+    /// Rows the table format shows of a result, or `all` (the row count is printed
+    /// regardless). Default: 40 when standard output is a terminal, all otherwise.
+    #[arg(long, value_name = "N", value_parser = parse_max_rows)]
+    pub maxrows: Option<MaxRows>,
+
+    /// Show a statement's progress (chunks done of those planned, bytes read, rows, time
+    /// left) on standard error once it has run a second. auto: when standard error is a
+    /// terminal, and results are a table or go to a terminal.
+    #[arg(long, value_enum, default_value_t = ProgressMode::Auto)]
+    pub progress: ProgressMode,
 
     /// Register the demo tables also when running -c / -f / standard input.
     #[arg(long)]
@@ -252,6 +265,40 @@ pub async fn run_process(process: Process, security: &SecurityArgs) -> i32 {
     }
 }
 
+/// `--maxrows`: a number of rows, or all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxRows {
+    Rows(usize),
+    All,
+}
+
+impl MaxRows {
+    /// The rows shown, `None` for all.
+    pub fn limit(self) -> Option<usize> {
+        match self {
+            MaxRows::Rows(n) => Some(n),
+            MaxRows::All => None,
+        }
+    }
+}
+
+/// `40`, `all` (also `inf`, datafusion-cli's word); `0` is not a table.
+pub fn parse_max_rows(text: &str) -> std::result::Result<MaxRows, String> {
+    match text.trim() {
+        "all" | "inf" => Ok(MaxRows::All),
+        n => match n.parse::<usize>() {
+            Ok(0) | Err(_) => Err(format!(
+                "{text:?} is not a number of rows (1 or more) or `all`"
+            )),
+            Ok(n) => Ok(MaxRows::Rows(n)),
+        },
+    }
+}
+
+/// Rows the table format shows when standard output is a terminal and `--maxrows` is not
+/// given.
+const TERMINAL_ROWS: usize = 40;
+
 /// `512M`, `2G`, `1.5G`, `100000` (bytes); units K, M, G, T of 1024.
 pub fn parse_size(text: &str) -> std::result::Result<usize, String> {
     let bytes = ndfusion::parse_size(text).map_err(|e| e.to_string())?;
@@ -299,9 +346,10 @@ pub async fn run(args: Args, matches: &clap::ArgMatches) -> i32 {
             eprintln!("warning: demo tables not registered: {e}");
         }
     }
-    let mut printer = Printer::new(args.format, args.quiet);
+    let printer = printer(&args);
+    let mut interrupts = Interrupts::install();
     if interactive {
-        return repl::run(&ctx, printer).await;
+        return repl::run(&ctx, printer, interrupts).await;
     }
 
     if sources.is_empty() {
@@ -310,7 +358,7 @@ pub async fn run(args: Args, matches: &clap::ArgMatches) -> i32 {
             eprintln!("Error: cannot read standard input: {e}");
             return 1;
         }
-        return exit_code(run_sql(&ctx, &sql, &mut printer).await);
+        return exit_code(run_sql(&ctx, &sql, &printer, interrupts.as_mut()).await);
     }
     for source in sources {
         let sql = match source {
@@ -323,16 +371,45 @@ pub async fn run(args: Args, matches: &clap::ArgMatches) -> i32 {
                 }
             },
         };
-        if let code @ 1.. = exit_code(run_sql(&ctx, &sql, &mut printer).await) {
+        if let code @ 1.. = exit_code(run_sql(&ctx, &sql, &printer, interrupts.as_mut()).await) {
             return code;
         }
     }
     0
 }
 
-fn exit_code(result: Result<()>) -> i32 {
+/// How results are printed, from the flags and where standard output and error go.
+fn printer(args: &Args) -> Printer {
+    let stdout_is_terminal = std::io::stdout().is_terminal();
+    let max_rows = match args.maxrows {
+        Some(rows) => rows.limit(),
+        None => stdout_is_terminal.then_some(TERMINAL_ROWS),
+    };
+    let progress = match args.progress {
+        ProgressMode::Always => true,
+        ProgressMode::Never => false,
+        ProgressMode::Auto => {
+            std::io::stderr().is_terminal()
+                && (stdout_is_terminal || args.format == OutputFormat::Table)
+        }
+    };
+    Printer {
+        format: args.format,
+        quiet: args.quiet,
+        max_rows,
+        expanded: false,
+        timing: true,
+        progress,
+    }
+}
+
+fn exit_code(result: Result<Ran>) -> i32 {
     match result {
-        Ok(()) => 0,
+        Ok(Ran::Finished) => 0,
+        Ok(Ran::Interrupted) => {
+            eprintln!("cancelled");
+            EXIT_INTERRUPTED
+        }
         Err(e) => {
             eprintln!("Error: {}", error_message(&e));
             1

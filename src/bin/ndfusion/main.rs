@@ -1,12 +1,16 @@
 //! The `ndfusion` command: see `ndfusion --help`.
 
 mod cli;
+mod completion;
 mod demo;
+mod interrupt;
 mod output;
 mod process_log;
+mod progress;
 mod repl;
 mod serve;
 mod statements;
+mod terminal;
 
 use clap::{CommandFactory, FromArgMatches};
 use cli::{run, Args};
@@ -42,7 +46,13 @@ fn main() {
             process_log::init();
             runtime.block_on(cli::run_process(process, &args.security))
         }
-        None => runtime.block_on(run(args, &matches)),
+        None => {
+            let code = runtime.block_on(run(args, &matches));
+            // A statement stopped by Ctrl-C removes what it wrote on a blocking thread:
+            // let that finish before the process ends.
+            runtime.shutdown_timeout(std::time::Duration::from_secs(10));
+            code
+        }
     };
     std::process::exit(code);
 }

@@ -1,21 +1,26 @@
-//! The interactive SQL shell.
+//! The interactive SQL shell: statements edited as one however many lines they span, Tab
+//! completion (`completion.rs`), Ctrl-C that stops the running statement (`interrupt.rs`),
+//! and the display commands `\x`, `\maxrows` and `\timing`.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use datafusion::prelude::SessionContext;
 use rustyline::error::ReadlineError;
-use rustyline::DefaultEditor;
+use rustyline::history::DefaultHistory;
+use rustyline::{
+    Cmd, CompletionType, ConditionalEventHandler, Config, Editor, Event, EventContext,
+    EventHandler, KeyEvent, RepeatCount,
+};
 
+use crate::cli::parse_max_rows;
+use crate::completion::{Catalog, ReplHelper, COMMANDS};
 use crate::demo;
-use crate::statements::{error_message, run_sql, Printer};
+use crate::interrupt::Interrupts;
+use crate::statements::{error_message, run_sql, Printer, Ran};
 
-const HELP: &str = "\
-Statements end with ';' and may span lines.
-  \\d          list tables
-  \\d NAME     describe a table
-  \\options    the OPTIONS of STORED AS ZARR, NETCDF, HDF5, ICECHUNK and LANCE_ND, and of COPY ... STORED AS ZARR
-  \\?          this help
-  \\q          quit (or Ctrl-D)
+const REGISTER: &str = "\
 Register your own data (local paths, s3://, gs://, az://, http(s)://):
   CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION '/path/to/array.zarr';
   CREATE EXTERNAL TABLE n STORED AS LANCE_ND LOCATION '/path/to/table.lance';
@@ -23,34 +28,75 @@ Register your own data (local paths, s3://, gs://, az://, http(s)://):
     OPTIONS ('branch' 'main', 'path' 'ocean/surface');
   SELECT * FROM icechunk_log('/path/to/repo');  -- and icechunk_refs(...)
   CREATE EXTERNAL TABLE s STORED AS ZARR LOCATION 's3://bucket/array.zarr'
-    OPTIONS ('aws.region' 'us-east-1', 'aws.skip_signature' 'true');";
+    OPTIONS ('aws.region' 'us-east-1', 'aws.skip_signature' 'true');
+Tab completes keywords, tables, columns, formats, OPTIONS keys and paths in LOCATION '...'.
+Ctrl-C stops the running statement; Ctrl-C twice at an empty prompt, or Ctrl-D, quits.";
 
-/// Runs the REPL until `\q` or end of input; returns the exit code.
-pub async fn run(ctx: &SessionContext, mut printer: Printer) -> i32 {
-    let mut editor = match DefaultEditor::new() {
+/// Whether the last Ctrl-C at the prompt came on an empty line: the line editor's handler
+/// notes it, the REPL quits on the second in a row.
+#[derive(Default)]
+struct CtrlC {
+    on_empty_line: Arc<AtomicBool>,
+}
+
+impl ConditionalEventHandler for CtrlC {
+    fn handle(&self, _: &Event, _: RepeatCount, _: bool, ctx: &EventContext) -> Option<Cmd> {
+        let empty = ctx.line().trim().is_empty();
+        self.on_empty_line.store(empty, Ordering::Relaxed);
+        Some(Cmd::Interrupt)
+    }
+}
+
+/// Runs the REPL until `\q`, Ctrl-D or Ctrl-C twice at an empty prompt; returns the exit
+/// code.
+pub async fn run(
+    ctx: &SessionContext,
+    mut printer: Printer,
+    mut interrupts: Option<Interrupts>,
+) -> i32 {
+    // Tab completes what all choices share, a second Tab lists them (as bash does).
+    let config = Config::builder()
+        .completion_type(CompletionType::List)
+        .auto_add_history(false)
+        .build();
+    let mut editor = match Editor::<ReplHelper, DefaultHistory>::with_config(config) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("Error: cannot start the line editor: {e}");
             return 1;
         }
     };
+    let on_empty_line = Arc::new(AtomicBool::new(false));
+    let handler = CtrlC {
+        on_empty_line: Arc::clone(&on_empty_line),
+    };
+    editor.bind_sequence(
+        KeyEvent::ctrl('C'),
+        EventHandler::Conditional(Box::new(handler)),
+    );
+    editor.set_helper(Some(ReplHelper::default()));
     let history = history_path();
     if let Some(path) = &history {
         let _ = editor.load_history(path);
     }
     print_banner(ctx);
 
-    let mut buffer = String::new();
+    let mut interrupted_at_empty_prompt = false;
     loop {
-        let prompt = if buffer.is_empty() {
-            "ndfusion> "
-        } else {
-            "      ..> "
-        };
-        let line = match editor.readline(prompt) {
-            Ok(line) => line,
+        if let Some(helper) = editor.helper_mut() {
+            helper.catalog = Catalog::snapshot(ctx).await;
+        }
+        let input = match editor.readline("ndfusion> ") {
+            Ok(input) => input,
             Err(ReadlineError::Interrupted) => {
-                buffer.clear();
+                let empty = on_empty_line.load(Ordering::Relaxed);
+                if empty && interrupted_at_empty_prompt {
+                    break;
+                }
+                interrupted_at_empty_prompt = empty;
+                if empty {
+                    eprintln!("(Ctrl-C again or Ctrl-D to quit)");
+                }
                 continue;
             }
             Err(ReadlineError::Eof) => break,
@@ -59,32 +105,39 @@ pub async fn run(ctx: &SessionContext, mut printer: Printer) -> i32 {
                 break;
             }
         };
-        let trimmed = line.trim();
-        if buffer.is_empty() && trimmed.starts_with('\\') {
-            let _ = editor.add_history_entry(trimmed);
-            match meta_command(ctx, trimmed, &mut printer).await {
+        interrupted_at_empty_prompt = false;
+        let sql = input.trim();
+        if sql.is_empty() {
+            continue;
+        }
+        let _ = editor.add_history_entry(sql);
+        if let Some(interrupts) = interrupts.as_mut() {
+            interrupts.forget_pending();
+        }
+        if sql.starts_with('\\') {
+            match meta_command(ctx, sql, &mut printer, interrupts.as_mut()).await {
                 MetaOutcome::Quit => break,
                 MetaOutcome::Continue => continue,
             }
         }
-        if trimmed.is_empty() && buffer.is_empty() {
-            continue;
-        }
-        buffer.push_str(&line);
-        buffer.push('\n');
-        if !trimmed.ends_with(';') {
-            continue;
-        }
-        let sql = std::mem::take(&mut buffer);
-        let _ = editor.add_history_entry(sql.trim_end());
-        if let Err(e) = run_sql(ctx, &sql, &mut printer).await {
-            eprintln!("Error: {}", error_message(&e));
-        }
+        report(run_sql(ctx, sql, &printer, interrupts.as_mut()).await);
     }
     if let Some(path) = &history {
+        if let Some(folder) = path.parent() {
+            let _ = std::fs::create_dir_all(folder);
+        }
         let _ = editor.save_history(path);
     }
     0
+}
+
+/// Prints how a statement ended, when it did not simply finish.
+fn report(result: datafusion::error::Result<Ran>) {
+    match result {
+        Ok(Ran::Finished) => {}
+        Ok(Ran::Interrupted) => eprintln!("cancelled"),
+        Err(e) => eprintln!("Error: {}", error_message(&e)),
+    }
 }
 
 enum MetaOutcome {
@@ -92,12 +145,49 @@ enum MetaOutcome {
     Continue,
 }
 
-async fn meta_command(ctx: &SessionContext, command: &str, printer: &mut Printer) -> MetaOutcome {
+async fn meta_command(
+    ctx: &SessionContext,
+    command: &str,
+    printer: &mut Printer,
+    interrupts: Option<&mut Interrupts>,
+) -> MetaOutcome {
     let mut words = command.split_whitespace();
     let sql = match (words.next(), words.next()) {
         (Some("\\q"), _) => return MetaOutcome::Quit,
         (Some("\\?" | "\\h" | "\\help"), _) => {
-            println!("{HELP}");
+            println!("Statements end with ';' and may span lines.");
+            for (command, about) in COMMANDS {
+                println!("  {command:<10} {about}");
+            }
+            println!("{REGISTER}");
+            return MetaOutcome::Continue;
+        }
+        (Some("\\x"), setting) => {
+            match switch(setting, printer.expanded) {
+                Some(on) => printer.expanded = on,
+                None => eprintln!("\\x takes on or off"),
+            }
+            println!("Expanded display is {}.", on_off(printer.expanded));
+            return MetaOutcome::Continue;
+        }
+        (Some("\\timing"), setting) => {
+            match switch(setting, printer.timing) {
+                Some(on) => printer.timing = on,
+                None => eprintln!("\\timing takes on or off"),
+            }
+            println!("Timing is {}.", on_off(printer.timing));
+            return MetaOutcome::Continue;
+        }
+        (Some("\\maxrows"), setting) => {
+            match setting.map(parse_max_rows) {
+                Some(Ok(rows)) => printer.max_rows = rows.limit(),
+                Some(Err(e)) => eprintln!("Error: \\maxrows: {e}"),
+                None => {}
+            }
+            match printer.max_rows {
+                Some(rows) => println!("Tables show {rows} rows at most."),
+                None => println!("Tables show every row."),
+            }
             return MetaOutcome::Continue;
         }
         (Some("\\options"), _) => {
@@ -134,10 +224,26 @@ async fn meta_command(ctx: &SessionContext, command: &str, printer: &mut Printer
             return MetaOutcome::Continue;
         }
     };
-    if let Err(e) = run_sql(ctx, &sql, printer).await {
-        eprintln!("Error: {}", error_message(&e));
-    }
+    report(run_sql(ctx, &sql, printer, interrupts).await);
     MetaOutcome::Continue
+}
+
+/// `on` or `off` as a switch, or the other way round from `now` when not given.
+fn switch(setting: Option<&str>, now: bool) -> Option<bool> {
+    match setting {
+        None => Some(!now),
+        Some("on") => Some(true),
+        Some("off") => Some(false),
+        Some(_) => None,
+    }
+}
+
+fn on_off(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off"
+    }
 }
 
 /// The options an ndfusion table was opened with (secrets as `***`).
@@ -176,6 +282,11 @@ fn print_banner(ctx: &SessionContext) {
     );
 }
 
+/// `$XDG_STATE_HOME/ndfusion/history`, `~/.local/state/ndfusion/history` without it.
 fn history_path() -> Option<PathBuf> {
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".ndfusion_history"))
+    let state = match std::env::var_os("XDG_STATE_HOME").filter(|s| !s.is_empty()) {
+        Some(state) => PathBuf::from(state),
+        None => PathBuf::from(std::env::var_os("HOME")?).join(".local/state"),
+    };
+    Some(state.join("ndfusion").join("history"))
 }

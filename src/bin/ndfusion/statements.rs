@@ -1,15 +1,23 @@
 //! Running SQL text: each statement planned, run and printed (`-c`, `-f`, standard input and
-//! the REPL alike).
+//! the REPL alike), stopped by Ctrl-C, its progress shown while it runs.
 
 use std::io::Write;
-use std::time::Instant;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::SessionContext;
-use datafusion::sql::parser::DFParser;
+use datafusion::sql::parser::{DFParser, Statement};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
+use futures::StreamExt;
 
-use crate::output::{self, OutputFormat};
+use crate::interrupt::{interruptible, Interrupts};
+use crate::output::{self, OutputFormat, TableView};
+use crate::progress::Progress;
 
 /// The user-facing message of an error: ndfusion's own without DataFusion's "External
 /// error: " prefix.
@@ -17,20 +25,39 @@ pub fn error_message(e: &DataFusionError) -> String {
     ndfusion::Error::user_message(e)
 }
 
-/// Prints results and, unless quiet, a row-count and timing line.
+/// How results are printed: the format, and what the REPL's `\x`, `\maxrows`, `\timing`
+/// change.
 pub struct Printer {
-    format: OutputFormat,
-    quiet: bool,
+    pub format: OutputFormat,
+    /// No row-count or timing lines.
+    pub quiet: bool,
+    /// Rows the table format shows (`None`: all); the row count is printed regardless.
+    pub max_rows: Option<usize>,
+    /// One column per line in the table format (`\x`).
+    pub expanded: bool,
+    /// The time a statement took, after its row count (`\timing`).
+    pub timing: bool,
+    /// Whether a long statement shows its progress on standard error.
+    pub progress: bool,
 }
 
-impl Printer {
-    pub fn new(format: OutputFormat, quiet: bool) -> Self {
-        Printer { format, quiet }
-    }
+/// How running SQL text ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ran {
+    /// Every statement ran.
+    Finished,
+    /// Ctrl-C stopped a statement; those after it did not run.
+    Interrupted,
 }
 
-/// Runs every statement in `sql`, printing each result; stops at the first error.
-pub async fn run_sql(ctx: &SessionContext, sql: &str, printer: &mut Printer) -> Result<()> {
+/// Runs every statement in `sql`, printing each result; stops at the first error, or at
+/// Ctrl-C when `interrupts` is given.
+pub async fn run_sql(
+    ctx: &SessionContext,
+    sql: &str,
+    printer: &Printer,
+    mut interrupts: Option<&mut Interrupts>,
+) -> Result<Ran> {
     let dialect_name = ctx
         .state()
         .config()
@@ -43,21 +70,84 @@ pub async fn run_sql(ctx: &SessionContext, sql: &str, printer: &mut Printer) -> 
     let statements = DFParser::parse_sql_with_dialect(sql, dialect.as_ref())?;
     for statement in statements {
         let start = Instant::now();
-        let plan = ctx.state().statement_to_plan(statement).await?;
-        let df = ctx.execute_logical_plan(plan).await?;
-        let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
-        let batches = df.collect().await?;
-        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-        let mut out = std::io::stdout().lock();
-        output::write_batches(&mut out, printer.format, &schema, &batches)?;
-        if !printer.quiet {
-            writeln!(
-                out,
-                "{rows} row(s) fetched. Elapsed {:.3} seconds.\n",
-                start.elapsed().as_secs_f64()
-            )?;
-        }
-        out.flush()?;
+        let run = run_statement(ctx, statement, printer);
+        let Some(answer) = interruptible(interrupts.as_deref_mut(), run).await else {
+            return Ok(Ran::Interrupted);
+        };
+        print(printer, &answer?, start.elapsed())?;
     }
+    Ok(Ran::Finished)
+}
+
+/// A statement's answer as printed: its first rows (all but in the table format with
+/// `max_rows`) and how many rows there were.
+struct Answer {
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+    rows: usize,
+}
+
+/// Plans and runs `statement`, keeping the rows `printer` shows; the progress line is drawn
+/// while it runs.
+async fn run_statement(
+    ctx: &SessionContext,
+    statement: Statement,
+    printer: &Printer,
+) -> Result<Answer> {
+    let plan = ctx.state().statement_to_plan(statement).await?;
+    let df = ctx.execute_logical_plan(plan).await?;
+    let schema = Arc::new(df.schema().as_arrow().clone());
+    let task = Arc::new(df.task_ctx());
+    let plan = df.create_physical_plan().await?;
+    let rows = Arc::new(AtomicUsize::new(0));
+    let _progress = (printer.progress).then(|| Progress::start(Arc::clone(&plan), rows.clone()));
+    let keep = match printer.format {
+        OutputFormat::Table => printer.max_rows.unwrap_or(usize::MAX),
+        _ => usize::MAX,
+    };
+    let mut stream = execute_stream(plan, task)?;
+    let (mut batches, mut kept) = (Vec::new(), 0usize);
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        rows.fetch_add(batch.num_rows(), Ordering::Relaxed);
+        // Rows past those shown are counted, not held.
+        if kept < keep {
+            let batch = batch.slice(0, batch.num_rows().min(keep - kept));
+            kept += batch.num_rows();
+            batches.push(batch);
+        }
+    }
+    let rows = rows.load(Ordering::Relaxed);
+    Ok(Answer {
+        schema,
+        batches,
+        rows,
+    })
+}
+
+/// Prints an answer, then (unless quiet) its row count and, with timing, the time it took.
+fn print(printer: &Printer, answer: &Answer, elapsed: Duration) -> Result<()> {
+    let view = TableView {
+        width: crate::terminal::stdout_width(),
+        expanded: printer.expanded,
+    };
+    let mut out = std::io::stdout().lock();
+    let (schema, batches, rows) = (&answer.schema, &answer.batches, answer.rows);
+    output::write_batches(&mut out, printer.format, schema, batches, rows, view)?;
+    if !printer.quiet {
+        let shown: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        let mut line = format!("{rows} row(s) fetched");
+        if shown < rows && printer.format == OutputFormat::Table {
+            line.push_str(&format!(
+                " ({shown} shown: \\maxrows or --maxrows for more)"
+            ));
+        }
+        line.push('.');
+        if printer.timing {
+            line.push_str(&format!(" Elapsed {:.3} seconds.", elapsed.as_secs_f64()));
+        }
+        writeln!(out, "{line}\n")?;
+    }
+    out.flush()?;
     Ok(())
 }

@@ -1,8 +1,13 @@
 //! Printing query results in the CLI's output formats.
 
+mod plan;
+mod table;
+
 use std::io::Write;
 
 use std::sync::Arc;
+
+pub use table::{shorten, TableView};
 
 use arrow::array::{ArrayRef, RecordBatch, StringBuilder};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -23,12 +28,16 @@ pub enum OutputFormat {
 
 /// Writes `batches` (all with `schema`) to `out`. A statement without result columns (DDL)
 /// prints nothing; one that returns no rows prints nothing in csv, tsv and ndjson, `[]` in
-/// json and an empty table in the table format.
+/// json and an empty table in the table format. In the table format `batches` may be the
+/// first rows of `total_rows` (`--maxrows`): the table then ends in a row of `…`; an
+/// EXPLAIN's plans are printed indented, under their names.
 pub fn write_batches(
     out: &mut dyn Write,
     format: OutputFormat,
     schema: &SchemaRef,
     batches: &[RecordBatch],
+    total_rows: usize,
+    view: TableView,
 ) -> Result<(), ArrowError> {
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     if schema.fields().is_empty() {
@@ -36,21 +45,12 @@ pub fn write_batches(
         return Ok(());
     }
     match format {
+        OutputFormat::Table if plan::is_plan(schema) && !view.expanded => {
+            write!(out, "{}", plan::render(batches, view.width))?;
+        }
         OutputFormat::Table => {
-            if rows == 0 {
-                let empty = RecordBatch::new_empty(schema.clone());
-                writeln!(
-                    out,
-                    "{}",
-                    arrow::util::pretty::pretty_format_batches(&[empty])?
-                )?;
-            } else {
-                writeln!(
-                    out,
-                    "{}",
-                    arrow::util::pretty::pretty_format_batches(batches)?
-                )?;
-            }
+            let text = table::render(schema, batches, rows, total_rows.max(rows), view)?;
+            writeln!(out, "{text}")?;
         }
         OutputFormat::Csv | OutputFormat::Tsv => {
             if rows == 0 {
@@ -134,6 +134,11 @@ mod tests {
     use arrow::array::{Array, Int64Array, ListArray, StringArray, StructArray};
     use arrow::datatypes::Int32Type;
 
+    const WHOLE: TableView = TableView {
+        width: None,
+        expanded: false,
+    };
+
     fn batch() -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![
             Field::new("a", DataType::Int64, false),
@@ -151,7 +156,8 @@ mod tests {
 
     fn render(format: OutputFormat, batches: &[RecordBatch]) -> String {
         let mut out = Vec::new();
-        write_batches(&mut out, format, &batch().schema(), batches).unwrap();
+        let rows = batches.iter().map(RecordBatch::num_rows).sum();
+        write_batches(&mut out, format, &batch().schema(), batches, rows, WHOLE).unwrap();
         String::from_utf8(out).unwrap()
     }
 
@@ -209,7 +215,7 @@ mod tests {
         .unwrap();
         let render = |format| {
             let mut out = Vec::new();
-            write_batches(&mut out, format, &schema, std::slice::from_ref(&batch)).unwrap();
+            write_batches(&mut out, format, &schema, std::slice::from_ref(&batch), 2, WHOLE).unwrap();
             String::from_utf8(out).unwrap()
         };
         assert_eq!(

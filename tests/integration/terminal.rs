@@ -1,0 +1,282 @@
+//! The REPL as a user meets it, driven through a pseudo-terminal: progress of a slow scan,
+//! Ctrl-C stopping a statement (not the REPL), completion, `\x`, `\maxrows`, `\timing`; and
+//! Ctrl-C in `-c` mode.
+//!
+//! The slow scan reads an array from nginx throttled to 32 KiB/s per request: each 64 KiB
+//! chunk takes about 2 s.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rexpect::session::{spawn_command, PtySession};
+
+use crate::servers::{nginx_throttled, Server};
+
+/// Chunks of the slow array, and elements per chunk (float64: 64 KiB a chunk).
+const CHUNKS: usize = 64;
+const CHUNK_LEN: usize = 8192;
+
+/// Writes `slow.zarr` under `root`: float64 values 0, 1, 2, ... in `CHUNKS` uncompressed
+/// chunks (sum: n(n-1)/2).
+fn write_slow_array(root: &Path) {
+    let array = root.join("slow.zarr");
+    std::fs::create_dir_all(array.join("c")).unwrap();
+    let metadata = serde_json::json!({
+        "zarr_format": 3, "node_type": "array", "shape": [CHUNKS * CHUNK_LEN],
+        "data_type": "float64", "dimension_names": ["i"],
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [CHUNK_LEN]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": 0.0, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+        "attributes": {},
+    });
+    std::fs::write(array.join("zarr.json"), metadata.to_string()).unwrap();
+    for chunk in 0..CHUNKS {
+        let values =
+            (chunk * CHUNK_LEN..(chunk + 1) * CHUNK_LEN).flat_map(|v| (v as f64).to_le_bytes());
+        std::fs::write(
+            array.join("c").join(chunk.to_string()),
+            values.collect::<Vec<u8>>(),
+        )
+        .unwrap();
+    }
+}
+
+/// A throttled nginx serving the slow array, and the statement that registers it as `slow`.
+fn slow_store() -> (tempfile::TempDir, Server, String) {
+    let root = tempfile::tempdir().unwrap();
+    write_slow_array(root.path());
+    let server = nginx_throttled(root.path(), 32 * 1024);
+    let create = format!(
+        "CREATE EXTERNAL TABLE slow STORED AS ZARR LOCATION '{}/slow.zarr' \
+         OPTIONS ('client.allow_http' 'true');",
+        server.endpoint()
+    );
+    (root, server, create)
+}
+
+/// The REPL in a pseudo-terminal `columns` wide, with `args`, history in a folder of its own.
+fn repl(args: &[&str], columns: usize, state: &Path) -> PtySession {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ndfusion"));
+    command
+        .args(args)
+        .env("COLUMNS", columns.to_string())
+        .env("XDG_STATE_HOME", state)
+        .env("TERM", "xterm-256color");
+    let mut session = spawn_command(command, Some(30_000)).unwrap();
+    session.exp_string("ndfusion> ").unwrap();
+    session
+}
+
+/// What the terminal showed as text: rexpect hands each byte over as a character.
+fn utf8(shown: &str) -> String {
+    let bytes: Vec<u8> = shown.chars().map(|c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Types `keys`.
+fn typed(session: &mut PtySession, keys: &str) {
+    session.send(keys).unwrap();
+    session.flush().unwrap();
+}
+
+/// Types `line` and Enter.
+fn enter(session: &mut PtySession, line: &str) {
+    typed(session, &format!("{line}\r"));
+}
+
+/// Types `line` and Enter, and waits for `answer` and the prompt (the line editor drops
+/// what is typed before it prompts again).
+fn command(session: &mut PtySession, line: &str, answer: &str) {
+    enter(session, line);
+    session.exp_string(answer).unwrap();
+    session.exp_string("ndfusion> ").unwrap();
+}
+
+#[test]
+fn a_slow_scan_shows_progress_and_ctrl_c_stops_it_not_the_repl() {
+    let (_root, server, create) = slow_store();
+    let state = tempfile::tempdir().unwrap();
+    let mut session = repl(&["--no-demo"], 100, state.path());
+    enter(&mut session, &create);
+    session.exp_string("ndfusion> ").unwrap();
+
+    enter(&mut session, "SELECT sum(value) FROM slow;");
+    // After a second: chunks done of the 64 planned, bytes, rows, time.
+    let (_, progress) = session
+        .exp_regex(r"chunks \d+/64 .+ rows .+ \d+\.\d s")
+        .unwrap();
+    assert!(progress.contains("/64"), "{progress}");
+    let interrupted = Instant::now();
+    session.send_control('c').unwrap();
+    session.exp_string("cancelled").unwrap();
+    session.exp_string("ndfusion> ").unwrap();
+    assert!(
+        interrupted.elapsed() < Duration::from_secs(5),
+        "the statement stopped only after {:?}",
+        interrupted.elapsed()
+    );
+    // The REPL answers the next statement.
+    enter(&mut session, "SELECT 40 + 2 AS answer;");
+    session.exp_string("| 42 ").unwrap();
+    session.exp_string("ndfusion> ").unwrap();
+    // The scan stopped fetching: the chunks in flight when it stopped were asked for, not
+    // the rest (had it gone on, the second half would have been served and logged by now).
+    std::thread::sleep(Duration::from_secs(5));
+    let chunk_requests = (server.requests().iter())
+        .filter(|r| r.contains("/slow.zarr/c/"))
+        .count();
+    assert!(chunk_requests < CHUNKS, "{chunk_requests} chunks requested");
+
+    // Ctrl-C twice at an empty prompt quits.
+    session.send_control('c').unwrap();
+    session.exp_string("Ctrl-C again").unwrap();
+    session.send_control('c').unwrap();
+    session.exp_eof().unwrap();
+}
+
+#[test]
+fn ctrl_c_during_a_copy_leaves_nothing_at_its_target() {
+    let (_root, _server, create) = slow_store();
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("copy.zarr");
+    let mut session = repl(&["--no-demo"], 100, state.path());
+    enter(&mut session, &create);
+    session.exp_string("ndfusion> ").unwrap();
+    let copy = format!(
+        "COPY (SELECT i, value * 2 AS twice FROM slow) TO '{}' STORED AS ZARR;",
+        target.display()
+    );
+    enter(&mut session, &copy);
+    session.exp_regex(r"chunks \d+/64").unwrap();
+    // Stopped once the write has begun: what it staged must go.
+    let left = || std::fs::read_dir(out.path()).unwrap().count();
+    let start = Instant::now();
+    while left() == 0 && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(left() > 0, "the COPY wrote nothing in 20 s");
+    session.send_control('c').unwrap();
+    session.exp_string("cancelled").unwrap();
+    session.exp_string("ndfusion> ").unwrap();
+    let start = Instant::now();
+    while left() > 0 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let names: Vec<_> = std::fs::read_dir(out.path()).unwrap().collect();
+    assert!(names.is_empty(), "left behind: {names:?}");
+    session.send_control('d').unwrap();
+    session.exp_eof().unwrap();
+}
+
+#[test]
+fn ctrl_c_stops_a_command_with_status_130() {
+    let (_root, _server, create) = slow_store();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ndfusion"))
+        .args(["-c", &create, "-c", "SELECT sum(value) FROM slow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    // SAFETY: a signal to the child this test started and still holds.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let start = Instant::now();
+    let output = loop {
+        if child.try_wait().unwrap().is_some() {
+            break child.wait_with_output().unwrap();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no exit after SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("cancelled"), "{stderr}");
+}
+
+#[test]
+fn tab_completes_tables_columns_and_option_keys() {
+    let state = tempfile::tempdir().unwrap();
+    let mut session = repl(&[], 100, state.path());
+    // A table name.
+    typed(&mut session, "SELECT count(*) FROM oce");
+    typed(&mut session, "\t");
+    typed(&mut session, ";\r");
+    session.exp_string("| 14600 ").unwrap();
+    session.exp_string("ndfusion> ").unwrap();
+    // A column of the table the statement names, and a struct field after the dot.
+    typed(&mut session, "SELECT max(tempe");
+    typed(&mut session, "\t");
+    typed(&mut session, ") FROM ocean;\r");
+    session.exp_string("max(ocean.temperature)").unwrap();
+    session.exp_string("ndfusion> ").unwrap();
+    typed(&mut session, "SELECT min(point.");
+    // The common part first (nothing more here), the choices on the second Tab.
+    typed(&mut session, "\t\t");
+    session.exp_string("point.x").unwrap();
+    session.exp_string("point.y").unwrap();
+    typed(&mut session, "x) FROM points;\r");
+    session.exp_string("min(points.point[x])").unwrap();
+    session.exp_string("ndfusion> ").unwrap();
+    // An option key of the format the statement names: the table opens with it.
+    typed(
+        &mut session,
+        "CREATE EXTERNAL TABLE sea2 STORED AS ZARR LOCATION \
+         'tests/data/datasets/ocean_v3.zarr' OPTIONS ('variab",
+    );
+    typed(&mut session, "\t");
+    typed(&mut session, "' 'temp');\r");
+    session.exp_string("ndfusion> ").unwrap();
+    enter(
+        &mut session,
+        "SELECT count(*) AS n FROM sea2 WHERE temp IS NOT NULL;",
+    );
+    session.exp_regex(r"\| \d+ +\|").unwrap();
+    session.send_control('d').unwrap();
+    session.exp_eof().unwrap();
+}
+
+#[test]
+fn tables_fit_the_terminal_and_x_maxrows_timing_change_them() {
+    let state = tempfile::tempdir().unwrap();
+    let mut session = repl(&["--maxrows", "3"], 60, state.path());
+    enter(&mut session, "SELECT id, point, 'a value far too long for a terminal sixty columns wide' AS note FROM points;");
+    let (table, _) = session.exp_regex(r"10 row\(s\) fetched \(3 shown").unwrap();
+    let table = utf8(&table);
+    let lines: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with(['|', '+']))
+        .collect();
+    assert_eq!(lines.len(), 3 + 1 + 4, "{table}");
+    for line in &lines {
+        assert!(
+            line.chars().count() <= 60,
+            "{line:?} wider than the terminal"
+        );
+    }
+    assert!(table.contains('…'), "{table}");
+    session.exp_string("Elapsed").unwrap();
+
+    session.exp_string("ndfusion> ").unwrap();
+    command(&mut session, "\\timing off", "Timing is off.");
+    command(&mut session, "\\x", "Expanded display is on.");
+    command(&mut session, "\\maxrows all", "Tables show every row.");
+    enter(&mut session, "SELECT id, value FROM points WHERE id = 7;");
+    let record = session.exp_string("1 row(s) fetched.").unwrap();
+    assert!(record.contains("-[ RECORD 1 ]"), "{record}");
+    assert!(record.contains("id    | 7"), "{record}");
+    assert!(record.contains("value | 1000.0"), "{record}");
+    session.exp_string("\r\n").unwrap();
+    // No time after the count with timing off.
+    let (line, _) = session.exp_regex(r"ndfusion> ").unwrap();
+    assert!(!line.contains("Elapsed"), "{line}");
+    session.send_control('d').unwrap();
+    session.exp_eof().unwrap();
+    // History is kept under the XDG state folder.
+    let history = std::fs::read_to_string(state.path().join("ndfusion/history")).unwrap();
+    assert!(history.contains("WHERE id = 7;"), "{history}");
+}
