@@ -280,3 +280,135 @@ fn tables_fit_the_terminal_and_x_maxrows_timing_change_them() {
     let history = std::fs::read_to_string(state.path().join("ndfusion/history")).unwrap();
     assert!(history.contains("WHERE id = 7;"), "{history}");
 }
+
+/// A picture's size and pixels.
+type Picture = ((u32, u32), Vec<(u8, u8, u8)>);
+
+/// The size and pixels of a PNG.
+fn png_pixels(path: &Path) -> Picture {
+    let file = std::io::BufReader::new(std::fs::File::open(path).unwrap());
+    let mut reader = png::Decoder::new(file).read_info().unwrap();
+    let mut buffer = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buffer).unwrap();
+    let channels = info.color_type.samples();
+    let pixels = (buffer[..info.buffer_size()].chunks(channels))
+        .map(|p| (p[0], p[1], p[2]))
+        .collect();
+    ((info.width, info.height), pixels)
+}
+
+/// Whether a pixel is within 8 of `colour` in each channel.
+fn has_colour(pixels: &[(u8, u8, u8)], colour: (u8, u8, u8)) -> bool {
+    pixels.iter().any(|p| {
+        (p.0 as i32 - colour.0 as i32).abs() < 8
+            && (p.1 as i32 - colour.1 as i32).abs() < 8
+            && (p.2 as i32 - colour.2 as i32).abs() < 8
+    })
+}
+
+/// Viridis' ends: the colours of the smallest and the largest value.
+const LOWEST: (u8, u8, u8) = (0x44, 0x01, 0x54);
+const HIGHEST: (u8, u8, u8) = (0xfd, 0xe7, 0x25);
+
+/// The demo `sea` table's mean temperature per cell: a heat map of 5 x 6 cells.
+const SEA_MAP: &str = "SELECT lon, lat, avg(temp) AS temp FROM sea GROUP BY lon, lat";
+
+#[test]
+fn plot_draws_a_heat_map_in_the_terminal_and_as_a_png() {
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut session = repl(&[], 80, state.path());
+    command(&mut session, "\\plot", "Nothing to plot yet");
+    command(&mut session, &format!("{SEA_MAP};"), "30 row(s) fetched");
+    enter(&mut session, "\\plot");
+    session.exp_string("temp over lon and lat").unwrap();
+    let drawn = utf8(&session.exp_string("ndfusion> ").unwrap());
+    // Half blocks in 24-bit colour, from the lowest mean's colour to the highest's.
+    assert!(drawn.contains('▀'), "{drawn}");
+    assert!(drawn.contains("\x1b[38;2;68;1;84m"), "{drawn}");
+    assert!(drawn.contains("\x1b[38;2;253;231;37m"), "{drawn}");
+    // The axes' extremes: latitudes 25 at the top and -25 at the bottom, longitudes -30 to 10.
+    let lines: Vec<&str> = drawn.lines().map(|l| l.trim_end_matches('\r')).collect();
+    assert!(lines[1].starts_with(" 25 "), "{drawn}");
+    assert!(lines.iter().any(|l| l.starts_with("-25 ")), "{drawn}");
+    assert!(lines
+        .iter()
+        .any(|l| l.trim_start().starts_with("-30") && l.trim_end().ends_with("10")));
+    let png = out.path().join("sea.png");
+    command(
+        &mut session,
+        &format!("\\plot {}", png.display()),
+        &format!("Wrote {}", png.display()),
+    );
+    let (size, pixels) = png_pixels(&png);
+    assert_eq!(size, (1000, 640));
+    assert!(has_colour(&pixels, LOWEST) && has_colour(&pixels, HIGHEST));
+    // What cannot be drawn says why.
+    command(
+        &mut session,
+        "SELECT lon, lat, temp, sal FROM sea LIMIT 3;",
+        "3 row(s)",
+    );
+    command(&mut session, "\\plot", "the result has 4");
+    command(
+        &mut session,
+        "SELECT name, 1 FROM (VALUES ('a')) AS t(name);",
+        "1 row(s)",
+    );
+    command(
+        &mut session,
+        "\\plot",
+        "column name is Utf8, not numbers or times",
+    );
+    session.send_control('d').unwrap();
+    session.exp_eof().unwrap();
+}
+
+#[test]
+fn plot_from_a_command_writes_a_png_and_a_line_chart_of_times() {
+    let out = tempfile::tempdir().unwrap();
+    let heat = out.path().join("heat.png");
+    let status = Command::new(env!("CARGO_BIN_EXE_ndfusion"))
+        .args(["--demo", "-q", "-c", SEA_MAP, "--plot"])
+        .arg(&heat)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (size, pixels) = png_pixels(&heat);
+    assert_eq!(size, (1000, 640));
+    assert!(has_colour(&pixels, LOWEST) && has_colour(&pixels, HIGHEST));
+    // Not blank: most of the picture is the map, not the white page.
+    let white = pixels.iter().filter(|p| **p == (255, 255, 255)).count();
+    assert!(
+        white < pixels.len() * 3 / 4,
+        "{white} of {} white",
+        pixels.len()
+    );
+
+    let line = out.path().join("line.png");
+    let daily = "SELECT time, avg(temp) FROM sea GROUP BY time ORDER BY time";
+    let output = Command::new(env!("CARGO_BIN_EXE_ndfusion"))
+        .args(["--demo", "-q", "-c", daily, "--plot"])
+        .arg(&line)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let (_, pixels) = png_pixels(&line);
+    assert!(has_colour(&pixels, (0x1f, 0x77, 0xb4)), "no line drawn");
+
+    // No query to draw: an error, and nothing written.
+    let none = out.path().join("none.png");
+    let output = Command::new(env!("CARGO_BIN_EXE_ndfusion"))
+        .args(["-c", "CREATE VIEW v AS SELECT 1", "--plot"])
+        .arg(&none)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--plot: no query ran"));
+    assert!(!none.exists());
+}

@@ -9,8 +9,9 @@ use datafusion::prelude::SessionContext;
 
 use crate::interrupt::{Interrupts, EXIT_INTERRUPTED};
 use crate::output::OutputFormat;
+use crate::plot::{self, Chart};
 use crate::progress::ProgressMode;
-use crate::statements::{error_message, run_sql, Printer, Ran};
+use crate::statements::{error_message, rows_to_plot, run_sql, Printer, Ran};
 use crate::{demo, repl};
 
 /// Query N-dimensional data (Zarr, lance-nd) with SQL.
@@ -46,6 +47,11 @@ pub struct Args {
     /// regardless). Default: 40 when standard output is a terminal, all otherwise.
     #[arg(long, value_name = "N", value_parser = parse_max_rows)]
     pub maxrows: Option<MaxRows>,
+
+    /// After the statements, draw the last query's result as a PNG: 2 columns (x, y) as a
+    /// line, 3 (x, y, value) as a heat map (the REPL's `\plot FILE.png`).
+    #[arg(long, value_name = "FILE.png")]
+    pub plot: Option<PathBuf>,
 
     /// Show a statement's progress (chunks done of those planned, bytes read, rows, time
     /// left) on standard error once it has run a second. auto: when standard error is a
@@ -352,15 +358,17 @@ pub async fn run(args: Args, matches: &clap::ArgMatches) -> i32 {
         return repl::run(&ctx, printer, interrupts).await;
     }
 
+    let mut texts = Vec::new();
     if sources.is_empty() {
         let mut sql = String::new();
         if let Err(e) = std::io::stdin().read_to_string(&mut sql) {
             eprintln!("Error: cannot read standard input: {e}");
             return 1;
         }
-        return exit_code(run_sql(&ctx, &sql, &printer, interrupts.as_mut()).await);
+        texts.push(Source::Command(sql));
     }
-    for source in sources {
+    let mut last_query = None;
+    for source in texts.into_iter().chain(sources) {
         let sql = match source {
             Source::Command(sql) => sql,
             Source::File(path) => match std::fs::read_to_string(&path) {
@@ -371,11 +379,39 @@ pub async fn run(args: Args, matches: &clap::ArgMatches) -> i32 {
                 }
             },
         };
-        if let code @ 1.. = exit_code(run_sql(&ctx, &sql, &printer, interrupts.as_mut()).await) {
-            return code;
+        match run_sql(&ctx, &sql, &printer, interrupts.as_mut()).await {
+            Ok(Ran::Finished { last_query: query }) => last_query = query.or(last_query),
+            other => return exit_code(other),
         }
     }
-    0
+    match &args.plot {
+        Some(file) => plot_to(&ctx, last_query.as_deref(), file, interrupts.as_mut()).await,
+        None => 0,
+    }
+}
+
+/// `--plot FILE.png`: the last query's result drawn into `file`; the exit code.
+async fn plot_to(
+    ctx: &SessionContext,
+    last_query: Option<&str>,
+    file: &std::path::Path,
+    interrupts: Option<&mut Interrupts>,
+) -> i32 {
+    let Some(query) = last_query else {
+        eprintln!("Error: --plot: no query ran (the last of -c / -f is drawn)");
+        return 1;
+    };
+    let rows = match rows_to_plot(ctx, query, interrupts).await {
+        Ok(Some(rows)) => rows,
+        other => return exit_code(other.map(|_| Ran::Interrupted)),
+    };
+    match Chart::of(&rows.0, &rows.1).and_then(|chart| plot::write_png(&chart, file)) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            1
+        }
+    }
 }
 
 /// How results are printed, from the flags and where standard output and error go.
@@ -405,7 +441,7 @@ fn printer(args: &Args) -> Printer {
 
 fn exit_code(result: Result<Ran>) -> i32 {
     match result {
-        Ok(Ran::Finished) => 0,
+        Ok(Ran::Finished { .. }) => 0,
         Ok(Ran::Interrupted) => {
             eprintln!("cancelled");
             EXIT_INTERRUPTED

@@ -31,6 +31,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("\\x", "one column per line (on, off; toggles without)"),
     ("\\maxrows", "rows a table shows: N or all"),
     ("\\timing", "print each statement's time (on, off)"),
+    (
+        "\\plot",
+        "draw the last query's result (x, y: a line; x, y, value: a heat map); FILE.png",
+    ),
     ("\\?", "this help"),
     ("\\q", "quit (or Ctrl-D)"),
 ];

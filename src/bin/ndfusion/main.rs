@@ -5,6 +5,7 @@ mod completion;
 mod demo;
 mod interrupt;
 mod output;
+mod plot;
 mod process_log;
 mod progress;
 mod repl;

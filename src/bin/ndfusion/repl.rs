@@ -2,7 +2,7 @@
 //! completion (`completion.rs`), Ctrl-C that stops the running statement (`interrupt.rs`),
 //! and the display commands `\x`, `\maxrows` and `\timing`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -18,7 +18,8 @@ use crate::cli::parse_max_rows;
 use crate::completion::{Catalog, ReplHelper, COMMANDS};
 use crate::demo;
 use crate::interrupt::Interrupts;
-use crate::statements::{error_message, run_sql, Printer, Ran};
+use crate::plot::{self, Chart};
+use crate::statements::{error_message, rows_to_plot, run_sql, Printer, Ran};
 
 const REGISTER: &str = "\
 Register your own data (local paths, s3://, gs://, az://, http(s)://):
@@ -29,6 +30,8 @@ Register your own data (local paths, s3://, gs://, az://, http(s)://):
   SELECT * FROM icechunk_log('/path/to/repo');  -- and icechunk_refs(...)
   CREATE EXTERNAL TABLE s STORED AS ZARR LOCATION 's3://bucket/array.zarr'
     OPTIONS ('aws.region' 'us-east-1', 'aws.skip_signature' 'true');
+\\plot draws the last query's result: 2 columns (x, y) as a line, 3 (x, y, value) as a heat map;
+\\plot FILE.png writes it as a picture.
 Tab completes keywords, tables, columns, formats, OPTIONS keys and paths in LOCATION '...'.
 Ctrl-C stops the running statement; Ctrl-C twice at an empty prompt, or Ctrl-D, quits.";
 
@@ -82,6 +85,7 @@ pub async fn run(
     print_banner(ctx);
 
     let mut interrupted_at_empty_prompt = false;
+    let mut last_query = None;
     loop {
         if let Some(helper) = editor.helper_mut() {
             helper.catalog = Catalog::snapshot(ctx).await;
@@ -114,13 +118,19 @@ pub async fn run(
         if let Some(interrupts) = interrupts.as_mut() {
             interrupts.forget_pending();
         }
+        if let Some(file) = sql.strip_prefix("\\plot") {
+            let file = Some(file.trim()).filter(|f| !f.is_empty());
+            plot(ctx, last_query.as_deref(), file, interrupts.as_mut()).await;
+            continue;
+        }
         if sql.starts_with('\\') {
             match meta_command(ctx, sql, &mut printer, interrupts.as_mut()).await {
                 MetaOutcome::Quit => break,
                 MetaOutcome::Continue => continue,
             }
         }
-        report(run_sql(ctx, sql, &printer, interrupts.as_mut()).await);
+        let ran = run_sql(ctx, sql, &printer, interrupts.as_mut()).await;
+        report(ran, &mut last_query);
     }
     if let Some(path) = &history {
         if let Some(folder) = path.parent() {
@@ -131,14 +141,51 @@ pub async fn run(
     0
 }
 
-/// Prints how a statement ended, when it did not simply finish.
-fn report(result: datafusion::error::Result<Ran>) {
+/// Prints how a statement ended, when it did not simply finish; keeps the last query for
+/// `\plot`.
+fn report(result: datafusion::error::Result<Ran>, last_query: &mut Option<String>) {
     match result {
-        Ok(Ran::Finished) => {}
+        Ok(Ran::Finished { last_query: query }) => {
+            if query.is_some() {
+                *last_query = query;
+            }
+        }
         Ok(Ran::Interrupted) => eprintln!("cancelled"),
         Err(e) => eprintln!("Error: {}", error_message(&e)),
     }
 }
+
+/// `\plot` (in the terminal) or `\plot FILE.png`: the last query's result drawn.
+async fn plot(
+    ctx: &SessionContext,
+    last_query: Option<&str>,
+    file: Option<&str>,
+    interrupts: Option<&mut Interrupts>,
+) {
+    let Some(query) = last_query else {
+        eprintln!("Nothing to plot yet: run a query of 2 columns (x, y) or 3 (x, y, value).");
+        return;
+    };
+    let rows = match rows_to_plot(ctx, query, interrupts).await {
+        Ok(Some(rows)) => rows,
+        Ok(None) => return eprintln!("cancelled"),
+        Err(e) => return eprintln!("Error: {}", error_message(&e)),
+    };
+    let drawn = Chart::of(&rows.0, &rows.1).and_then(|chart| match file {
+        Some(file) => plot::write_png(&chart, Path::new(file)).map(|()| format!("Wrote {file}.\n")),
+        None => {
+            let width = crate::terminal::stdout_width().unwrap_or(80);
+            plot::draw(&chart, width, PLOT_ROWS)
+        }
+    });
+    match drawn {
+        Ok(text) => print!("{text}"),
+        Err(e) => eprintln!("Error: {e}"),
+    }
+}
+
+/// Text rows a chart takes in the terminal.
+const PLOT_ROWS: usize = 16;
 
 enum MetaOutcome {
     Quit,
@@ -224,7 +271,7 @@ async fn meta_command(
             return MetaOutcome::Continue;
         }
     };
-    report(run_sql(ctx, &sql, printer, interrupts).await);
+    report(run_sql(ctx, &sql, printer, interrupts).await, &mut None);
     MetaOutcome::Continue
 }
 

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::{DFParser, Statement};
@@ -17,6 +18,7 @@ use futures::StreamExt;
 
 use crate::interrupt::{interruptible, Interrupts};
 use crate::output::{self, OutputFormat, TableView};
+use crate::plot;
 use crate::progress::Progress;
 
 /// The user-facing message of an error: ndfusion's own without DataFusion's "External
@@ -44,8 +46,9 @@ pub struct Printer {
 /// How running SQL text ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Ran {
-    /// Every statement ran.
-    Finished,
+    /// Every statement ran; the text of the last query among them (not DDL, COPY, INSERT,
+    /// EXPLAIN or SET), for `\plot`.
+    Finished { last_query: Option<String> },
     /// Ctrl-C stopped a statement; those after it did not run.
     Interrupted,
 }
@@ -68,15 +71,47 @@ pub async fn run_sql(
     let dialect = dialect_from_str(&dialect_name)
         .ok_or_else(|| DataFusionError::Plan(format!("unknown SQL dialect '{dialect_name}'")))?;
     let statements = DFParser::parse_sql_with_dialect(sql, dialect.as_ref())?;
+    let mut last_query = None;
     for statement in statements {
         let start = Instant::now();
         let run = run_statement(ctx, statement, printer);
         let Some(answer) = interruptible(interrupts.as_deref_mut(), run).await else {
             return Ok(Ran::Interrupted);
         };
-        print(printer, &answer?, start.elapsed())?;
+        let answer = answer?;
+        print(printer, &answer, start.elapsed())?;
+        last_query = answer.query.or(last_query);
     }
-    Ok(Ran::Finished)
+    Ok(Ran::Finished { last_query })
+}
+
+/// Runs `query` again for `\plot`: every row, at most [`plot::MAX_ROWS`]; `None` when
+/// Ctrl-C stopped it.
+pub async fn rows_to_plot(
+    ctx: &SessionContext,
+    query: &str,
+    interrupts: Option<&mut Interrupts>,
+) -> Result<Option<(SchemaRef, Vec<RecordBatch>)>> {
+    let run = async {
+        let df = ctx.sql(query).await?;
+        let schema = Arc::new(df.schema().as_arrow().clone());
+        let mut stream = df.execute_stream().await?;
+        let (mut batches, mut rows) = (Vec::new(), 0usize);
+        while let Some(batch) = stream.next().await {
+            let batch = batch?;
+            rows += batch.num_rows();
+            if rows > plot::MAX_ROWS {
+                return Err(DataFusionError::Execution(format!(
+                    "\\plot reads at most {} rows; the last query has more: aggregate it \
+                     (GROUP BY) or LIMIT it first",
+                    plot::MAX_ROWS
+                )));
+            }
+            batches.push(batch);
+        }
+        Ok((schema, batches))
+    };
+    interruptible(interrupts, run).await.transpose()
 }
 
 /// A statement's answer as printed: its first rows (all but in the table format with
@@ -85,6 +120,23 @@ struct Answer {
     schema: SchemaRef,
     batches: Vec<RecordBatch>,
     rows: usize,
+    /// The statement's text, when it is a query.
+    query: Option<String>,
+}
+
+/// Whether `plan` answers a query (what `\plot` can run again), not DDL, a write, EXPLAIN or
+/// a setting.
+fn is_query(plan: &LogicalPlan) -> bool {
+    !matches!(
+        plan,
+        LogicalPlan::Ddl(_)
+            | LogicalPlan::Dml(_)
+            | LogicalPlan::Copy(_)
+            | LogicalPlan::Explain(_)
+            | LogicalPlan::Analyze(_)
+            | LogicalPlan::Statement(_)
+            | LogicalPlan::DescribeTable(_)
+    )
 }
 
 /// Plans and runs `statement`, keeping the rows `printer` shows; the progress line is drawn
@@ -94,7 +146,9 @@ async fn run_statement(
     statement: Statement,
     printer: &Printer,
 ) -> Result<Answer> {
+    let text = statement.to_string();
     let plan = ctx.state().statement_to_plan(statement).await?;
+    let query = is_query(&plan).then_some(text);
     let df = ctx.execute_logical_plan(plan).await?;
     let schema = Arc::new(df.schema().as_arrow().clone());
     let task = Arc::new(df.task_ctx());
@@ -122,6 +176,7 @@ async fn run_statement(
         schema,
         batches,
         rows,
+        query,
     })
 }
 

@@ -215,7 +215,15 @@ mod tests {
         .unwrap();
         let render = |format| {
             let mut out = Vec::new();
-            write_batches(&mut out, format, &schema, std::slice::from_ref(&batch), 2, WHOLE).unwrap();
+            write_batches(
+                &mut out,
+                format,
+                &schema,
+                std::slice::from_ref(&batch),
+                2,
+                WHOLE,
+            )
+            .unwrap();
             String::from_utf8(out).unwrap()
         };
         assert_eq!(
