@@ -471,3 +471,18 @@ fn ordered_sources(args: &Args, matches: &clap::ArgMatches) -> Vec<Source> {
     indexed.sort_by_key(|(i, _)| *i);
     indexed.into_iter().map(|(_, s)| s).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maxrows_is_a_number_of_rows_or_all() {
+        assert_eq!(parse_max_rows("40"), Ok(MaxRows::Rows(40)));
+        assert_eq!(parse_max_rows("all").map(MaxRows::limit), Ok(None));
+        for bad in ["0", "-3", "many"] {
+            let error = parse_max_rows(bad).unwrap_err();
+            assert!(error.contains(bad) && error.contains("`all`"), "{error}");
+        }
+    }
+}

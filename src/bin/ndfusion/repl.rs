@@ -209,20 +209,12 @@ async fn meta_command(
             println!("{REGISTER}");
             return MetaOutcome::Continue;
         }
-        (Some("\\x"), setting) => {
-            match switch(setting, printer.expanded) {
-                Some(on) => printer.expanded = on,
-                None => eprintln!("\\x takes on or off"),
-            }
-            println!("Expanded display is {}.", on_off(printer.expanded));
+        (Some(command @ "\\x"), setting) => {
+            toggle(command, setting, &mut printer.expanded, "Expanded display");
             return MetaOutcome::Continue;
         }
-        (Some("\\timing"), setting) => {
-            match switch(setting, printer.timing) {
-                Some(on) => printer.timing = on,
-                None => eprintln!("\\timing takes on or off"),
-            }
-            println!("Timing is {}.", on_off(printer.timing));
+        (Some(command @ "\\timing"), setting) => {
+            toggle(command, setting, &mut printer.timing, "Timing");
             return MetaOutcome::Continue;
         }
         (Some("\\maxrows"), setting) => {
@@ -275,22 +267,16 @@ async fn meta_command(
     MetaOutcome::Continue
 }
 
-/// `on` or `off` as a switch, or the other way round from `now` when not given.
-fn switch(setting: Option<&str>, now: bool) -> Option<bool> {
+/// Sets `flag` from `setting` (`on`, `off`; the other way round without one) and says what
+/// it is now: `{what} is on.`
+fn toggle(command: &str, setting: Option<&str>, flag: &mut bool, what: &str) {
     match setting {
-        None => Some(!now),
-        Some("on") => Some(true),
-        Some("off") => Some(false),
-        Some(_) => None,
+        None => *flag = !*flag,
+        Some("on") => *flag = true,
+        Some("off") => *flag = false,
+        Some(_) => eprintln!("{command} takes on or off"),
     }
-}
-
-fn on_off(on: bool) -> &'static str {
-    if on {
-        "on"
-    } else {
-        "off"
-    }
+    println!("{what} is {}.", if *flag { "on" } else { "off" });
 }
 
 /// The options an ndfusion table was opened with (secrets as `***`).

@@ -15,7 +15,7 @@ pub use terminal::draw;
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef, TimeUnit};
+use arrow::datatypes::{DataType, Float64Type, SchemaRef, TimeUnit};
 
 /// Rows a plot reads at most: beyond it, aggregate first.
 pub const MAX_ROWS: usize = 10_000_000;
@@ -90,64 +90,53 @@ impl Chart {
     }
 }
 
+/// The (x, y) points of a line, in x order; those without an x left out.
+pub fn points_in_x_order(x: &Axis, y: &Axis) -> Vec<(f64, f64)> {
+    let mut points: Vec<(f64, f64)> = (x.values.iter().copied())
+        .zip(y.values.iter().copied())
+        .filter(|(x, _)| x.is_finite())
+        .collect();
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    points
+}
+
 /// Column `index` of `batches` as numbers.
 fn axis(name: &str, batches: &[RecordBatch], index: usize) -> Result<Axis, String> {
     let mut values = Vec::with_capacity(batches.iter().map(|b| b.num_rows()).sum());
     let mut temporal = false;
     for batch in batches {
         let column = batch.column(index);
-        let (numbers, scale) = match column.data_type() {
+        // Times as integers in their unit first, then all as float64, scaled to seconds.
+        let (integers, scale) = match column.data_type() {
             DataType::Timestamp(unit, _) => {
-                temporal = true;
                 let per_second = match unit {
                     TimeUnit::Second => 1.0,
                     TimeUnit::Millisecond => 1e3,
                     TimeUnit::Microsecond => 1e6,
                     TimeUnit::Nanosecond => 1e9,
                 };
-                (cast(column, &DataType::Int64), 1.0 / per_second)
+                (Some(DataType::Int64), 1.0 / per_second)
             }
-            DataType::Date32 => {
-                temporal = true;
-                (cast(column, &DataType::Int32), 86_400.0)
-            }
-            DataType::Date64 => {
-                temporal = true;
-                (cast(column, &DataType::Int64), 1e-3)
-            }
-            t if t.is_numeric() || t == &DataType::Boolean => {
-                (cast(column, &DataType::Float64), 1.0)
-            }
+            DataType::Date32 => (Some(DataType::Int32), 86_400.0),
+            DataType::Date64 => (Some(DataType::Int64), 1e-3),
+            t if t.is_numeric() || t == &DataType::Boolean => (None, 1.0),
             other => {
                 return Err(format!(
                     "\\plot: column {name} is {other}, not numbers or times"
                 ))
             }
         };
+        temporal |= integers.is_some();
+        let numbers = match &integers {
+            Some(integer) => cast(column, integer).and_then(|i| cast(&i, &DataType::Float64)),
+            None => cast(column, &DataType::Float64),
+        };
         let numbers = numbers.map_err(|e| format!("\\plot: column {name}: {e}"))?;
-        match numbers.data_type() {
-            DataType::Float64 => {
-                let numbers = numbers.as_primitive::<Float64Type>();
-                values.extend((0..numbers.len()).map(|i| match numbers.is_null(i) {
-                    true => f64::NAN,
-                    false => numbers.value(i),
-                }));
-            }
-            DataType::Int32 => {
-                let numbers = numbers.as_primitive::<arrow::datatypes::Int32Type>();
-                values.extend((0..numbers.len()).map(|i| match numbers.is_null(i) {
-                    true => f64::NAN,
-                    false => numbers.value(i) as f64 * scale,
-                }));
-            }
-            _ => {
-                let numbers = numbers.as_primitive::<Int64Type>();
-                values.extend((0..numbers.len()).map(|i| match numbers.is_null(i) {
-                    true => f64::NAN,
-                    false => numbers.value(i) as f64 * scale,
-                }));
-            }
-        }
+        let numbers = numbers.as_primitive::<Float64Type>();
+        values.extend((0..numbers.len()).map(|i| match numbers.is_null(i) {
+            true => f64::NAN,
+            false => numbers.value(i) * scale,
+        }));
     }
     Ok(Axis {
         name: name.to_string(),

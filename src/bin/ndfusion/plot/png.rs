@@ -5,10 +5,12 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
-use super::{colour, Axis, Chart, Grid, LINE};
+use super::{colour, points_in_x_order, Axis, Chart, Grid, LINE};
 
 /// The picture's size in pixels.
 const SIZE: (u32, u32) = (1000, 640);
@@ -80,26 +82,29 @@ fn rgb((r, g, b): (u8, u8, u8)) -> RGBColor {
     RGBColor(r, g, b)
 }
 
-fn line<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
-    x: &Axis,
-    y: &Axis,
-) -> DrawResult
+/// A chart's frame on `area`: its title, x and y over their ranges with the axes' names and
+/// labels, grid lines when `mesh`.
+fn frame<'a, DB: DrawingBackend + 'a>(
+    area: &'a DrawingArea<DB, Shift>,
+    title: String,
+    (x, (x0, x1)): (&Axis, (f64, f64)),
+    (y, (y0, y1)): (&Axis, (f64, f64)),
+    mesh: bool,
+) -> Result<Frame<'a, DB>, Box<dyn std::error::Error>>
 where
     DB::ErrorType: 'static,
 {
-    let ((x0, x1), (y0, y1)) = (span(x)?, span(y)?);
-    // Room above and below the line, so its extremes are not on the frame.
-    let pad = (y1 - y0) * 0.05;
-    let (y0, y1) = (y0 - pad, y1 + pad);
     let mut chart = ChartBuilder::on(area)
-        .caption(format!("{} against {}", y.name, x.name), ("sans-serif", 22))
+        .caption(title, ("sans-serif", 22))
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(72)
         .build_cartesian_2d(x0..x1, y0..y1)?;
-    chart
-        .configure_mesh()
+    let mut style = chart.configure_mesh();
+    if !mesh {
+        style.disable_mesh();
+    }
+    style
         .x_desc(x.name.as_str())
         .y_desc(y.name.as_str())
         .x_label_formatter(&|v| x.label(*v))
@@ -107,13 +112,24 @@ where
         .label_style(LABELS)
         .axis_desc_style(NAMES)
         .draw()?;
-    let mut points: Vec<(f64, f64)> = (x.values.iter().copied())
-        .zip(y.values.iter().copied())
-        .filter(|(x, _)| x.is_finite())
-        .collect();
-    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(chart)
+}
+
+/// A chart drawn in data coordinates.
+type Frame<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+fn line<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, x: &Axis, y: &Axis) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let ((x0, x1), (y0, y1)) = (span(x)?, span(y)?);
+    // Room above and below the line, so its extremes are not on the frame.
+    let pad = (y1 - y0) * 0.05;
+    let (y0, y1) = (y0 - pad, y1 + pad);
+    let title = format!("{} against {}", y.name, x.name);
+    let mut chart = frame(area, title, (x, (x0, x1)), (y, (y0, y1)), true)?;
     // A null or NaN y breaks the line.
-    for run in points.split(|(_, y)| !y.is_finite()) {
+    for run in points_in_x_order(x, y).split(|(_, y)| !y.is_finite()) {
         chart.draw_series(LineSeries::new(
             run.iter().copied(),
             rgb(LINE).stroke_width(2),
@@ -123,7 +139,7 @@ where
 }
 
 fn heat<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
+    area: &DrawingArea<DB, Shift>,
     x: &Axis,
     y: &Axis,
     value: &Axis,
@@ -135,25 +151,8 @@ where
 {
     let (x0, x1) = (grid.x_edges[0], grid.x_edges[grid.columns]);
     let (y0, y1) = (grid.y_edges[0], grid.y_edges[grid.rows]);
-    let mut chart = ChartBuilder::on(area)
-        .caption(
-            format!("{} over {} and {}", value.name, x.name, y.name),
-            ("sans-serif", 22),
-        )
-        .margin(16)
-        .x_label_area_size(48)
-        .y_label_area_size(72)
-        .build_cartesian_2d(x0..x1, y0..y1)?;
-    chart
-        .configure_mesh()
-        .disable_mesh()
-        .x_desc(x.name.as_str())
-        .y_desc(y.name.as_str())
-        .x_label_formatter(&|v| x.label(*v))
-        .y_label_formatter(&|v| y.label(*v))
-        .label_style(LABELS)
-        .axis_desc_style(NAMES)
-        .draw()?;
+    let title = format!("{} over {} and {}", value.name, x.name, y.name);
+    let mut chart = frame(area, title, (x, (x0, x1)), (y, (y0, y1)), false)?;
     let cells = (0..grid.rows).flat_map(|row| (0..grid.columns).map(move |column| (column, row)));
     chart.draw_series(cells.filter_map(|(column, row)| {
         let v = grid.at(column, row);
@@ -169,7 +168,7 @@ where
 }
 
 fn colour_bar<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
+    area: &DrawingArea<DB, Shift>,
     value: &Axis,
     (lo, hi): (f64, f64),
 ) -> DrawResult

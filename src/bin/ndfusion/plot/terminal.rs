@@ -2,7 +2,7 @@
 //! `▀` in the upper pixel's colour over the lower pixel's colour (24-bit colour escapes), with
 //! the axes' extremes as labels, the columns' names, and a heat map's colour bar.
 
-use super::{colour, Axis, Chart, Grid, LINE};
+use super::{colour, points_in_x_order, Axis, Chart, Grid, LINE};
 
 type Rgb = (u8, u8, u8);
 
@@ -141,14 +141,9 @@ fn line(canvas: &mut Canvas, x: &Axis, y: &Axis, x_range: (f64, f64), y_range: (
         let t = if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
         (t * (pixels - 1) as f64).round() as i64
     };
-    let mut points: Vec<(f64, f64)> = (x.values.iter().copied())
-        .zip(y.values.iter().copied())
-        .filter(|(x, _)| x.is_finite())
-        .collect();
-    points.sort_by(|a, b| a.0.total_cmp(&b.0));
     let bottom = (canvas.height - 1) as i64;
     let mut last = None;
-    for (px, py) in points {
+    for (px, py) in points_in_x_order(x, y) {
         if !py.is_finite() {
             last = None;
             continue;
