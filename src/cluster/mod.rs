@@ -16,6 +16,7 @@
 mod allowed;
 mod client_writes;
 mod codec;
+mod liveness;
 mod plan_guard;
 mod security;
 mod tls_check;
@@ -23,6 +24,7 @@ mod tls_check;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use arrow_flight::flight_service_server::FlightServiceServer;
 use ballista::prelude::{SessionConfigExt, SessionContextExt};
@@ -210,7 +212,9 @@ pub async fn run_scheduler(settings: SchedulerSettings) -> Result<()> {
     let config = SchedulerConfig {
         // Executors ask for work when they have free slots: tasks of an executor that was
         // lost are picked up again. (Pushed tasks reset after a loss wait for an offer that
-        // may not come: a query hung in our fault test.)
+        // may not come: a query hung in our fault test; and the executors' own gRPC servers,
+        // which push mode calls, take no token or TLS.) A busy executor does not poll, so
+        // the scheduler checks on it itself (`liveness.rs`).
         scheduling_policy: TaskSchedulingPolicy::PullStaged,
         bind_host: bind.ip().to_string(),
         bind_port: bind.port(),
@@ -228,6 +232,8 @@ pub async fn run_scheduler(settings: SchedulerSettings) -> Result<()> {
     let cluster = BallistaCluster::new_from_config(&config)
         .await
         .map_err(|e| cluster_error(what(), e))?;
+    // The liveness checks need the cluster's state, which the scheduler takes.
+    let checked = cluster.clone();
     // Ballista's `start_server`, assembled here for the token and TLS (no REST API, no Flight
     // proxy: neither is used).
     let (encoding, decoding) = (
@@ -238,6 +244,12 @@ pub async fn run_scheduler(settings: SchedulerSettings) -> Result<()> {
         create_scheduler::<LogicalPlanNode, PhysicalPlanNode>(cluster, Arc::new(config))
             .await
             .map_err(|e| cluster_error(what(), e))?;
+    liveness::spawn(
+        scheduler.clone(),
+        &checked,
+        security.clone(),
+        Duration::from_secs(settings.executor_timeout_seconds),
+    );
     let service = SchedulerGrpcServer::new(scheduler)
         .max_encoding_message_size(encoding)
         .max_decoding_message_size(decoding);

@@ -18,7 +18,7 @@ const CLUSTER_KEY_ID: &str = "cluster-key-id";
 const CLUSTER_TOKEN: &str = "cluster-session-token";
 
 /// A process of the cluster, killed when dropped; its output goes to a log file.
-struct Process {
+pub(crate) struct Process {
     name: String,
     child: Child,
     log: PathBuf,
@@ -61,7 +61,7 @@ impl Process {
         }
     }
 
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -202,7 +202,7 @@ impl Secrets {
     }
 
     /// What a scheduler and an executor are started with.
-    fn process_args(&self) -> Vec<String> {
+    pub(crate) fn process_args(&self) -> Vec<String> {
         let mut args = self.client_args();
         args.extend(["--tls-cert".into(), self.path("node.pem")]);
         args.extend(["--tls-key".into(), self.path("node.key")]);
@@ -210,7 +210,7 @@ impl Secrets {
     }
 
     /// What `ndfusion --cluster` is given.
-    fn client_args(&self) -> Vec<String> {
+    pub(crate) fn client_args(&self) -> Vec<String> {
         vec![
             "--token-file".into(),
             self.path("token"),
@@ -229,28 +229,40 @@ impl Secrets {
 }
 
 /// A scheduler and executors on free ports of 127.0.0.1.
-struct Cluster {
+pub(crate) struct Cluster {
     scheduler: Process,
-    executors: Vec<Process>,
+    scheduler_args: Vec<String>,
+    pub(crate) executors: Vec<Process>,
     port: u16,
     work_dirs: Vec<PathBuf>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Cluster {
     /// A scheduler and `executors` executors, each given `extra` arguments too (`--allow`,
     /// `--allow-endpoint`).
     fn start(executors: usize, extra: &[String]) -> Cluster {
+        // The default timeout (20 s): a busy executor on a loaded 2-core machine missed 10 s
+        // of polls again and again after its peer was killed.
+        Cluster::start_with(executors, 2, 20, extra)
+    }
+
+    /// [`Cluster::start`] with `concurrency` task slots per executor and an executor timeout
+    /// of `timeout` seconds.
+    pub(crate) fn start_with(
+        executors: usize,
+        concurrency: usize,
+        timeout: u64,
+        extra: &[String],
+    ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let mut args: Vec<String> = vec![
             "scheduler".into(),
             "--bind".into(),
             format!("127.0.0.1:{port}"),
-            // The default (20 s): a busy executor on a loaded 2-core machine missed 10 s of
-            // heartbeats again and again after its peer was killed.
             "--executor-timeout".into(),
-            "20".into(),
+            timeout.to_string(),
         ];
         args.extend(extra.iter().cloned());
         let scheduler = Process::start("scheduler", &args, dir.path());
@@ -267,7 +279,7 @@ impl Cluster {
                 "--bind".into(),
                 format!("127.0.0.1:{flight}"),
                 "--concurrency".into(),
-                "2".into(),
+                concurrency.to_string(),
                 "--work-dir".into(),
                 work_dir.display().to_string(),
             ];
@@ -279,18 +291,32 @@ impl Cluster {
         }
         Cluster {
             scheduler,
+            scheduler_args: args,
             executors: started,
             port,
             work_dirs,
-            _dir: dir,
+            dir,
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("df://127.0.0.1:{}", self.port)
     }
 
-    fn logs(&self) -> String {
+    /// What the scheduler has logged so far.
+    pub(crate) fn scheduler_log(&self) -> String {
+        self.scheduler.log()
+    }
+
+    /// Kills the scheduler (SIGKILL) and starts it again on its address.
+    pub(crate) fn restart_scheduler(&mut self) {
+        self.scheduler.kill();
+        self.scheduler =
+            Process::start("scheduler-restarted", &self.scheduler_args, self.dir.path());
+        wait_for_port(self.port, &self.scheduler);
+    }
+
+    pub(crate) fn logs(&self) -> String {
         let mut logs = vec![self.scheduler.log()];
         logs.extend(self.executors.iter().map(Process::log));
         logs.join("\n")
@@ -306,7 +332,7 @@ fn wait_for_port(port: u16, process: &Process) {
 }
 
 /// `ndfusion` with `args`, from the repository root.
-fn ndfusion(args: &[String]) -> Output {
+pub(crate) fn ndfusion(args: &[String]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ndfusion"))
         .args(args)
         .current_dir(repo())
@@ -315,7 +341,7 @@ fn ndfusion(args: &[String]) -> Output {
         .unwrap()
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).to_string()
 }
 

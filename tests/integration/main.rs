@@ -9,6 +9,7 @@ mod zarr_write;
 
 mod cli;
 mod cluster;
+mod cluster_faults;
 mod hdf5;
 mod icechunk;
 mod kerchunk;

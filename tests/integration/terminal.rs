@@ -17,13 +17,13 @@ use crate::servers::{nginx_throttled, Server};
 const CHUNKS: usize = 64;
 const CHUNK_LEN: usize = 8192;
 
-/// Writes `slow.zarr` under `root`: float64 values 0, 1, 2, ... in `CHUNKS` uncompressed
-/// chunks (sum: n(n-1)/2).
-fn write_slow_array(root: &Path) {
+/// Writes `slow.zarr` under `root`: float64 values 0, 1, 2, ... in `chunks` uncompressed
+/// chunks of `CHUNK_LEN` (sum: n(n-1)/2).
+pub(crate) fn write_slow_array(root: &Path, chunks: usize) {
     let array = root.join("slow.zarr");
     std::fs::create_dir_all(array.join("c")).unwrap();
     let metadata = serde_json::json!({
-        "zarr_format": 3, "node_type": "array", "shape": [CHUNKS * CHUNK_LEN],
+        "zarr_format": 3, "node_type": "array", "shape": [chunks * CHUNK_LEN],
         "data_type": "float64", "dimension_names": ["i"],
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [CHUNK_LEN]}},
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
@@ -31,7 +31,7 @@ fn write_slow_array(root: &Path) {
         "attributes": {},
     });
     std::fs::write(array.join("zarr.json"), metadata.to_string()).unwrap();
-    for chunk in 0..CHUNKS {
+    for chunk in 0..chunks {
         let values =
             (chunk * CHUNK_LEN..(chunk + 1) * CHUNK_LEN).flat_map(|v| (v as f64).to_le_bytes());
         std::fs::write(
@@ -45,7 +45,7 @@ fn write_slow_array(root: &Path) {
 /// A throttled nginx serving the slow array, and the statement that registers it as `slow`.
 fn slow_store() -> (tempfile::TempDir, Server, String) {
     let root = tempfile::tempdir().unwrap();
-    write_slow_array(root.path());
+    write_slow_array(root.path(), CHUNKS);
     let server = nginx_throttled(root.path(), 32 * 1024);
     let create = format!(
         "CREATE EXTERNAL TABLE slow STORED AS ZARR LOCATION '{}/slow.zarr' \
