@@ -230,21 +230,18 @@ mod tests {
 
     #[test]
     fn checks_come_four_times_a_timeout_and_at_least_every_five_seconds() {
-        assert_eq!(
-            check_interval(Duration::from_secs(20)),
-            Duration::from_secs(5)
-        );
-        assert_eq!(
-            check_interval(Duration::from_secs(10)),
-            Duration::from_millis(2500)
-        );
-        assert_eq!(
-            check_interval(Duration::from_secs(2)),
-            Duration::from_secs(1)
-        );
-        assert_eq!(
-            check_interval(Duration::from_secs(600)),
-            Duration::from_secs(5)
-        );
+        for (timeout_ms, interval_ms) in [
+            (20_000, 5_000),
+            (10_000, 2_500),
+            (2_000, 1_000),
+            (600_000, 5_000),
+        ] {
+            let interval = check_interval(Duration::from_millis(timeout_ms));
+            assert_eq!(
+                interval,
+                Duration::from_millis(interval_ms),
+                "timeout {timeout_ms} ms"
+            );
+        }
     }
 }

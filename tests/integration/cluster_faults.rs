@@ -78,10 +78,19 @@ fn finish(mut client: Child, bound: Duration, cluster: &Cluster) -> (Output, Dur
     (client.wait_with_output().unwrap(), start.elapsed())
 }
 
-/// The answer of the slow table, as the CLI prints it.
-fn slow_answer(chunks: usize) -> String {
+/// The query succeeded with the slow table's answer, as the CLI prints it.
+fn assert_slow_answer(out: &Output, chunks: usize, cluster: &Cluster) {
     let n = (chunks * 8192) as u64;
-    format!("count(*),sum(slow.value)\n{n},{}.0\n", n * (n - 1) / 2)
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stderr),
+        cluster.logs()
+    );
+    assert_eq!(
+        text(&out.stdout),
+        format!("count(*),sum(slow.value)\n{n},{}.0\n", n * (n - 1) / 2)
+    );
 }
 
 /// One task of about 64 s on an executor with one slot (it cannot poll while the task runs)
@@ -98,13 +107,7 @@ fn tasks_longer_than_the_executor_timeout_finish_once() {
         Duration::from_secs(240),
         &cluster,
     );
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        text(&out.stderr),
-        cluster.logs()
-    );
-    assert_eq!(text(&out.stdout), slow_answer(chunks));
+    assert_slow_answer(&out, chunks, &cluster);
     assert!(
         took > Duration::from_secs(6 * TIMEOUT),
         "the task took {took:?}: not longer than the test needs"
@@ -150,13 +153,7 @@ fn a_lost_executor_costs_its_tasks_and_losing_all_fails_the_query() {
     cluster.executors[0].kill();
     let killed = Instant::now();
     let (out, _) = finish(client, Duration::from_secs(240), &cluster);
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        text(&out.stderr),
-        cluster.logs()
-    );
-    assert_eq!(text(&out.stdout), slow_answer(chunks));
+    assert_slow_answer(&out, chunks, &cluster);
     let reads = chunk_reads(&server);
     assert_eq!(reads.len(), chunks);
     assert!(
