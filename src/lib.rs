@@ -93,7 +93,7 @@ pub use lance_nd::{
     LanceNdFormatFactory, LanceNdKeys, LanceNdOptions, LanceNdTable, LanceNdTableFactory,
     LanceNdWriter, ReadOptions, WriteOptions,
 };
-pub use limits::{parse_size, Limits, SessionLimits};
+pub use limits::{format_size, parse_size, Limits, SessionLimits};
 pub use nd::{Dim, NdArrowArray, NdError, NdRecordBatch};
 pub use netcdf::{NetCDFKeys, NetCDFOptions, NetCDFTable, NetCDFTableFactory};
 #[cfg(feature = "cluster")]

@@ -301,6 +301,22 @@ impl ExtensionOptions for SessionLimits {
     }
 }
 
+/// `bytes` as a person reads it: `1023 B`, `1.5 GiB` (units of 1024, up to TiB); what
+/// [`parse_size`] reads back, to a tenth.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    match unit {
+        0 => format!("{bytes} B"),
+        _ => format!("{value:.1} {}", UNITS[unit]),
+    }
+}
+
 /// Why a size could not be read (the reason of [`Error::InvalidSize`]).
 #[derive(Debug, thiserror::Error)]
 enum SizeError {
@@ -461,6 +477,11 @@ mod tests {
         assert_eq!(parse_size("2gib").unwrap(), 2 << 30);
         for bad in ["12X", "lots", "0", "-5M", "1e30T"] {
             assert!(parse_size(bad).is_err(), "{bad}");
+        }
+        // And written back as parse_size reads them.
+        for (bytes, text) in [(1023, "1023 B"), (3 << 29, "1.5 GiB"), (5 << 40, "5.0 TiB")] {
+            assert_eq!(format_size(bytes), text);
+            assert_eq!(parse_size(text).unwrap(), bytes);
         }
     }
 

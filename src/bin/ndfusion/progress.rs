@@ -115,7 +115,10 @@ impl Counts {
             .map(|(unit, (done, planned))| format!("{unit} {done}/{planned}"))
             .collect();
         if self.bytes_read > 0 {
-            parts.push(format!("{} read", bytes(self.bytes_read)));
+            parts.push(format!(
+                "{} read",
+                ndfusion::format_size(self.bytes_read as u64)
+            ));
         }
         parts.push(format!("{} rows", thousands(rows)));
         let seconds = elapsed.as_secs_f64();
@@ -144,21 +147,6 @@ fn thousands(n: usize) -> String {
     out
 }
 
-/// `bytes` in B, KiB, MiB or GiB.
-fn bytes(bytes: usize) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    match unit {
-        0 => format!("{bytes} B"),
-        _ => format!("{value:.1} {}", UNITS[unit]),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +167,6 @@ mod tests {
         );
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(1000), "1,000");
-        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(ndfusion::format_size(1023), "1023 B");
     }
 }
