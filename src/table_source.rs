@@ -20,7 +20,7 @@ use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::error::Result;
-use crate::scan::{ScanCall, ScanExec};
+use crate::scan::{PartitionTarget, ScanCall, ScanExec};
 
 /// How to open a table again.
 #[derive(Debug)]
@@ -78,6 +78,8 @@ pub(crate) struct ScanOrigin {
     /// The session's target partitions and batch size when the scan was planned.
     pub target_partitions: usize,
     pub batch_size: usize,
+    /// The bytes a task aims to read, when planned on a cluster's scheduler.
+    pub target_task_bytes: Option<u64>,
 }
 
 impl ScanOrigin {
@@ -96,6 +98,7 @@ impl ScanOrigin {
             reversed: false,
             target_partitions: state.config().target_partitions(),
             batch_size: state.config().batch_size(),
+            target_task_bytes: PartitionTarget::of(state.config()).task_bytes,
         }
     }
 

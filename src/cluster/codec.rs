@@ -30,8 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use super::allowed::AllowedLocations;
 use super::plan_guard::check_plan;
-use crate::scan::OriginSlot;
-use crate::scan::ScanExec;
+use crate::scan::{OriginSlot, ScanExec, TargetTaskBytes};
 use crate::table_kind::{reopening, source_of, Opening};
 use crate::table_source::{ScanOrigin, TableSource};
 
@@ -66,6 +65,9 @@ struct EncodedScan {
     reversed: bool,
     target_partitions: usize,
     batch_size: usize,
+    /// The scheduler's `--target-task-bytes`: the executors cut the scan as it did.
+    #[serde(default)]
+    target_task_bytes: Option<u64>,
     /// What the scheduler planned, checked when the scan is planned again.
     partitions: usize,
     explain: String,
@@ -307,6 +309,7 @@ fn encode_scan(origin: &ScanOrigin, plan: &dyn ExecutionPlan) -> Result<EncodedS
         reversed: origin.reversed,
         target_partitions: origin.target_partitions,
         batch_size: origin.batch_size,
+        target_task_bytes: origin.target_task_bytes,
         partitions: plan.properties().partitioning.partition_count(),
         explain: explain_line(plan),
     })
@@ -409,11 +412,14 @@ async fn replay_scan(
         .iter()
         .map(|bytes| Expr::from_bytes_with_ctx(bytes, ctx))
         .collect::<Result<Vec<_>>>()?;
-    let config = ctx
+    let mut config = ctx
         .session_config()
         .clone()
         .with_target_partitions(scan.target_partitions)
         .with_batch_size(scan.batch_size);
+    if let Some(bytes) = scan.target_task_bytes {
+        config = TargetTaskBytes(bytes).on(config);
+    }
     let state = SessionStateBuilder::new()
         .with_config(config)
         .with_runtime_env(ctx.runtime_env())

@@ -50,6 +50,7 @@ pub(crate) use security::check_token;
 pub use security::{ClusterSecurity, TOKEN_ENV};
 
 use crate::error::{Error, Result};
+use crate::scan::TargetTaskBytes;
 
 /// A session configuration for a cluster client: Ballista's settings and ndfusion's codecs,
 /// and the token and TLS of `security` on every link it opens.
@@ -183,6 +184,9 @@ pub struct SchedulerSettings {
     /// Seconds without a heartbeat after which an executor counts as lost and its tasks run
     /// elsewhere (default 20).
     pub executor_timeout_seconds: u64,
+    /// The decoded bytes a task of a scan aims to read: a scan has the session's target
+    /// partitions, or more tasks when each would read more (default 1 GiB).
+    pub target_task_bytes: u64,
     /// The token calls must carry and the TLS the scheduler serves.
     pub security: ClusterSecurity,
     /// Start on a non-loopback address without a token.
@@ -195,6 +199,7 @@ impl Default for SchedulerSettings {
             bind: SocketAddr::from(([127, 0, 0, 1], 50050)),
             allowed: AllowedLocations::everything(),
             executor_timeout_seconds: 20,
+            target_task_bytes: TargetTaskBytes::DEFAULT.0,
             security: ClusterSecurity::none(),
             insecure: false,
         }
@@ -223,7 +228,10 @@ pub async fn run_scheduler(settings: SchedulerSettings) -> Result<()> {
         expire_dead_executor_interval_seconds: (settings.executor_timeout_seconds / 4).max(1),
         override_logical_codec: Some(logical),
         override_physical_codec: Some(physical),
-        override_session_builder: Some(guarded_session_builder(settings.allowed)),
+        override_session_builder: Some(scheduler_session_builder(
+            settings.allowed,
+            TargetTaskBytes(settings.target_task_bytes.max(1)),
+        )),
         override_create_grpc_client_endpoint: security.endpoint_override(),
         use_tls: security.has_tls(),
         ..Default::default()
@@ -283,11 +291,14 @@ async fn stop_signal() {
     }
 }
 
-/// Ballista's scheduler session, with the check that refuses what a cluster does not run.
-fn guarded_session_builder(
+/// Ballista's scheduler session, with the check that refuses what a cluster does not run and
+/// the task size its scans are cut by.
+fn scheduler_session_builder(
     allowed: AllowedLocations,
+    task_bytes: TargetTaskBytes,
 ) -> ballista_scheduler::scheduler_server::SessionBuilder {
     Arc::new(move |config: SessionConfig| {
+        let config = task_bytes.on(config);
         let state = ballista_core::utils::default_session_builder(config)?;
         Ok(SessionStateBuilder::new_from_existing(state)
             .with_physical_optimizer_rule(Arc::new(plan_guard::PlanGuard {

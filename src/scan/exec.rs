@@ -105,6 +105,11 @@ impl ScanExec {
         ))
     }
 
+    /// See [`ScanSource::read_bytes`].
+    pub(crate) fn read_bytes(&self) -> Option<u64> {
+        self.source.read_bytes()
+    }
+
     /// See [`ScanSource::rows_per_key_run`].
     pub(crate) fn rows_per_key_run(&self, columns: &[usize]) -> Option<u64> {
         self.source.rows_per_key_run(columns)

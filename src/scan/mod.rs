@@ -13,6 +13,7 @@ mod projection;
 mod read_buffers;
 mod run_aggregate;
 mod source;
+mod task_size;
 
 pub(crate) use batch_channel::{held_bytes, rows_made, spawn_batches, BatchSender};
 pub(crate) use batches::{reversed_unit, row_count};
@@ -28,3 +29,6 @@ pub(crate) use source::{
     column_names, fmt_options, nth_partition, OpenPartition, PartitionUnits, ScanShape, ScanSource,
     SortKey, UnitBatches, UnitRead,
 };
+pub(crate) use task_size::PartitionTarget;
+#[cfg(feature = "cluster")]
+pub(crate) use task_size::TargetTaskBytes;

@@ -39,6 +39,13 @@ pub(crate) trait ScanSource: fmt::Debug + Send + Sync + 'static {
     /// Rows of `partition` (all partitions: `None`), as far as known.
     fn num_rows(&self, partition: Option<usize>) -> Result<Precision<usize>>;
 
+    /// The decoded bytes of stored values the whole scan reads, as metadata tells before
+    /// anything is fetched (a collection sizes a cluster's tasks by its members'); `None`
+    /// when unknown.
+    fn read_bytes(&self) -> Option<u64> {
+        None
+    }
+
     /// Whether the scan stops at a limit itself (`with_limit`): then DataFusion pushes
     /// limits into it.
     fn takes_limits(&self) -> bool {

@@ -10,7 +10,7 @@ use crate::object_stores::{s3_options, s3_store, upload_fixtures, BUCKET};
 use crate::servers::{self, free_port};
 use crate::slt::{run_sql_files_at_in, Mode};
 
-fn repo() -> &'static Path {
+pub(crate) fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -219,7 +219,7 @@ impl Secrets {
         ]
     }
 
-    fn security(&self) -> ndfusion::ClusterSecurity {
+    pub(crate) fn security(&self) -> ndfusion::ClusterSecurity {
         ndfusion::ClusterSecurity::none()
             .with_token_file(&self.dir.path().join("token"))
             .unwrap()
@@ -255,6 +255,17 @@ impl Cluster {
         timeout: u64,
         extra: &[String],
     ) -> Cluster {
+        Cluster::launch(executors, concurrency, timeout, &[], extra)
+    }
+
+    /// [`Cluster::start_with`], the scheduler given `scheduler_extra` arguments too.
+    pub(crate) fn launch(
+        executors: usize,
+        concurrency: usize,
+        timeout: u64,
+        scheduler_extra: &[String],
+        extra: &[String],
+    ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let mut args: Vec<String> = vec![
@@ -264,6 +275,7 @@ impl Cluster {
             "--executor-timeout".into(),
             timeout.to_string(),
         ];
+        args.extend(scheduler_extra.iter().cloned());
         args.extend(extra.iter().cloned());
         let scheduler = Process::start("scheduler", &args, dir.path());
         wait_for_port(port, &scheduler);

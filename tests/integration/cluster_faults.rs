@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cluster::{ndfusion, text, Cluster, Secrets};
+use crate::cluster::{ndfusion, repo, text, Cluster, Secrets};
 use crate::servers::{nginx_throttled, Server};
 use crate::terminal::write_slow_array;
 
@@ -252,4 +252,85 @@ fn executors_serve_a_restarted_scheduler() {
         std::thread::sleep(Duration::from_secs(1));
     }
     eprintln!("a restarted scheduler answered after {:?}", start.elapsed());
+}
+
+/// The scan line of an EXPLAIN's physical plan, with its partition count.
+async fn scan_line(ctx: &datafusion::prelude::SessionContext, query: &str) -> (String, usize) {
+    let df = ctx.sql(&format!("EXPLAIN {query}")).await.unwrap();
+    let batches = df.collect().await.unwrap();
+    let plan = arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string();
+    let line = (plan.lines())
+        .find(|l| l.contains("ScanExec:"))
+        .unwrap_or_else(|| panic!("no scan in\n{plan}"));
+    let count = line.split("partitions=").nth(1).unwrap();
+    let count = count[..count.find(|c: char| !c.is_ascii_digit()).unwrap()]
+        .parse()
+        .unwrap();
+    (line.to_string(), count)
+}
+
+/// A scheduler cuts scans into tasks of `--target-task-bytes` (decoded bytes read): a large
+/// selection makes more tasks than the session's target partitions, a small one keeps them;
+/// EXPLAIN on the cluster shows the count and the size, and the answer is the local one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scans_are_cut_into_tasks_of_the_target_size() {
+    let secrets = Secrets::new();
+    let sized = ["--target-task-bytes".to_string(), "100M".into()];
+    let cluster = Cluster::launch(2, 2, 20, &sized, &secrets.process_args());
+    let remote = ndfusion::new_cluster_context_with(&cluster.url(), &secrets.security())
+        .await
+        .unwrap();
+    let local = ndfusion::new_session_context();
+    let big = repo().join("tests/data/zarr_v3/ten_million_chunks.zarr");
+    let floats = repo().join("tests/data/collections/floats");
+    for ctx in [&remote, &local] {
+        for statement in [
+            "SET datafusion.execution.target_partitions = 2".to_string(),
+            format!(
+                "CREATE EXTERNAL TABLE big STORED AS ZARR LOCATION '{}'",
+                big.display()
+            ),
+            format!(
+                "CREATE EXTERNAL TABLE f STORED AS ZARR LOCATION '{}/*.zarr'",
+                floats.display()
+            ),
+        ] {
+            ctx.sql(&statement).await.unwrap().collect().await.unwrap();
+        }
+    }
+    // Chunks of 1000 elements of 13 bytes: 2000 chunks are 24.8 MiB, one task's worth.
+    let (line, small) = scan_line(&remote, "SELECT sum(pressure) FROM big WHERE i < 2000000").await;
+    assert_eq!(small, 2, "{line}");
+    assert!(
+        line.contains("(tasks of 100.0 MiB, 24.8 MiB read)"),
+        "{line}"
+    );
+    // 100,000 chunks are 1.2 GiB: 13 tasks of at most 100 MiB, more than the 2 asked for.
+    let query = "SELECT count(*), sum(pressure) FROM big WHERE i < 100000000";
+    let (line, large) = scan_line(&remote, query).await;
+    assert_eq!(large, 13, "{line}");
+    assert!(
+        line.contains("(tasks of 100.0 MiB, 1.2 GiB read)"),
+        "{line}"
+    );
+    // Locally the session's target partitions alone.
+    let (line, here) = scan_line(&local, query).await;
+    assert_eq!(here, 2, "{line}");
+    assert!(!line.contains("tasks of"), "{line}");
+    // A collection's tasks are sized by its members' reads.
+    let (line, _) = scan_line(&remote, "SELECT sum(temp) FROM f").await;
+    assert!(line.contains("(tasks of 100.0 MiB, "), "{line}");
+
+    let answer = |ctx: datafusion::prelude::SessionContext| async move {
+        let batches = ctx.sql(query).await?.collect().await?;
+        Ok::<_, datafusion::error::DataFusionError>(
+            arrow::util::pretty::pretty_format_batches(&batches)?.to_string(),
+        )
+    };
+    let on_cluster = answer(remote.clone())
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.logs()));
+    assert_eq!(on_cluster, answer(local.clone()).await.unwrap());
 }

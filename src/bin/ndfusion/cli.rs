@@ -140,6 +140,10 @@ pub enum Process {
         /// Seconds without a heartbeat after which an executor is lost and its tasks rerun.
         #[arg(long, default_value_t = 20)]
         executor_timeout: u64,
+        /// Decoded bytes a task of a scan aims to read, e.g. 512M: a scan is cut into the
+        /// session's target partitions, or into more tasks when each would read more.
+        #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size)]
+        target_task_bytes: usize,
     },
     /// Run a cluster's executor: it registers with the scheduler and runs tasks.
     Executor {
@@ -226,12 +230,14 @@ pub async fn run_process(process: Process, security: &SecurityArgs) -> i32 {
             bind,
             access,
             executor_timeout,
+            target_task_bytes,
         } => {
             eprintln!("ndfusion scheduler listening on {bind}");
             ndfusion::run_scheduler(ndfusion::SchedulerSettings {
                 bind,
                 allowed: access.allowed(),
                 executor_timeout_seconds: executor_timeout,
+                target_task_bytes: target_task_bytes as u64,
                 security,
                 insecure: access.insecure,
             })

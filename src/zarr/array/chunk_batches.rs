@@ -66,6 +66,14 @@ impl ChunkBatches {
             .any(ColumnSource::reads_elements)
     }
 
+    /// The decoded bytes of one chunk, when its element bytes are read at all.
+    pub(crate) fn chunk_read_bytes(&self) -> u64 {
+        match self.needs_values() {
+            true => self.reader.array.meta.chunk_bytes(),
+            false => 0,
+        }
+    }
+
     /// What one chunk's read may hold at once when the scan selects `selection`: the fetched
     /// and the decoded chunk (when element bytes are needed at all; a missing chunk holds
     /// none, but that is known only once it is fetched), the positions of its selected
@@ -74,10 +82,7 @@ impl ChunkBatches {
     pub(crate) fn unit_bytes(&self, selection: &Selection) -> u64 {
         let meta = &self.reader.array.meta;
         let elements = (meta.chunk_shape.iter()).fold(1u64, |n, &d| n.saturating_mul(d));
-        let stored = match self.needs_values() {
-            true => meta.chunk_bytes().saturating_mul(2),
-            false => 0,
-        };
+        let stored = self.chunk_read_bytes().saturating_mul(2);
         let positions = match selection.runs_in_chunks(&meta.shape, &meta.chunk_shape) {
             true => 0,
             false => elements.saturating_mul(16),

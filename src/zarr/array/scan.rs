@@ -55,6 +55,10 @@ impl GridReader for ChunkBatches {
         ChunkBatches::unit_bytes(self, selection)
     }
 
+    fn unit_read_bytes(&self) -> u64 {
+        self.chunk_read_bytes()
+    }
+
     fn axis_columns(&self) -> Vec<AxisColumn<'_>> {
         let own = (self.columns.iter().enumerate()).filter_map(|(column, source)| match source {
             ColumnSource::Dimension(axis) => Some(AxisColumn {

@@ -21,8 +21,8 @@ use futures::{StreamExt, TryStreamExt};
 use super::member_ranges::{as_collection_statistics, ColumnOrigin};
 use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
 use crate::scan::{
-    column_names, nth_partition, OpenPartition, PartitionUnits, ScanExec, ScanShape, ScanSource,
-    SortKey, UnitRead,
+    column_names, nth_partition, OpenPartition, PartitionTarget, PartitionUnits, ScanExec,
+    ScanShape, ScanSource, SortKey, UnitRead,
 };
 use crate::zarr::metadata::attributes::GlobalAttrs;
 use crate::zarr::plan::derived_column::{ConstantColumn, DerivedColumn};
@@ -61,7 +61,10 @@ pub(crate) struct CollectionScan {
     partitions: Vec<Vec<usize>>,
     total_members: usize,
     limit: Option<usize>,
-    target_partitions: usize,
+    /// The partitions aimed for; on a cluster, the members' bytes a task reads.
+    target: PartitionTarget,
+    /// The decoded bytes the members' scans read, when each knows.
+    read_bytes: Option<u64>,
     /// Members last to first, each read backwards (a sort pushed into the scan).
     reversed: bool,
 }
@@ -73,10 +76,15 @@ impl CollectionScan {
         members: Vec<MemberScan>,
         total_members: usize,
         limit: Option<usize>,
-        target_partitions: usize,
+        target: PartitionTarget,
     ) -> Self {
         let n = members.len();
-        let parts = target_partitions.max(1).min(n).max(1);
+        let read_bytes = (members.iter())
+            .map(|m| m.plan.downcast_ref::<ScanExec>()?.read_bytes())
+            .try_fold(0u64, |all, member| Some(all.saturating_add(member?)));
+        // Sized by the members' average: a member is not split across partitions.
+        let target = target.with_unit_bytes(read_bytes.map_or(0, |b| b / n.max(1) as u64));
+        let parts = target.partitions_for(n as u64) as usize;
         let mut partitions: Vec<Vec<usize>> = vec![Vec::new(); parts];
         for m in 0..n {
             partitions[m * parts / n.max(1)].push(m);
@@ -88,7 +96,8 @@ impl CollectionScan {
             partitions,
             total_members,
             limit,
-            target_partitions,
+            target,
+            read_bytes,
             reversed: false,
         }
     }
@@ -117,7 +126,7 @@ impl CollectionScan {
             members,
             self.total_members,
             limit,
-            self.target_partitions,
+            self.target,
         );
         scan.reversed = reversed;
         Arc::new(scan)
@@ -191,10 +200,11 @@ impl ScanSource for CollectionScan {
         let names = column_names(&self.schema);
         write!(
             f,
-            "pattern={}, projection=[{}], partitions={}, members={}/{}",
+            "pattern={}, projection=[{}], partitions={}{}, members={}/{}",
             self.pattern,
             names,
             self.partitions.len(),
+            self.target.describe(self.members.len() as u64),
             self.members.len(),
             self.total_members
         )?;
@@ -367,6 +377,10 @@ impl ScanSource for CollectionScan {
             Some(_) => merged.to_inexact().with_num_rows(rows),
             None => merged.with_num_rows(rows),
         })
+    }
+
+    fn read_bytes(&self) -> Option<u64> {
+        self.read_bytes
     }
 
     fn num_rows(&self, partition: Option<usize>) -> Result<Precision<usize>> {

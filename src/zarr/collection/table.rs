@@ -21,7 +21,7 @@ use super::member_ranges::{as_collection_statistics, ColumnOrigin, MemberRanges}
 use super::scan::{CollectionScan, MemberColumn, MemberScan};
 use crate::error::{Error, Result};
 use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
-use crate::scan::ScanExec;
+use crate::scan::{PartitionTarget, ScanExec};
 use crate::zarr::metadata::attributes::{reads_only_global_attrs, GlobalAttrs};
 use crate::zarr::node_table::{NodeFormat, NodeTable};
 use crate::zarr::options::ZarrOptions;
@@ -306,7 +306,7 @@ impl TableProvider for CollectionTable {
             scans,
             self.members.len(),
             limit,
-            state.config().target_partitions(),
+            PartitionTarget::of(state.config()),
         )))))
     }
 

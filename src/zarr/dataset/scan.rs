@@ -59,6 +59,12 @@ impl GridReader for BlockReader {
         self.block_bytes(selection)
     }
 
+    fn unit_read_bytes(&self) -> u64 {
+        (self.variables.iter())
+            .map(|&v| self.stored_block_bytes(v))
+            .fold(0, u64::saturating_add)
+    }
+
     fn with_derived_columns(&self, extra: Vec<DerivedColumn>, keep: &[usize]) -> Option<Self> {
         self.derived
             .is_empty()
@@ -325,6 +331,14 @@ impl BlockReader {
         reader
     }
 
+    /// The decoded bytes of variable `v`'s values under one block.
+    fn stored_block_bytes(&self, v: usize) -> u64 {
+        let dataset = &self.dataset;
+        let var = &dataset.variables[v];
+        let cells = (var.axes.iter()).fold(1u64, |n, &a| n.saturating_mul(dataset.block_shape[a]));
+        cells.saturating_mul(var.cell_bytes())
+    }
+
     /// What reading one block holds at most: each needed variable's box under the block,
     /// fetched and decoded (strings counted at 16 bytes a cell; a box that is a missing chunk
     /// holds one element, but that is known only once it is fetched), the positions of its
@@ -340,9 +354,7 @@ impl BlockReader {
         let boxes = (self.variables.iter())
             .map(|&v| {
                 let var = &dataset.variables[v];
-                let var_cells =
-                    (var.axes.iter()).fold(1u64, |n, &a| n.saturating_mul(dataset.block_shape[a]));
-                let stored = var_cells.saturating_mul(var.cell_bytes()).saturating_mul(2);
+                let stored = self.stored_block_bytes(v).saturating_mul(2);
                 // A variable over every axis in order gathers a run; others, by position.
                 let on_grid = var.axes.iter().copied().eq(0..dataset.block_shape.len());
                 let positions = if runs && on_grid {

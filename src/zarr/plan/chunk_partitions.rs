@@ -11,7 +11,7 @@ use std::sync::Arc;
 use datafusion::common::stats::Precision;
 use datafusion::common::{internal_err, Result};
 
-use crate::scan::row_count;
+use crate::scan::{row_count, PartitionTarget};
 use crate::zarr::plan::chunk_plan::{chunk_count, ChunkPlan};
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::selection::Selection;
@@ -28,6 +28,8 @@ pub(crate) struct ChunkPartitions {
     filtered: bool,
     /// Whether each partition reads its chunks last to first.
     reversed: bool,
+    /// What the partition count was worked out from (EXPLAIN shows a cluster's task size).
+    target: PartitionTarget,
 }
 
 impl ChunkPartitions {
@@ -35,18 +37,18 @@ impl ChunkPartitions {
         shape: &[u64],
         chunk_shape: &[u64],
         selection: &Selection,
-        target_partitions: usize,
+        target: PartitionTarget,
         limit: Option<usize>,
         filtered: bool,
         reversed: bool,
     ) -> Self {
         let plan = Arc::new(ChunkPlan::new(shape, chunk_shape, selection));
         let trim_to = if filtered { None } else { limit };
-        let target = target_partitions.max(1);
+        let count = target.partitions_for(plan.len()) as usize;
         let partitions = if reversed {
-            plan.partitions_from_end(target, trim_to)
+            plan.partitions_from_end(count, trim_to)
         } else {
-            plan.partitions(target, trim_to)
+            plan.partitions(count, trim_to)
         };
         ChunkPartitions {
             plan,
@@ -55,6 +57,7 @@ impl ChunkPartitions {
             limit,
             filtered,
             reversed,
+            target,
         }
     }
 
@@ -75,6 +78,11 @@ impl ChunkPartitions {
 
     pub(crate) fn limit(&self) -> Option<usize> {
         self.limit
+    }
+
+    /// The decoded bytes the selected chunks read.
+    pub(crate) fn read_bytes(&self) -> u64 {
+        self.target.bytes_of(self.plan.len())
     }
 
     /// Chunks the selection does not touch.
@@ -131,9 +139,10 @@ impl ChunkPartitions {
 
     /// `partitions=2, chunks=3/9` (`unit` names what is counted).
     pub(crate) fn fmt_counts(&self, unit: &str, f: &mut fmt::Formatter) -> fmt::Result {
+        let sizing = self.target.describe(self.plan.len());
         write!(
             f,
-            "partitions={}, {unit}={}/{}",
+            "partitions={}{sizing}, {unit}={}/{}",
             self.len(),
             self.plan.len(),
             self.total
@@ -165,14 +174,75 @@ impl ChunkPartitions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::zarr::plan::index_set::IndexSet;
+
+    fn count(partitions: usize) -> PartitionTarget {
+        PartitionTarget::count(partitions)
+    }
+
+    /// On a cluster's scheduler a large selection makes more partitions than the target
+    /// count, each a contiguous run of chunks reading at most about the task bytes.
+    #[test]
+    fn a_task_size_makes_more_partitions_for_more_data() {
+        let shape = [64];
+        let all = Selection::all(&shape);
+        let sized = |unit_bytes| PartitionTarget {
+            partitions: 2,
+            task_bytes: Some(1000),
+            unit_bytes,
+        };
+        // 16 chunks of 4 elements, 300 bytes each: 4800 bytes in tasks of 1000 at most, so
+        // of 3 chunks at most.
+        let parts = ChunkPartitions::new(&shape, &[4], &all, sized(300), None, false, false);
+        assert_eq!(parts.len(), 6);
+        let runs = parts.runs();
+        assert_eq!(runs.first().unwrap().start, 0);
+        assert_eq!(runs.last().unwrap().end, 16);
+        assert!(runs.windows(2).all(|w| w[0].end == w[1].start), "{runs:?}");
+        assert!(
+            runs.iter().all(|r| (r.end - r.start) * 300 <= 1000),
+            "{runs:?}"
+        );
+        // A small selection keeps the target count.
+        let small = Selection::from_boxes(vec![vec![IndexSet::interval(64, 0, 8)]]).unwrap();
+        let few = ChunkPartitions::new(&shape, &[4], &small, sized(300), None, false, false);
+        assert_eq!(few.len(), 2);
+        struct Counts<'a>(&'a ChunkPartitions);
+        impl fmt::Display for Counts<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                self.0.fmt_counts("chunks", f)
+            }
+        }
+        assert_eq!(
+            Counts(&parts).to_string(),
+            "partitions=6 (tasks of 1000 B, 4.7 KiB read), chunks=16/16"
+        );
+        let local = ChunkPartitions::new(&shape, &[4], &all, count(2), None, false, false);
+        assert_eq!(Counts(&local).to_string(), "partitions=2, chunks=16/16");
+    }
 
     #[test]
     fn chunks_are_split_into_contiguous_runs() {
         let shape = [5];
-        let parts =
-            ChunkPartitions::new(&shape, &[1], &Selection::all(&shape), 2, None, false, false);
+        let parts = ChunkPartitions::new(
+            &shape,
+            &[1],
+            &Selection::all(&shape),
+            count(2),
+            None,
+            false,
+            false,
+        );
         assert_eq!(parts.partitions, vec![0..3, 3..5]);
-        let none = ChunkPartitions::new(&shape, &[1], &Selection::none(), 4, None, false, false);
+        let none = ChunkPartitions::new(
+            &shape,
+            &[1],
+            &Selection::none(),
+            count(4),
+            None,
+            false,
+            false,
+        );
         assert_eq!(none.partitions, vec![0..0]);
         assert_eq!(none.skipped(), 5);
     }
@@ -181,7 +251,7 @@ mod tests {
     fn a_limit_keeps_only_the_chunks_it_needs() {
         let shape = [16];
         let all = Selection::all(&shape);
-        let parts = ChunkPartitions::new(&shape, &[4], &all, 4, Some(6), false, false);
+        let parts = ChunkPartitions::new(&shape, &[4], &all, count(4), Some(6), false, false);
         assert_eq!(parts.partitions, vec![0..1, 1..2]);
         assert_eq!(parts.num_rows(Some(1)).unwrap(), Precision::Exact(4));
         assert_eq!(parts.num_rows(None).unwrap(), Precision::Exact(6));
@@ -192,11 +262,11 @@ mod tests {
         // Each partition keeps to the limit on its own; the plan above cuts the rest.
         assert_eq!(rows, vec![4, 4]);
         assert_eq!(parts.stream_limit(), None);
-        let filtered = ChunkPartitions::new(&shape, &[4], &all, 4, Some(3), true, false);
+        let filtered = ChunkPartitions::new(&shape, &[4], &all, count(4), Some(3), true, false);
         assert_eq!(filtered.len(), 4);
         assert_eq!(filtered.stream_limit(), Some(3));
         assert_eq!(filtered.num_rows(None).unwrap(), Precision::Inexact(3));
-        let one = ChunkPartitions::new(&shape, &[4], &all, 4, Some(3), false, false);
+        let one = ChunkPartitions::new(&shape, &[4], &all, count(4), Some(3), false, false);
         assert_eq!(one.partitions, vec![0..1]);
     }
 
@@ -205,7 +275,7 @@ mod tests {
         let shape = [18];
         let all = Selection::all(&shape);
         // Chunks of 4 rows: 0..4, ..., 16..18 (2 rows). 7 rows are in the last 3 chunks.
-        let parts = ChunkPartitions::new(&shape, &[4], &all, 2, Some(7), false, true);
+        let parts = ChunkPartitions::new(&shape, &[4], &all, count(2), Some(7), false, true);
         assert_eq!(parts.partitions, vec![2..4, 4..5]);
         let origins: Vec<u64> = (0..2)
             .flat_map(|p| parts.reads(p).unwrap().0)
@@ -219,9 +289,9 @@ mod tests {
             .collect();
         assert_eq!(made, vec![4, 3, 2]);
         assert_eq!(parts.stream_limit(), None);
-        let exact = ChunkPartitions::new(&shape, &[4], &all, 1, Some(6), false, true);
+        let exact = ChunkPartitions::new(&shape, &[4], &all, count(1), Some(6), false, true);
         assert_eq!(exact.partitions, vec![3..5]);
-        let more = ChunkPartitions::new(&shape, &[4], &all, 1, Some(50), false, true);
+        let more = ChunkPartitions::new(&shape, &[4], &all, count(1), Some(50), false, true);
         assert_eq!(more.partitions, vec![0..5]);
     }
 }

@@ -19,7 +19,7 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use crate::scan::{
     column_names, declares_order, fmt_options, nth_partition, reversed_unit, OpenPartition,
-    PartitionUnits, ScanExec, ScanShape, ScanSource, SortKey, UnitRead,
+    PartitionTarget, PartitionUnits, ScanExec, ScanShape, ScanSource, SortKey, UnitRead,
 };
 use crate::zarr::options::ZarrOptions;
 use crate::zarr::plan::axis_expression::AxisExpression;
@@ -54,6 +54,9 @@ pub(crate) trait GridReader: fmt::Debug + Send + Sync + Sized + 'static {
     /// What one unit holds at most while it is read (fetched, decoded, made into batches)
     /// when the scan selects `selection` of the grid.
     fn unit_bytes(&self, selection: &Selection) -> u64;
+    /// The decoded bytes of stored values one unit reads (what a cluster's task is sized
+    /// by): 0 when no values are read (`count(*)`).
+    fn unit_read_bytes(&self) -> u64;
     /// The output columns that are grid axes (or expressions of one), and what they hold.
     fn axis_columns(&self) -> Vec<AxisColumn<'_>>;
     /// The output columns that are constants, and what they hold.
@@ -92,7 +95,8 @@ pub(crate) trait GridReader: fmt::Debug + Send + Sync + Sized + 'static {
 pub(crate) struct GridSettings {
     pub selection: Selection,
     pub limit: Option<usize>,
-    pub target_partitions: usize,
+    /// The partitions the session aims for (and on a cluster, the bytes of a task).
+    pub target: PartitionTarget,
     /// The session's batch size when the plan was made (EXPLAIN VERBOSE).
     pub session_batch_size: usize,
     pub options: ZarrOptions,
@@ -112,7 +116,7 @@ impl GridSettings {
         GridSettings {
             selection,
             limit,
-            target_partitions: state.config().target_partitions(),
+            target: PartitionTarget::of(state.config()),
             session_batch_size: state.config().batch_size(),
             options: options.clone(),
             reversed: false,
@@ -144,7 +148,7 @@ impl<R: GridReader> GridScan<R> {
             &shape,
             &unit_shape,
             &settings.selection,
-            settings.target_partitions,
+            (settings.target).with_unit_bytes(reader.unit_read_bytes()),
             settings.limit,
             reader.row_filter().is_some(),
             settings.reversed,
@@ -285,6 +289,10 @@ impl<R: GridReader> ScanSource for GridScan<R> {
 
     fn num_rows(&self, partition: Option<usize>) -> Result<Precision<usize>> {
         self.partitions.num_rows(partition)
+    }
+
+    fn read_bytes(&self) -> Option<u64> {
+        Some(self.partitions.read_bytes())
     }
 
     fn orderings(&self) -> Vec<Vec<SortKey>> {
