@@ -73,7 +73,7 @@ fn args() -> Args {
             "--repeat" => repeat = it.next().and_then(|v| v.parse().ok()).expect("--repeat N"),
             "--only" => {
                 only = Some(it.next().expect(
-                    "--only zarr|dataset|netcdf|collection|s3|lance_nd|plan|memory|cluster|copy",
+                    "--only zarr|dataset|netcdf|collection|s3|lance_nd|plan|memory|cluster|copy|cluster_s3",
                 ))
             }
             "--run" => {
@@ -569,6 +569,10 @@ async fn main() {
     }
     if args.runs("cluster") {
         cluster_section(&args, &mut rows).await;
+    }
+    // 10 GB generated and uploaded: only when asked for.
+    if args.only.as_deref() == Some("cluster_s3") {
+        cluster_s3_section(&args, &mut rows).await;
     }
     let plan_times = if args.runs("plan") {
         plan_section(&args).await
@@ -1748,6 +1752,201 @@ async fn cluster_section(args: &Args, rows: &mut Vec<Row>) {
             });
         }
     }
+}
+
+/// Records of the cluster benchmark on S3 (issue 42): 10 GB decoded, 400 zstd chunks.
+const CLUSTER_RECORDS: u64 = 400_000_000;
+
+/// Runs of each query after the first, in the cluster benchmark on S3 (its scans are long).
+const CLUSTER_REPEATS: usize = 3;
+
+/// A 10 GB array (400M records, zstd) on SeaweedFS on 127.0.0.1, read by ndfusion in one
+/// process and through a scheduler (default `--target-task-bytes`) and 1, 2 and 4 executors
+/// of 2 task slots each: wall times (first query and median of 3), the scan's tasks and the
+/// longest task of those runs (from the executors' logs: "Finished task ... in").
+async fn cluster_s3_section(args: &Args, rows: &mut Vec<Row>) {
+    let path = args
+        .dir
+        .join(format!("records_{CLUSTER_RECORDS}_zstd.zarr"));
+    if !path.join("zarr.json").exists() {
+        println!("generating {}", path.display());
+        generate_zarr(&path, CLUSTER_RECORDS, true);
+    }
+    let server = servers::seaweedfs("bench");
+    upload_to_s3(&server, &path, "big.zarr").await;
+    let create = format!(
+        "CREATE EXTERNAL TABLE t STORED AS ZARR LOCATION 's3://bench/big.zarr' OPTIONS \
+         ('aws.endpoint' '{}', 'aws.allow_http' 'true', 'aws.access_key_id' '{}', \
+         'aws.secret_access_key' '{}', 'aws.region' 'us-east-1')",
+        server.endpoint(),
+        servers::S3_KEY_ID,
+        servers::S3_SECRET
+    );
+    let n = CLUSTER_RECORDS;
+    let (lo, hi) = (n / 2, n / 2 + n / 100);
+    let queries = [
+        (
+            "full sum".to_string(),
+            "SELECT sum(value) FROM t".to_string(),
+        ),
+        (
+            "1% dimension range".to_string(),
+            format!("SELECT sum(value) FROM t WHERE i >= {lo} AND i < {hi}"),
+        ),
+    ];
+    let group = format!(
+        "Zarr {}M records (10 GB decoded), zstd, S3 (SeaweedFS, loopback)",
+        n / 1_000_000
+    );
+    let local = ndfusion::new_session_context();
+    local.sql(&create).await.unwrap().collect().await.unwrap();
+    let mut local_times = Vec::new();
+    for (_, query) in &queries {
+        local_times.push(timed_runs(&local, query).await);
+    }
+    for executors in [1, 2, 4] {
+        let cluster = BenchCluster::start(executors);
+        let ctx = ndfusion::new_cluster_context(&cluster.url()).await.unwrap();
+        ctx.sql(&create).await.unwrap().collect().await.unwrap();
+        for ((label, query), (local_first, local_median)) in queries.iter().zip(&local_times) {
+            let mark = cluster.log_ends();
+            let (first, time) = timed_runs(&ctx, query).await;
+            let longest = (cluster.finished_since(&mark).into_iter()).fold(0.0, f64::max);
+            let tasks = scan_partitions(&ctx, query).await;
+            println!(
+                "{executors} executors: {label}: first {first:.2} s (local {local_first:.2}), \
+                 median {time:.2} s (local {local_median:.2}), {tasks} scan tasks, longest \
+                 task {longest:.2} s"
+            );
+            rows.push(Row {
+                group: group.clone(),
+                query: format!(
+                    "`{query}` on scheduler + {executors} executors: {tasks} scan tasks, \
+                     longest task {longest:.2} s, first query {first:.2} s"
+                ),
+                ours: time,
+                baseline: format!("ndfusion in one process (first query {local_first:.2} s)"),
+                theirs: Some(*local_median),
+            });
+        }
+    }
+}
+
+/// The first run's time and the median of the next `CLUSTER_REPEATS`, in seconds.
+async fn timed_runs(ctx: &datafusion::prelude::SessionContext, query: &str) -> (f64, f64) {
+    let start = Instant::now();
+    sql(ctx, query).await;
+    let first = start.elapsed().as_secs_f64();
+    let mut times = Vec::new();
+    for _ in 0..CLUSTER_REPEATS {
+        let start = Instant::now();
+        sql(ctx, query).await;
+        times.push(start.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    (first, times[CLUSTER_REPEATS / 2])
+}
+
+/// The partitions of the query's scan, as EXPLAIN shows them (on a cluster, its tasks).
+async fn scan_partitions(ctx: &datafusion::prelude::SessionContext, query: &str) -> usize {
+    let batches = (ctx.sql(&format!("EXPLAIN {query}")).await.unwrap())
+        .collect()
+        .await
+        .unwrap();
+    let plan = arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string();
+    let count = plan.split("partitions=").nth(1).expect("a scan");
+    count[..count.find(|c: char| !c.is_ascii_digit()).unwrap()]
+        .parse()
+        .unwrap()
+}
+
+/// A scheduler and executors of 2 slots on 127.0.0.1, logging each task they finish.
+struct BenchCluster {
+    port: u16,
+    logs: Vec<PathBuf>,
+    _processes: Vec<ClusterProcess>,
+}
+
+impl BenchCluster {
+    fn start(executors: usize) -> BenchCluster {
+        let port = servers::free_port();
+        let scheduler = [
+            "scheduler".into(),
+            "--bind".into(),
+            format!("127.0.0.1:{port}"),
+        ];
+        let mut processes = vec![start_cluster_process(&scheduler, port)];
+        let mut logs = Vec::new();
+        for _ in 0..executors {
+            let flight = servers::free_port();
+            let log = std::env::temp_dir().join(format!("ndfusion-bench-{flight}.log"));
+            let _ = std::fs::remove_file(&log);
+            let mut command = Command::new(env!("CARGO_BIN_EXE_ndfusion"));
+            command.env("RUST_LOG", "info").args([
+                "executor".to_string(),
+                "--scheduler".into(),
+                format!("127.0.0.1:{port}"),
+                "--bind".into(),
+                format!("127.0.0.1:{flight}"),
+                "--concurrency".into(),
+                "2".into(),
+            ]);
+            processes.push(ClusterProcess(
+                servers::spawn_logged(command, &log).unwrap(),
+            ));
+            assert!(servers::wait_for_port(
+                flight,
+                std::time::Duration::from_secs(60)
+            ));
+            logs.push(log);
+        }
+        BenchCluster {
+            port,
+            logs,
+            _processes: processes,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("df://127.0.0.1:{}", self.port)
+    }
+
+    /// Where each executor's log ends now.
+    fn log_ends(&self) -> Vec<usize> {
+        (self.logs.iter())
+            .map(|log| std::fs::read(log).map_or(0, |b| b.len()))
+            .collect()
+    }
+
+    /// The seconds of each task the executors finished since `ends` ([`Self::log_ends`]).
+    fn finished_since(&self, ends: &[usize]) -> Vec<f64> {
+        let mut tasks = Vec::new();
+        for (log, &end) in self.logs.iter().zip(ends) {
+            let bytes = std::fs::read(log).unwrap_or_default();
+            let text = String::from_utf8_lossy(bytes.get(end..).unwrap_or_default());
+            for line in text.lines().filter(|l| l.contains("Finished task")) {
+                let took = line.rsplit(" in ").next().unwrap_or("");
+                tasks.extend(debug_duration_seconds(took.trim()));
+            }
+        }
+        tasks
+    }
+}
+
+/// A `Duration`'s `{:?}` text (`1.5s`, `850.2ms`, `12µs`) in seconds.
+fn debug_duration_seconds(text: &str) -> Option<f64> {
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (number, unit) = text.split_at(split);
+    let scale = match unit {
+        "s" => 1.0,
+        "ms" => 1e-3,
+        "µs" | "us" => 1e-6,
+        "ns" => 1e-9,
+        _ => return None,
+    };
+    Some(number.parse::<f64>().ok()? * scale)
 }
 
 /// Rows of the COPY benchmark (issue 40): 2 x 10^7 records of {id int64, value float64,
