@@ -1805,7 +1805,7 @@ async fn cluster_s3_section(args: &Args, rows: &mut Vec<Row>) {
         local_times.push(timed_runs(&local, query).await);
     }
     for executors in [1, 2, 4] {
-        let cluster = BenchCluster::start(executors);
+        let cluster = BenchCluster::start(executors, &server.endpoint());
         let ctx = ndfusion::new_cluster_context(&cluster.url()).await.unwrap();
         ctx.sql(&create).await.unwrap().collect().await.unwrap();
         for ((label, query), (local_first, local_median)) in queries.iter().zip(&local_times) {
@@ -1870,12 +1870,15 @@ struct BenchCluster {
 }
 
 impl BenchCluster {
-    fn start(executors: usize) -> BenchCluster {
+    /// The processes allow requests to `endpoint` (the loopback S3 server).
+    fn start(executors: usize, endpoint: &str) -> BenchCluster {
         let port = servers::free_port();
         let scheduler = [
             "scheduler".into(),
             "--bind".into(),
             format!("127.0.0.1:{port}"),
+            "--allow-endpoint".into(),
+            endpoint.to_string(),
         ];
         let mut processes = vec![start_cluster_process(&scheduler, port)];
         let mut logs = Vec::new();
@@ -1892,6 +1895,8 @@ impl BenchCluster {
                 format!("127.0.0.1:{flight}"),
                 "--concurrency".into(),
                 "2".into(),
+                "--allow-endpoint".into(),
+                endpoint.to_string(),
             ]);
             processes.push(ClusterProcess(
                 servers::spawn_logged(command, &log).unwrap(),
