@@ -11,14 +11,19 @@ use std::sync::Arc;
 
 use arrow::compute::SortOptions;
 use arrow::datatypes::SchemaRef;
+use datafusion::common::config::ConfigOptions;
 use datafusion::common::{internal_err, Result, Statistics};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{
-    EquivalenceProperties, LexOrdering, PhysicalExpr, PhysicalSortExpr,
+    conjunction, EquivalenceProperties, LexOrdering, PhysicalExpr, PhysicalSortExpr,
 };
+use datafusion::physical_expr_common::physical_expr::is_dynamic_physical_expr;
 use datafusion::physical_plan::coop::make_cooperative;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
+};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -58,6 +63,10 @@ pub(crate) struct ScanExec {
     metrics: ExecutionPlanMetricsSet,
     /// The table's scan call that planned this, for a cluster's codec.
     origin: OriginSlot,
+    /// DataFusion's dynamic filters pushed into the scan (TopK thresholds, join bounds), as
+    /// one conjunction: the source skips units they rule out (`dynamic_filter.rs`). They do
+    /// not travel to a cluster's executors, which read every unit.
+    dynamic_filter: Option<Arc<dyn PhysicalExpr>>,
 }
 
 impl ScanExec {
@@ -78,18 +87,27 @@ impl ScanExec {
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
             origin: OriginSlot::default(),
+            dynamic_filter: None,
         }
     }
 
-    /// The same scan, and its origin changed by `origin` (a limit, reading backwards).
+    /// This scan with `source`, its origin changed by `change` (a limit, reading backwards)
+    /// and its dynamic filters kept.
     fn derived(
+        &self,
         source: Arc<dyn ScanSource>,
-        origin: &OriginSlot,
         change: impl FnOnce(&dyn ScanCall) -> Arc<dyn ScanCall>,
     ) -> Self {
         let mut scan = ScanExec::new(source);
-        scan.origin = origin.derived(change);
+        scan.origin = self.origin.derived(change);
+        scan.dynamic_filter = self.dynamic_filter.clone();
         scan
+    }
+
+    /// This scan with the same source and origin.
+    fn same(&self, source: Arc<dyn ScanSource>) -> Self {
+        let limit = self.source.limit();
+        self.derived(source, |o| o.with_limit(limit))
     }
 
     /// The same scan with `exprs` as extra columns computed at planning (see
@@ -120,9 +138,7 @@ impl ScanExec {
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) fn reversed(&self) -> Option<Arc<dyn ExecutionPlan>> {
         let source = self.source.reversed()?;
-        Some(Arc::new(ScanExec::derived(source, &self.origin, |o| {
-            o.reversed()
-        })))
+        Some(Arc::new(self.derived(source, |o| o.reversed())))
     }
 
     /// The scan call that planned this scan (set by the table).
@@ -216,6 +232,7 @@ impl ExecutionPlan for ScanExec {
             index: partition,
             context: &context,
             metrics: &self.metrics,
+            dynamic_filter: self.dynamic_filter.as_ref(),
         })?;
         let units = count_units(units, unit_count, unit_name, &self.metrics, partition);
         let wanted = in_flight.min(unit_count);
@@ -268,13 +285,13 @@ impl ExecutionPlan for ScanExec {
 
     fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
         let source = self.source.with_limit(limit)?;
-        Some(Arc::new(ScanExec::derived(source, &self.origin, |o| {
-            o.with_limit(limit)
-        })))
+        Some(Arc::new(self.derived(source, |o| o.with_limit(limit))))
     }
 
     /// An order the scan keeps is kept (the sort goes); the reverse of it is kept by the scan
-    /// read backwards, so `ORDER BY time DESC LIMIT 10` reads the last chunks only.
+    /// read backwards, so `ORDER BY time DESC LIMIT 10` reads the last chunks only. Any other
+    /// sort stays, over the scan laid out to read first the units its first key puts first
+    /// (`ScanSource::read_first`): a TopK's threshold then prunes the rest.
     fn try_pushdown_sort(
         &self,
         order: &[PhysicalSortExpr],
@@ -282,24 +299,60 @@ impl ExecutionPlan for ScanExec {
         let satisfied = |scan: &ScanExec| {
             (scan.properties.equivalence_properties()).ordering_satisfy(order.iter().cloned())
         };
-        if self.source.orderings().is_empty() {
-            return Ok(SortOrderPushdownResult::Unsupported);
-        }
-        if satisfied(self)? {
-            let same = ScanExec::derived(Arc::clone(&self.source), &self.origin, |o| {
-                o.with_limit(self.source.limit())
-            });
-            return Ok(SortOrderPushdownResult::Exact {
-                inner: Arc::new(same),
-            });
-        }
-        if let Some(backwards) = self.reversed() {
-            let scan = backwards.downcast_ref::<ScanExec>();
-            if scan.map(satisfied).transpose()? == Some(true) {
-                return Ok(SortOrderPushdownResult::Exact { inner: backwards });
+        if !self.source.orderings().is_empty() {
+            if satisfied(self)? {
+                let same = self.same(Arc::clone(&self.source));
+                return Ok(SortOrderPushdownResult::Exact {
+                    inner: Arc::new(same),
+                });
+            }
+            if let Some(backwards) = self.reversed() {
+                let scan = backwards.downcast_ref::<ScanExec>();
+                if scan.map(satisfied).transpose()? == Some(true) {
+                    return Ok(SortOrderPushdownResult::Exact { inner: backwards });
+                }
             }
         }
-        Ok(SortOrderPushdownResult::Unsupported)
+        let first_key = order.first().and_then(|first| {
+            let column = first.expr.downcast_ref::<Column>()?;
+            Some(SortKey {
+                column: column.index(),
+                descending: first.options.descending,
+            })
+        });
+        match first_key.and_then(|key| self.source.read_first(key)) {
+            Some(source) => Ok(SortOrderPushdownResult::Inexact {
+                inner: Arc::new(self.same(source)),
+            }),
+            None => Ok(SortOrderPushdownResult::Unsupported),
+        }
+    }
+
+    /// Dynamic filters (DataFusion's TopK thresholds and join bounds, pushed after the other
+    /// rules) are taken when the source prunes units by them; rows are still filtered above,
+    /// so every filter is reported as not pushed down.
+    fn handle_child_pushdown_result(
+        &self,
+        phase: FilterPushdownPhase,
+        child_pushdown_result: ChildPushdownResult,
+        _config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
+        let filters = (child_pushdown_result.parent_filters.into_iter()).map(|f| f.filter);
+        let filters: Vec<Arc<dyn PhysicalExpr>> = filters.collect();
+        let kept = FilterPushdownPropagation::with_parent_pushdown_result(vec![
+            PushedDown::No;
+            filters.len()
+        ]);
+        let dynamic = (filters.into_iter()).filter(is_dynamic_physical_expr);
+        let dynamic: Vec<Arc<dyn PhysicalExpr>> = dynamic.collect();
+        if phase != FilterPushdownPhase::Post || dynamic.is_empty() || !self.source.prunes_units() {
+            return Ok(kept);
+        }
+        let mut scan = self.same(Arc::clone(&self.source));
+        scan.dynamic_filter = Some(conjunction(
+            self.dynamic_filter.iter().cloned().chain(dynamic),
+        ));
+        Ok(kept.with_updated_node(Arc::new(scan)))
     }
 
     /// A projection that only picks and reorders the scan's columns becomes the scan's own
@@ -323,11 +376,9 @@ impl ExecutionPlan for ScanExec {
         let Some(source) = self.source.with_derived_columns(&[], &keep) else {
             return Ok(None);
         };
-        Ok(Some(Arc::new(ScanExec::derived(
-            source,
-            &self.origin,
-            |o| o.with_projection(&keep),
-        ))))
+        Ok(Some(Arc::new(
+            self.derived(source, |o| o.with_projection(&keep)),
+        )))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

@@ -6,6 +6,7 @@
 mod batch_channel;
 mod batches;
 mod derived_columns;
+mod dynamic_filter;
 mod exec;
 mod order_policy;
 mod origin;
@@ -18,6 +19,7 @@ mod task_size;
 pub(crate) use batch_channel::{held_bytes, rows_made, spawn_batches, BatchSender};
 pub(crate) use batches::{reversed_unit, row_count};
 pub(crate) use derived_columns::ScanDerivedColumns;
+pub(crate) use dynamic_filter::{pruned_unit, LeadGate, UnitPruner};
 pub(crate) use exec::ScanExec;
 pub(crate) use order_policy::declares_order;
 #[cfg(feature = "cluster")]

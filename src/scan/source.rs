@@ -81,6 +81,20 @@ pub(crate) trait ScanSource: fmt::Debug + Send + Sync + 'static {
         None
     }
 
+    /// The same scan laid out for a sort it cannot keep but that stays above it (TopK): the
+    /// units whose rows come first in `key`'s order read first, in every partition, so a
+    /// TopK's threshold is set by them and prunes the rest ([`Self::prunes_units`]); `None`
+    /// when the source cannot tell which units those are.
+    fn read_first(&self, _key: SortKey) -> Option<Arc<dyn ScanSource>> {
+        None
+    }
+
+    /// Whether the source skips units by a dynamic filter given to [`Self::open`]
+    /// (`OpenPartition::dynamic_filter`): then the scan takes the filters DataFusion pushes.
+    fn prunes_units(&self) -> bool {
+        false
+    }
+
     /// The fewest rows in a row of equal values of the output `columns` (all of them grid
     /// axes, or expressions of one) within a unit, when known.
     fn rows_per_key_run(&self, _columns: &[usize]) -> Option<u64> {
@@ -164,6 +178,9 @@ pub(crate) struct OpenPartition<'a> {
     pub context: &'a Arc<TaskContext>,
     /// The plan's metrics, for the source's own counters.
     pub metrics: &'a ExecutionPlanMetricsSet,
+    /// The dynamic filters pushed into the scan, as one conjunction (only when the source
+    /// [`prunes_units`](ScanSource::prunes_units)): a unit no row of which can pass is skipped.
+    pub dynamic_filter: Option<&'a Arc<dyn PhysicalExpr>>,
 }
 
 /// The schema's column names, comma-separated (EXPLAIN's `projection=[...]`).

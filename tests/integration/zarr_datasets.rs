@@ -121,6 +121,7 @@ async fn ndfusion_sessions_answer_as_plain_datafusion_does() {
         ("s", "tests/data/zarr_v3/struct_1d.zarr"),
         ("m", "tests/data/ordered/weather_months/*.zarr"),
         ("d", "tests/data/ordered/daily_grid.zarr"),
+        ("e", "tests/data/ordered/era5_like_v2.zarr"),
     ];
     let queries = [
         "SELECT date_trunc('month', time) k, count(*), sum(temp) FROM w GROUP BY 1 ORDER BY 1",
@@ -145,6 +146,13 @@ async fn ndfusion_sessions_answer_as_plain_datafusion_does() {
         "SELECT time, y, sum(t) FROM d WHERE x < 3 GROUP BY 1, 2 ORDER BY 1, 2 LIMIT 50",
         "SELECT extract(dow FROM time) w, round(avg(t), 3), count(*) FROM d WHERE time > '2002-01-20' GROUP BY 1 ORDER BY 1",
         "SELECT time, avg(t), bool_and(t > 0), array_agg(y ORDER BY y DESC)[1] FROM d GROUP BY 1 ORDER BY 1",
+        // Sorts the scan cannot keep, over chunks dealt slab by slab (a TopK prunes by its
+        // threshold): along each axis, from either end; with no limit every row comes.
+        "SELECT time, latitude, longitude, t2m FROM e ORDER BY longitude DESC, t2m LIMIT 7",
+        "SELECT time, latitude, longitude, t2m FROM e ORDER BY latitude, t2m DESC LIMIT 7",
+        "SELECT time, latitude, longitude, t2m FROM e WHERE longitude > 12 ORDER BY time, t2m LIMIT 7",
+        "SELECT time, latitude, longitude, t2m FROM e ORDER BY time DESC, latitude, longitude",
+        "SELECT count(*), sum(e.t2m) FROM e JOIN (SELECT max(time) m FROM e) x ON e.time = x.m",
     ];
     let ndfusion = new_session_context();
     let plain = datafusion::prelude::SessionContext::new();
@@ -277,4 +285,77 @@ async fn scans_state_exact_statistics_of_their_dimension_columns() {
         time(978307200000000000 + 49 * 86_400_000_000_000)
     );
     assert_eq!(first.num_rows, Precision::Exact(50 * 9));
+}
+
+/// `ORDER BY time DESC LIMIT 10` on an ERA5-shaped store whose chunks split the spatial
+/// dimensions (no order declared): the scan deals the last time slab's chunks out first and
+/// DataFusion's TopK threshold prunes the rest, so one slab's 4 chunks of 12 are fetched on up
+/// to 4 partitions, and the rows are xarray's. Ascending, the first slab's.
+#[tokio::test]
+async fn top_k_by_time_reads_one_time_slab_of_spatially_split_chunks() {
+    use datafusion::prelude::SessionConfig;
+
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string("tests/data/ordered/expected.json").unwrap())
+            .unwrap();
+    let rows = |batches: &[RecordBatch]| -> Vec<Vec<String>> {
+        let batch = concat_batches(&batches[0].schema(), batches).unwrap();
+        (0..batch.num_rows())
+            .map(|r| {
+                (batch.columns().iter())
+                    .map(|c| arrow::util::display::array_value_to_string(c, r).unwrap())
+                    .collect()
+            })
+            .collect()
+    };
+    let want = |key: &str| -> Vec<Vec<String>> {
+        (expected[key].as_array().unwrap().iter())
+            .map(|r| {
+                let r = r.as_array().unwrap();
+                let mut row = vec![r[0].as_i64().unwrap().to_string()];
+                row.extend(r[1..].iter().map(|v| v.as_str().unwrap().to_string()));
+                row
+            })
+            .collect()
+    };
+    let select = "SELECT CAST(time AS BIGINT) t, latitude, longitude, CAST(t2m AS DOUBLE) k FROM e";
+    for partitions in [1, 2, 3, 4, 8] {
+        let config = SessionConfig::new().with_target_partitions(partitions);
+        let ctx = ndfusion::new_session_context_with_config(config);
+        ctx.sql("CREATE EXTERNAL TABLE e STORED AS ZARR LOCATION 'tests/data/ordered/era5_like_v2.zarr'")
+            .await
+            .unwrap();
+        for (order, key) in [
+            ("time DESC, t2m DESC", "era5_top10"),
+            ("time, t2m", "era5_first10"),
+        ] {
+            let query = format!("{select} ORDER BY {order} LIMIT 10");
+            let got = ctx.sql(&query).await.unwrap().collect().await.unwrap();
+            assert_eq!(rows(&got), want(key), "{query} on {partitions} partitions");
+            let plan = ctx.sql(&format!("EXPLAIN ANALYZE {query}")).await.unwrap();
+            let plan = arrow::util::pretty::pretty_format_batches(&plan.collect().await.unwrap())
+                .unwrap()
+                .to_string();
+            let direction = if order.contains("DESC") {
+                "DESC"
+            } else {
+                "ASC"
+            };
+            assert!(
+                plan.contains(&format!("read_first=time {direction}")),
+                "{plan}"
+            );
+            // Beyond 4 partitions (a slab's chunks), each further one reads its first chunk
+            // before the threshold reaches it.
+            let fetched = 4 + partitions.saturating_sub(4);
+            assert!(
+                plan.contains(&format!("chunks_fetched={fetched},")),
+                "{partitions}: {plan}"
+            );
+            assert!(
+                plan.contains(&format!("blocks_pruned={}", 12 - fetched)),
+                "{partitions}: {plan}"
+            );
+        }
+    }
 }

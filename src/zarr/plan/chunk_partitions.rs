@@ -12,7 +12,7 @@ use datafusion::common::stats::Precision;
 use datafusion::common::{internal_err, Result};
 
 use crate::scan::{row_count, PartitionTarget};
-use crate::zarr::plan::chunk_plan::{chunk_count, ChunkPlan};
+use crate::zarr::plan::chunk_plan::{chunk_count, ChunkPlan, SlabOrder};
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::selection::Selection;
 
@@ -30,6 +30,9 @@ pub(crate) struct ChunkPartitions {
     reversed: bool,
     /// What the partition count was worked out from (EXPLAIN shows a cluster's task size).
     target: PartitionTarget,
+    /// Chunks dealt to the partitions in turn, slab by slab in this order, in place of the
+    /// runs (a sort that stays above the scan sees first the chunks it most likely keeps).
+    dealt: Option<SlabOrder>,
 }
 
 impl ChunkPartitions {
@@ -58,7 +61,53 @@ impl ChunkPartitions {
             filtered,
             reversed,
             target,
+            dealt: None,
         }
+    }
+
+    /// The same chunks dealt to the partitions in turn (chunk `k` of `order` to partition
+    /// `k % partitions`), so every partition reads first its share of the first slab. Only a
+    /// plan of one box read forwards without a limit is dealt; any other keeps its runs.
+    ///
+    /// The partition count stays: the sort above may have no limit, and then every
+    /// partition reads. With more partitions than a slab has chunks, the last ones start on
+    /// the next slab.
+    pub(crate) fn dealt(mut self, order: SlabOrder) -> Self {
+        if self.plan.slab_len(order.axis).is_some() && self.limit.is_none() && !self.reversed {
+            self.dealt = Some(order);
+        }
+        self
+    }
+
+    /// The order chunks are dealt in, when they are.
+    pub(crate) fn dealt_order(&self) -> Option<SlabOrder> {
+        self.dealt
+    }
+
+    /// `partition`'s run of chunk positions, when partitions are runs (not dealt).
+    pub(crate) fn run(&self, partition: usize) -> Option<Range<u64>> {
+        match self.dealt {
+            Some(_) => None,
+            None => self.partitions.get(partition).cloned(),
+        }
+    }
+
+    /// How many of `partition`'s first chunks are read before its others, when chunks are
+    /// dealt: its share of the first slab, or its first chunk when it has no share (0 when
+    /// not dealt).
+    pub(crate) fn lead_chunks(&self, partition: usize) -> usize {
+        let Some(order) = self.dealt else {
+            return 0;
+        };
+        let per_slab = self.plan.slab_len(order.axis).unwrap_or(0);
+        let parts = self.len() as u64;
+        let share = per_slab.saturating_sub(partition as u64).div_ceil(parts);
+        let chunks = self
+            .plan
+            .len()
+            .saturating_sub(partition as u64)
+            .div_ceil(parts);
+        share.max(1).min(chunks) as usize
     }
 
     /// The plan the partitions are runs of.
@@ -66,7 +115,8 @@ impl ChunkPartitions {
         &self.plan
     }
 
-    /// Each partition's run of chunk positions.
+    /// Each partition's run of chunk positions (dealt chunks: only their count holds; see
+    /// [`Self::run`]).
     pub(crate) fn runs(&self) -> &[Range<u64>] {
         &self.partitions
     }
@@ -100,6 +150,13 @@ impl ChunkPartitions {
         };
         let count = (positions.end - positions.start) as usize;
         let plan = Arc::clone(&self.plan);
+        if let Some(order) = self.dealt {
+            let (len, parts) = (plan.len(), self.len() as u64);
+            let ranks = (partition as u64..len).step_by(parts as usize);
+            let count = (len.saturating_sub(partition as u64)).div_ceil(parts) as usize;
+            let reads = ranks.map(move |rank| plan.read(plan.slab_position(rank, order)));
+            return Ok((Box::new(reads), count));
+        }
         if self.reversed {
             // Without a row filter, the limit is kept from the end: a chunk's leading rows
             // beyond it are not made.
@@ -127,8 +184,15 @@ impl ChunkPartitions {
         self.limit.filter(|_| self.filtered)
     }
 
-    /// Rows of `partition` (or of all), before a row filter.
+    /// Rows of `partition` (or of all), before a row filter; a partition of dealt chunks
+    /// does not know its own.
     pub(crate) fn num_rows(&self, partition: Option<usize>) -> Result<Precision<usize>> {
+        if let (Some(_), Some(p)) = (self.dealt, partition) {
+            if p >= self.len() {
+                return internal_err!("the scan has no partition {p}");
+            }
+            return Ok(Precision::Absent);
+        }
         let rows: Vec<usize> = self
             .partitions
             .iter()
@@ -219,6 +283,51 @@ mod tests {
         );
         let local = ChunkPartitions::new(&shape, &[4], &all, count(2), None, false, false);
         assert_eq!(Counts(&local).to_string(), "partitions=2, chunks=16/16");
+    }
+
+    /// Dealt slab by slab from the end, every partition reads its share of the last slab
+    /// first; a partition's row count is not known, the scan's is.
+    #[test]
+    fn dealt_chunks_start_with_the_first_slab_in_every_partition() {
+        let shape = [6, 4];
+        let all = Selection::all(&shape);
+        // 3 slabs of 2 chunks along axis 0.
+        let order = SlabOrder {
+            axis: 0,
+            from_end: true,
+        };
+        let parts =
+            ChunkPartitions::new(&shape, &[2, 2], &all, count(2), None, false, false).dealt(order);
+        assert_eq!(parts.dealt_order(), Some(order));
+        let origins = |p: usize| -> Vec<Vec<u64>> {
+            let (reads, n) = parts.reads(p).unwrap();
+            let reads: Vec<Vec<u64>> = reads.map(|r| r.origin).collect();
+            assert_eq!(reads.len(), n);
+            reads
+        };
+        assert_eq!(origins(0), vec![vec![4, 0], vec![2, 0], vec![0, 0]]);
+        assert_eq!(origins(1), vec![vec![4, 2], vec![2, 2], vec![0, 2]]);
+        assert_eq!((parts.lead_chunks(0), parts.lead_chunks(1)), (1, 1));
+        assert_eq!(parts.run(0), None);
+        assert_eq!(parts.num_rows(Some(1)).unwrap(), Precision::Absent);
+        assert_eq!(parts.num_rows(None).unwrap(), Precision::Exact(24));
+        // More partitions than a slab has chunks: the last ones start on the next slab, and
+        // read their first chunk before the others.
+        let four =
+            ChunkPartitions::new(&shape, &[2, 2], &all, count(4), None, false, false).dealt(order);
+        assert_eq!(four.len(), 4);
+        let leads: Vec<usize> = (0..4).map(|p| four.lead_chunks(p)).collect();
+        assert_eq!(leads, vec![1, 1, 1, 1]);
+        let reads: usize = (0..4).map(|p| four.reads(p).unwrap().1).sum();
+        assert_eq!(reads, 6);
+        let one =
+            ChunkPartitions::new(&shape, &[2, 2], &all, count(1), None, false, false).dealt(order);
+        assert_eq!((one.len(), one.lead_chunks(0)), (1, 2));
+        assert_eq!(one.reads(0).unwrap().1, 6);
+        // A limit keeps the runs.
+        let limited = ChunkPartitions::new(&shape, &[2, 2], &all, count(2), Some(3), false, false)
+            .dealt(order);
+        assert_eq!(limited.dealt_order(), None);
     }
 
     #[test]

@@ -21,6 +21,14 @@ use crate::zarr::plan::selection::{box_is_empty, box_len, IndexBox, Selection};
 /// a shared chunk is read once per box (each time for that box's elements only).
 const MAX_LISTED_CHUNKS: u64 = 100_000;
 
+/// A plan read slab by slab along one axis ([`ChunkPlan::slab_position`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SlabOrder {
+    pub axis: usize,
+    /// Last slab first.
+    pub from_end: bool,
+}
+
 /// The chunks a selection touches, in C order of the chunk grid (box by box when the selection
 /// has many boxes over many chunks).
 #[derive(Debug)]
@@ -166,6 +174,51 @@ impl ChunkPlan {
                 })
                 .collect(),
         )
+    }
+
+    /// Chunks per slab along `axis` (the chunks sharing one chunk index there), when the plan
+    /// is one box's chunks; `None` otherwise.
+    pub(crate) fn slab_len(&self, axis: usize) -> Option<u64> {
+        let Layout::Boxes { boxes, .. } = &self.layout else {
+            return None;
+        };
+        let [b] = boxes.as_slice() else {
+            return None;
+        };
+        let along = b.axes.get(axis)?.count;
+        Some(b.count / along)
+    }
+
+    /// The position of the chunk at `rank` when a one-box plan ([`Self::slab_len`]) is read
+    /// slab by slab along `order.axis` (first to last, or last to first), each slab in C
+    /// order; `rank` itself for any other plan.
+    pub(crate) fn slab_position(&self, rank: u64, order: SlabOrder) -> u64 {
+        let (Layout::Boxes { boxes, .. }, Some(per_slab)) =
+            (&self.layout, self.slab_len(order.axis))
+        else {
+            return rank;
+        };
+        let axes = &boxes[0].axes;
+        let slab = rank / per_slab;
+        let slab = if order.from_end {
+            axes[order.axis].count - 1 - slab
+        } else {
+            slab
+        };
+        let mut rest = rank % per_slab;
+        let (mut position, mut stride) = (0, 1);
+        for (d, axis) in axes.iter().enumerate().rev() {
+            let digit = if d == order.axis {
+                slab
+            } else {
+                let digit = rest % axis.count;
+                rest /= axis.count;
+                digit
+            };
+            position += digit * stride;
+            stride *= axis.count;
+        }
+        position
     }
 
     /// Contiguous runs of chunk positions, one per partition (at most `target`, at least one).
@@ -464,6 +517,53 @@ mod tests {
 
     fn set(n: u64, r: Vec<std::ops::Range<u64>>) -> IndexSet {
         IndexSet::from_ranges(n, r)
+    }
+
+    /// Read slab by slab along any axis, from either end, a one-box plan visits each of its
+    /// chunks once, slab after slab, and C order within a slab.
+    #[test]
+    fn slab_order_visits_every_chunk_slab_by_slab() {
+        let shape = [5u64, 4, 6];
+        let b = vec![set(5, vec![1..5]), set(4, vec![0..4]), set(6, vec![2..6])];
+        let selection = Selection::from_boxes(vec![b]).unwrap();
+        let plan = ChunkPlan::new(&shape, &[2, 3, 2], &selection);
+        // Chunks touched per axis: 3 (1..5 in chunks of 2: 0, 1, 2), 2, 2.
+        assert_eq!(plan.len(), 12);
+        for axis in 0..3 {
+            let per_slab = plan.slab_len(axis).unwrap();
+            assert_eq!(per_slab * [3, 2, 2][axis], 12);
+            for from_end in [false, true] {
+                let order = SlabOrder { axis, from_end };
+                let reads: Vec<ChunkSelection> = (0..plan.len())
+                    .map(|rank| plan.read(plan.slab_position(rank, order)))
+                    .collect();
+                let mut positions: Vec<Vec<u64>> =
+                    reads.iter().map(|r| r.indices.clone()).collect();
+                // Slab after slab along the axis, from the chosen end.
+                let slabs: Vec<u64> = positions.iter().map(|p| p[axis]).collect();
+                let mut expected = slabs.clone();
+                expected.sort();
+                if from_end {
+                    expected.reverse();
+                }
+                assert_eq!(slabs, expected, "axis {axis}, from_end {from_end}");
+                // C order within a slab.
+                for slab in reads.chunks(per_slab as usize) {
+                    let indices: Vec<&Vec<u64>> = slab.iter().map(|r| &r.indices).collect();
+                    assert!(indices.windows(2).all(|w| w[0] < w[1]), "{indices:?}");
+                }
+                positions.sort();
+                positions.dedup();
+                assert_eq!(positions.len(), 12);
+            }
+        }
+        // Plans of several boxes are not read by slabs.
+        let two = vec![
+            vec![set(5, vec![0..1]), set(4, vec![0..2]), set(6, vec![0..6])],
+            vec![set(5, vec![4..5]), set(4, vec![2..4]), set(6, vec![0..3])],
+        ];
+        let plan = ChunkPlan::new(&shape, &[2, 3, 2], &Selection::from_boxes(two).unwrap());
+        assert_eq!(plan.slab_len(0), None);
     }
 
     /// Every run of every small one-box plan: the indices `indices_of_run` says each axis

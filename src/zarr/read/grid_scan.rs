@@ -18,17 +18,20 @@ use datafusion::physical_plan::DisplayFormatType;
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::scan::{
-    column_names, declares_order, fmt_options, nth_partition, reversed_unit, OpenPartition,
-    PartitionTarget, PartitionUnits, ScanExec, ScanShape, ScanSource, SortKey, UnitRead,
+    column_names, declares_order, fmt_options, nth_partition, pruned_unit, reversed_unit, LeadGate,
+    OpenPartition, PartitionTarget, PartitionUnits, ScanExec, ScanShape, ScanSource, SortKey,
+    UnitPruner, UnitRead,
 };
 use crate::zarr::options::ZarrOptions;
 use crate::zarr::plan::axis_expression::AxisExpression;
 use crate::zarr::plan::chunk_partitions::ChunkPartitions;
+use crate::zarr::plan::chunk_plan::SlabOrder;
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::derived_column::{ConstantColumn, DerivedColumn};
 use crate::zarr::plan::grid_statistics::{
-    axis_column_statistics, selected_indices, AxisColumn, AxisIndices,
+    axis_column_statistics, selected_indices, AxisColumn, AxisIndices, ValueOrder,
 };
+use crate::zarr::plan::index_set::IndexSet;
 use crate::zarr::plan::output_order::{orderings, sorted_axes};
 use crate::zarr::plan::selection::Selection;
 
@@ -104,6 +107,16 @@ pub(crate) struct GridSettings {
     pub reversed: bool,
     /// Whether the scan declares its order (not on a cluster: `scan/order_policy.rs`).
     pub declares_order: bool,
+    /// Units dealt to the partitions slab by slab, those first in a sort's key first (a sort
+    /// the scan cannot keep: `ScanSource::read_first`).
+    pub read_first: Option<ReadFirst>,
+}
+
+/// A scan laid out for a sort by `key`, an axis column: slab by slab along its axis.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadFirst {
+    pub key: SortKey,
+    pub slabs: SlabOrder,
 }
 
 impl GridSettings {
@@ -121,6 +134,7 @@ impl GridSettings {
             options: options.clone(),
             reversed: false,
             declares_order: declares_order(state.config()),
+            read_first: None,
         }
     }
 }
@@ -153,6 +167,10 @@ impl<R: GridReader> GridScan<R> {
             reader.row_filter().is_some(),
             settings.reversed,
         );
+        let partitions = match settings.read_first {
+            Some(first) => partitions.dealt(first.slabs),
+            None => partitions,
+        };
         GridScan {
             reader,
             settings,
@@ -191,18 +209,42 @@ impl<R: GridReader> GridScan<R> {
         let Some(p) = partition else {
             return Ok(selected_indices(selection, &shape));
         };
-        let run = nth_partition(self.partitions.runs(), p, R::NAME)?.clone();
+        nth_partition(self.partitions.runs(), p, R::NAME)?;
         let plan = self.partitions.plan();
-        // A partition of a plan of several boxes: bounded by the whole selection's.
-        Ok(plan.indices_of_run(run).unwrap_or_else(|| {
-            let mut all = selected_indices(selection, &shape);
-            all.iter_mut().for_each(|a| {
-                a.exact = false;
-                a.rows_per_index = None;
-            });
-            all
-        }))
+        // A partition of a plan of several boxes, or of dealt units: bounded by the whole
+        // selection's.
+        let run = self.partitions.run(p);
+        Ok(run
+            .and_then(|run| plan.indices_of_run(run))
+            .unwrap_or_else(|| {
+                let mut all = selected_indices(selection, &shape);
+                all.iter_mut().for_each(|a| {
+                    a.exact = false;
+                    a.rows_per_index = None;
+                });
+                all
+            }))
     }
+}
+
+/// Statistics of one unit's rows, for a dynamic filter: the bounds of the axis columns over
+/// the unit's selected indices.
+fn unit_statistics<R: GridReader>(reader: &R, unit: &ChunkSelection) -> Statistics {
+    let (shape, _) = reader.grid();
+    let mut stats = Statistics::new_unknown(reader.schema());
+    for column in reader.axis_columns() {
+        let a = column.axis;
+        let ranges = (unit.local.iter())
+            .flat_map(|b| b[a].ranges().iter())
+            .map(|r| unit.origin[a] + r.start..unit.origin[a] + r.end);
+        let indices = AxisIndices {
+            set: IndexSet::from_ranges(shape[a], ranges.collect()),
+            exact: true,
+            rows_per_index: None,
+        };
+        stats.column_statistics[column.column] = axis_column_statistics(column.values, &indices);
+    }
+    stats
 }
 
 impl<R: GridReader> ScanSource for GridScan<R> {
@@ -235,6 +277,11 @@ impl<R: GridReader> ScanSource for GridScan<R> {
         }
         if self.settings.reversed {
             write!(f, ", reversed")?;
+        }
+        if let (Some(first), Some(_)) = (self.settings.read_first, self.partitions.dealt_order()) {
+            let name = reader.schema().field(first.key.column).name();
+            let direction = if first.key.descending { "DESC" } else { "ASC" };
+            write!(f, ", read_first={name} {direction}")?;
         }
         self.partitions.fmt_limit(R::UNITS, f)?;
         // EXPLAIN shows the options a user set; EXPLAIN VERBOSE all in force (the batch size
@@ -269,15 +316,48 @@ impl<R: GridReader> ScanSource for GridScan<R> {
         if reversed {
             unit_bytes = unit_bytes.saturating_add(self.unit_output_bytes());
         }
-        Ok(PartitionUnits {
-            units: Box::new(units.map(move |unit| {
-                let read = reader.read_unit(unit, &unit_metrics);
-                if reversed {
-                    reversed_unit(read)
-                } else {
-                    read
+        let pruner = (open.dynamic_filter).map(|filter| {
+            let schema = Arc::clone(self.reader.schema());
+            Arc::new(UnitPruner::new(
+                Arc::clone(filter),
+                schema,
+                R::UNITS,
+                metrics,
+                partition,
+            ))
+        });
+        // Dealt units: the partition's share of the first slab is read before the rest, so a
+        // TopK above has its threshold before the rest are checked against it.
+        let lead = self.partitions.lead_chunks(partition);
+        let gate = (pruner.is_some() && lead > 0).then(|| LeadGate::new(lead));
+        let units = units.enumerate().map(move |(i, unit)| {
+            let read = match &pruner {
+                Some(pruner) => {
+                    let statistics = {
+                        let (reader, unit) = (Arc::clone(&reader), unit.clone());
+                        move || unit_statistics(reader.as_ref(), &unit)
+                    };
+                    let later = gate.as_ref().filter(|_| i >= lead).cloned();
+                    let read = {
+                        let (reader, metrics) = (Arc::clone(&reader), unit_metrics.clone());
+                        move || reader.read_unit(unit, &metrics)
+                    };
+                    let read = pruned_unit(read, Arc::clone(pruner), statistics, later);
+                    match &gate {
+                        Some(gate) if i < lead => gate.lead(read),
+                        _ => read,
+                    }
                 }
-            })),
+                None => reader.read_unit(unit, &unit_metrics),
+            };
+            if reversed {
+                reversed_unit(read)
+            } else {
+                read
+            }
+        });
+        Ok(PartitionUnits {
+            units: Box::new(units),
             unit_count,
             in_flight: options.chunks_in_flight(self.reader.remote()),
             unit_bytes: Some(unit_bytes),
@@ -296,6 +376,10 @@ impl<R: GridReader> ScanSource for GridScan<R> {
     }
 
     fn orderings(&self) -> Vec<Vec<SortKey>> {
+        if self.partitions.dealt_order().is_some() {
+            // Dealt units come slab by slab along another axis: no order holds.
+            return Vec::new();
+        }
         let mut orderings = self.forward_orderings();
         if self.settings.reversed {
             (orderings.iter_mut().flatten()).for_each(|k| k.descending = !k.descending);
@@ -346,6 +430,44 @@ impl<R: GridReader> ScanSource for GridScan<R> {
             .collect::<Option<Vec<_>>>()?;
         let reader = Arc::new(reader.with_derived_columns(extra, keep)?);
         Some(Arc::new(GridScan::new(reader, self.settings.clone())))
+    }
+
+    /// Units dealt slab by slab along the key's axis, from the end its order puts first;
+    /// only when the key is an axis column whose values run one way, over a selection of one
+    /// box with more than one slab.
+    fn read_first(&self, key: SortKey) -> Option<Arc<dyn ScanSource>> {
+        let settings = &self.settings;
+        // A cluster's sessions (which declare no orders) replay a scan from its origin, which
+        // knows no layout, and their executors get no dynamic filter to gain from one.
+        let cluster = !settings.declares_order;
+        if cluster || settings.limit.is_some() || settings.reversed || settings.read_first.is_some()
+        {
+            return None;
+        }
+        let columns = self.reader.axis_columns();
+        let column = columns.iter().find(|c| c.column == key.column)?;
+        let ascending = match column.values.order() {
+            ValueOrder::Ascending { .. } => true,
+            ValueOrder::Descending { .. } => false,
+            ValueOrder::Unordered => return None,
+        };
+        let plan = self.partitions.plan();
+        if plan.slab_len(column.axis)? >= plan.len() {
+            return None;
+        }
+        let slabs = SlabOrder {
+            axis: column.axis,
+            from_end: key.descending == ascending,
+        };
+        let settings = GridSettings {
+            read_first: Some(ReadFirst { key, slabs }),
+            ..settings.clone()
+        };
+        Some(Arc::new(GridScan::new(Arc::clone(&self.reader), settings)))
+    }
+
+    fn prunes_units(&self) -> bool {
+        true
     }
 
     fn reversed(&self) -> Option<Arc<dyn ScanSource>> {

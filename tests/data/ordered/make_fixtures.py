@@ -1,6 +1,7 @@
 """Writes the fixtures of ndfusion's statistics and order tests with xarray 2026.9.0
-(zarr-python 3.4.2): a dataset chunked along time only (so its rows come in time order), and
-the same dataset split by month into a collection of three stores.
+(zarr-python 3.4.2): a dataset chunked along time only (so its rows come in time order), the
+same dataset split by month into a collection of three stores, and an ERA5-shaped Zarr v2
+store whose chunks split the spatial dimensions (a TopK's dynamic filter prunes its chunks).
 
 Run from the repository root:
 
@@ -120,6 +121,36 @@ expected["grid_monthly"] = [
     [ns(t), repr(float(m)), repr(float(lo)), int(n)]
     for t, m, lo, n in zip(by_month.mean(...).time.values, by_month.mean(...).values,
                            by_month.min(...).values, by_month.count(...).values)
+]
+
+# An ERA5-shaped Zarr v2 store: hourly times x descending latitudes x longitudes, chunks that
+# split the spatial dimensions as the CDS and most archives write them (4 times x 5 x 8 of a
+# 12 x 9 x 16 grid: 3 time slabs of 4 chunks). Rows of a chunk run through all its times
+# before the next chunk, so no order is declared and a TopK reads chunks by their ranges.
+era5_rng = np.random.default_rng(12)
+HOURS = pd.date_range("2020-06-01", periods=12, freq="h")
+era5 = xr.Dataset(
+    {"t2m": (("time", "latitude", "longitude"),
+             (280 + np.arange(12)[:, None, None] / 4
+              + era5_rng.normal(0, 2, (12, 9, 16))).astype("float32"),
+             {"units": "K"})},
+    coords={"time": HOURS, "latitude": np.linspace(60.0, 20.0, 9),
+            "longitude": np.arange(16) * 2.5},
+)
+path = fresh("era5_like_v2.zarr")
+era5.to_zarr(path, zarr_format=2, consolidated=True,
+             encoding={"time": {"units": "hours since 2020-06-01", "dtype": "int64"},
+                       "t2m": {"chunks": (4, 5, 8)}})
+e = xr.open_zarr(path).to_dataframe().reset_index()
+top = e.sort_values(["time", "t2m"], ascending=False).head(10)
+expected["era5_top10"] = [
+    [ns(r.time), repr(float(r.latitude)), repr(float(r.longitude)), repr(float(r.t2m))]
+    for r in top.itertuples()
+]
+first = e.sort_values(["time", "t2m"], ascending=True).head(10)
+expected["era5_first10"] = [
+    [ns(r.time), repr(float(r.latitude)), repr(float(r.longitude)), repr(float(r.t2m))]
+    for r in first.itertuples()
 ]
 
 (HERE / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
