@@ -1,6 +1,9 @@
-//! What a scan crossing the FFI is called: datafusion-python prints a foreign plan as
+//! A scan crossing the FFI. What it is called: datafusion-python prints a foreign plan as
 //! `FFI_ExecutionPlan: <name>, ...`, and only `name()` crosses, so the name carries what
-//! EXPLAIN shows in Rust (`ZarrScanExec: array=..., chunks=2/9, selection=...`).
+//! EXPLAIN shows in Rust (`ZarrScanExec: array=..., chunks=2/9, selection=...`). And how
+//! large its batches are: each batch crosses the FFI on its own (its arrays exported and
+//! imported through the C data interface, the stream polled through the FFI), so the scan
+//! runs with batches of at least [`FFI_BATCH_ROWS`] rows.
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,6 +14,12 @@ use datafusion::physical_plan::metrics::MetricsSet;
 use datafusion::physical_plan::{
     displayable, DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties,
 };
+
+/// The fewest rows per batch a scan hands to datafusion-python, unless its session asks for
+/// more or the table's `batch_size` option says otherwise: at datafusion-python's default
+/// of 8,192 a full scan took 1.20-1.23x the CLI's time, at 65,536 1.14x (BENCHMARKS.md, "From
+/// Python"). The CLI needs no such floor (its batches cross nothing).
+pub(crate) const FFI_BATCH_ROWS: usize = 65_536;
 
 #[derive(Debug)]
 pub(crate) struct DescribedPlan {
@@ -60,7 +69,22 @@ impl ExecutionPlan for DescribedPlan {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        self.inner.execute(partition, context)
+        let config = context.session_config();
+        if config.batch_size() >= FFI_BATCH_ROWS {
+            return self.inner.execute(partition, context);
+        }
+        let config = config.clone().with_batch_size(FFI_BATCH_ROWS);
+        let larger = TaskContext::new(
+            context.task_id(),
+            context.session_id(),
+            config,
+            context.scalar_functions().clone(),
+            context.higher_order_functions().clone(),
+            context.aggregate_functions().clone(),
+            context.window_functions().clone(),
+            context.runtime_env(),
+        );
+        self.inner.execute(partition, Arc::new(larger))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

@@ -154,3 +154,19 @@ def test_bad_options_of_stored_as_name_the_option(ctx):
     location = DATA / "zarr_v3" / "struct_1d.zarr"
     with pytest.raises(Exception, match="invalid option 'nope'"):
         ctx.sql(f"CREATE EXTERNAL TABLE g STORED AS ZARR LOCATION '{location}' OPTIONS ('nope' '1')")
+
+
+def test_scans_hand_over_batches_of_at_least_65536_rows(ctx):
+    # daily_grid.zarr: 40 days x 32 x 40 cells in chunks of 10 days (12,800 cells). At
+    # datafusion-python's default batch size (8,192) each chunk would cross the FFI as two
+    # batches; the extension's scans make batches of up to 65,536 rows, so one per chunk.
+    grid = str(DATA / "ordered" / "daily_grid.zarr")
+    ctx.register_table("d", ndfusion.ZarrTable(grid))
+    batches = ctx.sql("SELECT t FROM d").collect()
+    sizes = sorted(b.num_rows for b in batches)
+    assert sum(sizes) == 40 * 32 * 40
+    assert sizes[-1] == 12_800, sizes
+    # The table's own batch_size still decides.
+    ctx.register_table("small", ndfusion.ZarrTable(grid, {"batch_size": "1000"}))
+    sizes = [b.num_rows for b in ctx.sql("SELECT t FROM small").collect()]
+    assert max(sizes) == 1000, sizes
