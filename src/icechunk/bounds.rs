@@ -1,9 +1,13 @@
 //! Icechunk reads its own files whole (the repository's `repo` file, a snapshot, its
 //! manifests): each one's size is checked before Icechunk reads it, against the bound of a
 //! metadata document (`ndfusion.max_metadata_bytes`, 64 MiB by default), so a crafted repository cannot
-//! make a table allocate what it likes.
+//! make a table allocate what it likes. Native chunks ndfusion reads itself, a byte range of
+//! a `chunks/` file at a time ([`RepositoryFiles::read`]).
 
+use std::ops::Range;
 use std::path::PathBuf;
+
+use zarrs::storage::Bytes;
 
 use futures::{StreamExt, TryStreamExt};
 use icechunk::format::SnapshotId;
@@ -67,6 +71,57 @@ impl RepositoryFiles {
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
                 Err(e) => Err(failed(crate::error::with_root_cause(&e))),
             },
+        }
+    }
+
+    /// Bytes `range` of `file` (`chunks/<id>`): locally one positioned read on a blocking
+    /// thread (Icechunk's local storage streams a file through object_store in 8 KiB
+    /// pieces, each its own trip through the blocking pool), remotely one ranged GET. A range
+    /// past the file's end is an error naming the file; nothing is allocated beyond what the
+    /// file holds.
+    pub(crate) async fn read(&self, file: &str, range: Range<u64>) -> Result<Bytes> {
+        let shown = format!("{}/{file}", self.location.trim_end_matches('/'));
+        let failed = |reason: String| Error::NotFound {
+            location: shown.clone(),
+            reason,
+        };
+        match &self.at {
+            FilesAt::Local(root) => {
+                let path = root.join(file);
+                let read = move || -> std::io::Result<std::result::Result<Bytes, u64>> {
+                    use std::os::unix::fs::FileExt;
+                    let f = std::fs::File::open(&path)?;
+                    let size = f.metadata()?.len();
+                    if range.start > range.end || range.end > size {
+                        return Ok(Err(size));
+                    }
+                    let mut buf = vec![0; (range.end - range.start) as usize];
+                    f.read_exact_at(&mut buf, range.start)?;
+                    Ok(Ok(Bytes::from(buf)))
+                };
+                let wanted = format!("{range:?}");
+                match tokio::task::spawn_blocking(read).await {
+                    Ok(Ok(Ok(bytes))) => Ok(bytes),
+                    Ok(Ok(Err(size))) => Err(failed(format!(
+                        "the manifest places a chunk at bytes {wanted} of a file of {size} bytes"
+                    ))),
+                    Ok(Err(e)) => Err(failed(e.to_string())),
+                    Err(e) => Err(failed(e.to_string())),
+                }
+            }
+            FilesAt::Remote(remote) => {
+                let path = remote.path(file);
+                let wanted = range.end.saturating_sub(range.start);
+                match remote.store.get_range(&path, range.clone()).await {
+                    Ok(bytes) if bytes.len() as u64 == wanted => Ok(bytes),
+                    Ok(bytes) => Err(failed(format!(
+                        "the manifest places a chunk at bytes {range:?}, of which the store \
+                         returned {}",
+                        bytes.len()
+                    ))),
+                    Err(e) => Err(failed(crate::error::with_root_cause(&e))),
+                }
+            }
         }
     }
 

@@ -1,20 +1,25 @@
 //! One snapshot of a repository as a Zarr store: the keys of the node at the table's `path`,
-//! read through an Icechunk session (native chunks from the repository's storage, inline
-//! chunks from its manifests, virtual chunks from their authorized containers).
+//! read through an Icechunk session (metadata; virtual chunks from their authorized
+//! containers), except chunks the manifest stores in the repository: their bytes are read by
+//! ndfusion from the chunk reference (a byte range of a `chunks/` file, one read each; inline
+//! chunks straight from the manifest).
 
 use std::sync::Arc;
 
-use icechunk::format::manifest::VirtualReferenceErrorKind;
-use icechunk::format::{ByteRange, SnapshotId};
+use icechunk::format::manifest::{ChunkPayload, ChunkRef, VirtualReferenceErrorKind};
+use icechunk::format::{ByteRange, ChunkIndices, Path, SnapshotId, CHUNKS_FILE_PATH};
 use icechunk::repository::VersionInfo;
+use icechunk::session::Session;
 use icechunk::session::SessionErrorKind;
 use icechunk::store::{StoreError, StoreErrorKind};
 use icechunk::Repository;
+use tokio::sync::RwLock;
 use zarrs::storage::byte_range::{ByteRange as ZarrsRange, ByteRangeIterator};
 use zarrs::storage::{
     AsyncMaybeBytesIterator, AsyncReadableStorageTraits, Bytes, MaybeBytes, StorageError, StoreKey,
 };
 
+use super::bounds::RepositoryFiles;
 use crate::error::{BoxError, Error, Result};
 use crate::zarr::store::{concurrent_parts, storage_error, Fetched, StoreBackend};
 
@@ -22,6 +27,10 @@ use crate::zarr::store::{concurrent_parts, storage_error, Fetched, StoreBackend}
 #[derive(Clone)]
 pub(crate) struct IcechunkStore {
     store: icechunk::Store,
+    /// The session `store` reads through, asked for chunk references.
+    session: Arc<RwLock<Session>>,
+    /// The repository's files, native chunks read from them.
+    files: RepositoryFiles,
     /// The node's path in the repository with a trailing `/` (`""`: the root).
     prefix: String,
     snapshot: SnapshotId,
@@ -37,6 +46,7 @@ impl IcechunkStore {
     /// Snapshot `snapshot` of `repo`, read at node `path` (`""`: the root).
     pub(crate) async fn open(
         repo: &Repository,
+        files: &RepositoryFiles,
         snapshot: &SnapshotId,
         path: &str,
         location: &str,
@@ -48,14 +58,16 @@ impl IcechunkStore {
                 location: location.to_string(),
                 reason: format!("opening snapshot {snapshot}: {e}"),
             })?;
-        let store =
-            icechunk::Store::from_session(Arc::new(tokio::sync::RwLock::new(session))).await;
+        let session = Arc::new(RwLock::new(session));
+        let store = icechunk::Store::from_session(Arc::clone(&session)).await;
         let prefix = match path.trim_matches('/') {
             "" => String::new(),
             path => format!("{path}/"),
         };
         Ok(IcechunkStore {
             store,
+            session,
+            files: files.clone(),
             prefix,
             snapshot: snapshot.clone(),
         })
@@ -72,13 +84,55 @@ impl IcechunkStore {
         range: Option<ByteRange>,
     ) -> Result<Option<Bytes>, BoxError> {
         let range = range.unwrap_or(ByteRange::ALL);
-        absent_as_none(self.store.get(&self.key(key), &range).await)
+        match self.chunk(key).await? {
+            Some(Chunk::Absent) => Ok(None),
+            Some(Chunk::Inline(bytes)) => {
+                let r = within(&range, bytes.len() as u64, key)?;
+                Ok(Some(bytes.slice(r.start as usize..r.end as usize)))
+            }
+            Some(Chunk::Stored(ChunkRef { id, offset, length })) => {
+                let r = within(&range, length, key)?;
+                let file = format!("{CHUNKS_FILE_PATH}/{id}");
+                let at = offset.saturating_add(r.start)..offset.saturating_add(r.end);
+                Ok(Some(self.files.read(&file, at).await?))
+            }
+            Some(Chunk::Elsewhere) | None => {
+                absent_as_none(self.store.get(&self.key(key), &range).await)
+            }
+        }
     }
 
     /// The size of `key` as the snapshot records it (a chunk's from its manifest, without
     /// reading it); `None` when there is no such key.
     pub(crate) async fn size(&self, key: &str) -> Result<Option<u64>, BoxError> {
-        absent_as_none(self.store.getsize(&self.key(key)).await)
+        match self.chunk(key).await? {
+            Some(Chunk::Absent) => Ok(None),
+            Some(Chunk::Inline(bytes)) => Ok(Some(bytes.len() as u64)),
+            Some(Chunk::Stored(chunk)) => Ok(Some(chunk.length)),
+            Some(Chunk::Elsewhere) | None => {
+                absent_as_none(self.store.getsize(&self.key(key)).await)
+            }
+        }
+    }
+
+    /// What the manifest says of `key` when it is a chunk key (`<array>/c/<i>/<j>...`);
+    /// `None` for any other key (metadata).
+    async fn chunk(&self, key: &str) -> Result<Option<Chunk>, BoxError> {
+        let Some((path, coords)) = chunk_key(&self.key(key)) else {
+            return Ok(None);
+        };
+        let session = self.session.read().await;
+        let payload = match session.get_chunk_ref(&path, &coords).await {
+            Ok(payload) => payload,
+            // Not an array, or no node there: Icechunk's own read says what it is.
+            Err(_) => return Ok(None),
+        };
+        Ok(Some(match payload {
+            None => Chunk::Absent,
+            Some(ChunkPayload::Inline(bytes)) => Chunk::Inline(bytes),
+            Some(ChunkPayload::Ref(chunk)) => Chunk::Stored(chunk),
+            Some(_) => Chunk::Elsewhere,
+        }))
     }
 
     /// Bytes `range` of `key` with its whole size, or `None`.
@@ -110,6 +164,47 @@ impl IcechunkStore {
         names.sort();
         Ok(names)
     }
+}
+
+/// A chunk as its manifest records it.
+enum Chunk {
+    /// No chunk there (the fill value).
+    Absent,
+    /// The chunk's bytes, in the manifest.
+    Inline(Bytes),
+    /// A byte range of one of the repository's `chunks/` files.
+    Stored(ChunkRef),
+    /// A virtual chunk (read by Icechunk, from its authorized container).
+    Elsewhere,
+}
+
+/// The array path and chunk indices of a chunk key (`temp/c/0/1`, `c/0` at the root; the
+/// default chunk key encoding, which Icechunk requires); `None` for any other key.
+fn chunk_key(key: &str) -> Option<(Path, ChunkIndices)> {
+    let (array, coords) = match key.strip_prefix("c/") {
+        Some(coords) => ("", coords),
+        None => key.rsplit_once("/c/")?,
+    };
+    let coords = (coords.split('/'))
+        .map(|c| c.parse::<u32>().ok())
+        .collect::<Option<Vec<u32>>>()?;
+    let path = Path::try_from(format!("/{array}").as_str()).ok()?;
+    Some((path, ChunkIndices(coords)))
+}
+
+/// `range` of an object of `length` bytes as offsets, or an error naming `key` when it does
+/// not lie inside.
+fn within(range: &ByteRange, length: u64, key: &str) -> Result<std::ops::Range<u64>, BoxError> {
+    let r = match range {
+        ByteRange::Bounded(r) => r.clone(),
+        ByteRange::From(start) => *start..length,
+        ByteRange::Last(n) => length.saturating_sub(*n)..length,
+        ByteRange::Until(n) => 0..length.saturating_sub(*n),
+    };
+    if r.start > r.end || r.end > length {
+        return Err(format!("bytes {r:?} of {key}, whose chunk has {length} bytes").into());
+    }
+    Ok(r)
 }
 
 /// The snapshot's node as the Zarr reader reads it: sizes from its manifests, so a chunk's is
@@ -215,5 +310,41 @@ impl AsyncReadableStorageTraits for IcechunkStorage {
 
     fn supports_get_partial(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Chunk keys of the default encoding name their array and indices; metadata keys and
+    /// anything else are left to Icechunk.
+    #[test]
+    fn chunk_keys_name_their_array_and_indices() {
+        let parsed = |key: &str| chunk_key(key).map(|(p, c)| (p.to_string(), c.0));
+        assert_eq!(parsed("temp/c/0/12"), Some(("/temp".into(), vec![0, 12])));
+        assert_eq!(parsed("a/c/b/c/3"), Some(("/a/c/b".into(), vec![3])));
+        assert_eq!(parsed("c/7"), Some(("/".into(), vec![7])));
+        for key in [
+            "temp/zarr.json",
+            "c/zarr.json",
+            "temp/c/x",
+            "temp/c/",
+            "temp/0.1",
+        ] {
+            assert_eq!(parsed(key), None, "{key}");
+        }
+    }
+
+    /// Ranges resolve against the chunk's length; one outside it is an error naming the key.
+    #[test]
+    fn ranges_lie_inside_the_chunk() {
+        let r = |range: ByteRange| within(&range, 10, "t/c/0").map_err(|e| e.to_string());
+        assert_eq!(r(ByteRange::ALL), Ok(0..10));
+        assert_eq!(r(ByteRange::Bounded(2..5)), Ok(2..5));
+        assert_eq!(r(ByteRange::Last(3)), Ok(7..10));
+        assert_eq!(r(ByteRange::Until(3)), Ok(0..7));
+        let err = r(ByteRange::Bounded(4..11)).unwrap_err();
+        assert!(err.contains("t/c/0") && err.contains("10 bytes"), "{err}");
     }
 }

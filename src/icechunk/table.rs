@@ -201,7 +201,7 @@ async fn open_at(
 ) -> Result<AtSnapshot> {
     files.check_snapshot(repo, &snapshot).await?;
     let path = options.path();
-    let store = IcechunkStore::open(repo, &snapshot, path, location).await?;
+    let store = IcechunkStore::open(repo, files, &snapshot, path, location).await?;
     let shown = node_location(location, &snapshot, path);
     let table = NodeTable::open_in(
         ZarrStore::over(Arc::new(store), files.limits()),
