@@ -49,6 +49,11 @@ impl RepositoryFiles {
         })
     }
 
+    /// Whether the files are read over a network (an object store).
+    pub(crate) fn over_network(&self) -> bool {
+        matches!(self.at, FilesAt::Remote(_))
+    }
+
     /// The limits the repository is read under.
     pub(crate) fn limits(&self) -> Limits {
         self.limits

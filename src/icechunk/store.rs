@@ -215,6 +215,11 @@ impl StoreBackend for IcechunkStore {
         true
     }
 
+    /// A local repository's chunks are local files (read ahead as a folder's are).
+    fn over_network(&self) -> bool {
+        self.files.over_network()
+    }
+
     async fn get_at_most(&self, key: &str, max: u64) -> Result<Option<Fetched>, BoxError> {
         match self.size(key).await? {
             None => Ok(None),

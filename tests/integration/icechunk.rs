@@ -595,6 +595,19 @@ async fn repositories_on_s3_read_as_local_ones() {
         )
         .await;
     }
+    // Chunks read ahead as the store's kind wants: 16 in flight over the network, 2 from a
+    // local repository's files (as from a local folder).
+    create(&ctx, "surface_local", OCEAN, &[("path", "surface".into())]).await;
+    for (table, in_flight) in [("surface_main", 16), ("surface_local", 2)] {
+        let plan = batch(&ctx, &format!("EXPLAIN VERBOSE SELECT temp FROM {table}")).await;
+        let plan = arrow::util::pretty::pretty_format_batches(&[plan])
+            .unwrap()
+            .to_string();
+        assert!(
+            plan.contains(&format!("chunks_in_flight={in_flight}")),
+            "{table}: {plan}"
+        );
+    }
     let pairs: Vec<String> = (storage.iter())
         .map(|(k, v)| format!("'{k}': '{v}'"))
         .collect();

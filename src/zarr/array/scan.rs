@@ -36,8 +36,8 @@ impl GridReader for ChunkBatches {
         &self.reader.array.location
     }
 
-    fn remote(&self) -> bool {
-        self.reader.array.store.is_remote()
+    fn over_network(&self) -> bool {
+        self.reader.array.store.over_network()
     }
 
     fn grid(&self) -> (Vec<u64>, Vec<u64>) {

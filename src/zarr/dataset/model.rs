@@ -75,6 +75,8 @@ pub(crate) struct Dataset {
     /// Whether the group's consolidated metadata opened it (else a listing).
     pub consolidated: bool,
     pub remote: bool,
+    /// Whether its chunks come over a network (the default of `chunks_in_flight`).
+    pub over_network: bool,
 }
 
 impl Dataset {
@@ -297,6 +299,7 @@ impl Dataset {
             attributes: group.attributes,
             consolidated: group.consolidated,
             remote: store.is_remote(),
+            over_network: store.over_network(),
         })
     }
 

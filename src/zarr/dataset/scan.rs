@@ -43,8 +43,8 @@ impl GridReader for BlockReader {
         &self.dataset.location
     }
 
-    fn remote(&self) -> bool {
-        self.dataset.remote
+    fn over_network(&self) -> bool {
+        self.dataset.over_network
     }
 
     fn grid(&self) -> (Vec<u64>, Vec<u64>) {

@@ -49,7 +49,8 @@ pub(crate) trait GridReader: fmt::Debug + Send + Sync + Sized + 'static {
 
     fn schema(&self) -> &SchemaRef;
     fn location(&self) -> &str;
-    fn remote(&self) -> bool;
+    /// Whether its chunks come over a network (the default of `chunks_in_flight`).
+    fn over_network(&self) -> bool;
     /// The grid's shape and the shape of its units.
     fn grid(&self) -> (Vec<u64>, Vec<u64>);
     /// The row filter, as EXPLAIN shows it.
@@ -289,7 +290,7 @@ impl<R: GridReader> ScanSource for GridScan<R> {
         let options = &self.settings.options;
         let options = match t {
             DisplayFormatType::Verbose => {
-                let all = options.describe(self.settings.session_batch_size, reader.remote());
+                let all = options.describe(self.settings.session_batch_size, reader.over_network());
                 match reader.verbose_details() {
                     Some(more) => format!("{all}, {more}"),
                     None => all,
@@ -359,7 +360,7 @@ impl<R: GridReader> ScanSource for GridScan<R> {
         Ok(PartitionUnits {
             units: Box::new(units),
             unit_count,
-            in_flight: options.chunks_in_flight(self.reader.remote()),
+            in_flight: options.chunks_in_flight(self.reader.over_network()),
             unit_bytes: Some(unit_bytes),
             table: self.reader.location().to_string(),
             batch_size: Some(options.batch_size(context.session_config().batch_size())),

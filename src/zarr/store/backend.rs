@@ -40,6 +40,13 @@ pub(crate) trait StoreBackend: std::fmt::Debug + Send + Sync {
     /// reads of local files.
     fn is_remote(&self) -> bool;
 
+    /// Whether chunks come over a network, so that many in flight hide its latency (the
+    /// default of `chunks_in_flight`: 16, else 2); an asynchronous store of local files
+    /// (a local Icechunk repository) reads ahead as local folders do.
+    fn over_network(&self) -> bool {
+        self.is_remote()
+    }
+
     /// The object at `key` if it holds at most `max` bytes, its size learnt before its body
     /// is read (remotely in the same request: the answer's length); `None` when there is none.
     async fn get_at_most(&self, key: &str, max: u64) -> Result<Option<Fetched>, BoxError>;

@@ -111,6 +111,11 @@ impl ZarrStore {
         self.backend.is_remote()
     }
 
+    /// See [`StoreBackend::over_network`].
+    pub(crate) fn over_network(&self) -> bool {
+        self.backend.over_network()
+    }
+
     /// The whole chunk at `key`, of at most `limit` bytes (its size is checked before its
     /// body is read); `None` when there is none.
     pub(crate) async fn get_chunk(&self, key: &str, limit: u64) -> Result<Option<Bytes>, BoxError> {
