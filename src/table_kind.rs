@@ -45,11 +45,14 @@ pub struct TableKind {
     /// The names its tables' [`Opened::format`](crate::table_source::Opened::format) gives.
     pub(crate) reopens: &'static [&'static str],
     /// Opens a table of one of those formats again (on a cluster's processes).
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) reopen: fn(Opening) -> Reopened,
     /// Locations a table reads besides those it was opened at (a collection's members, which
     /// its pattern expanded to): a cluster checks each against its allowed locations.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) read_locations: fn(&dyn TableProvider) -> Vec<String>,
     /// Locations its options name (Icechunk's virtual chunk containers), checked so too.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) option_locations: fn(&HashMap<String, String>) -> Result<Vec<String>>,
     /// What `COPY ... TO ... STORED AS <name>` writes with, for kinds that write, and the
     /// `OPTIONS` keys it takes.

@@ -18,6 +18,7 @@ pub(crate) enum ContainerGrant {
 
 impl ContainerGrant {
     /// Where the container's files are.
+    #[cfg_attr(not(feature = "icechunk"), allow(dead_code))]
     pub(crate) fn prefix(&self) -> &str {
         match self {
             ContainerGrant::Prefix(prefix) | ContainerGrant::Moved { prefix, .. } => prefix,

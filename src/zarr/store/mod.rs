@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 use zarrs::storage::{AsyncReadableStorageTraits, Bytes, StoreKey};
 
-pub(crate) use backend::{
-    concurrent_parts, object_ranges, storage_error, Fetched, RangesRead, StoreBackend,
-};
+#[cfg(feature = "icechunk")]
+pub(crate) use backend::concurrent_parts;
+pub(crate) use backend::{object_ranges, storage_error, Fetched, RangesRead, StoreBackend};
 pub(crate) use local::LocalStore;
 pub(crate) use references::target::{open_file, Target as FileTarget};
 use references::ReferenceBackend;
