@@ -83,29 +83,46 @@ impl IcechunkStore {
         key: &str,
         range: Option<ByteRange>,
     ) -> Result<Option<Bytes>, BoxError> {
-        let range = range.unwrap_or(ByteRange::ALL);
-        match self.chunk(key).await? {
-            Some(Chunk::Absent) => Ok(None),
-            Some(Chunk::Inline(bytes)) => {
-                let r = within(&range, bytes.len() as u64, key)?;
-                Ok(Some(bytes.slice(r.start as usize..r.end as usize)))
-            }
-            Some(Chunk::Stored(ChunkRef { id, offset, length })) => {
-                let r = within(&range, length, key)?;
-                let file = format!("{CHUNKS_FILE_PATH}/{id}");
-                let at = offset.saturating_add(r.start)..offset.saturating_add(r.end);
-                Ok(Some(self.files.read(&file, at).await?))
-            }
-            Some(Chunk::Elsewhere) | None => {
-                absent_as_none(self.store.get(&self.key(key), &range).await)
-            }
-        }
+        let chunk = self.chunk(key).await?;
+        self.read(key, chunk, &range.unwrap_or(ByteRange::ALL))
+            .await
     }
 
     /// The size of `key` as the snapshot records it (a chunk's from its manifest, without
     /// reading it); `None` when there is no such key.
     pub(crate) async fn size(&self, key: &str) -> Result<Option<u64>, BoxError> {
-        match self.chunk(key).await? {
+        let chunk = self.chunk(key).await?;
+        self.size_of(key, &chunk).await
+    }
+
+    /// Bytes `range` of `key`, which [`Self::chunk`] found to be `chunk`.
+    async fn read(
+        &self,
+        key: &str,
+        chunk: Option<Chunk>,
+        range: &ByteRange,
+    ) -> Result<Option<Bytes>, BoxError> {
+        match chunk {
+            Some(Chunk::Absent) => Ok(None),
+            Some(Chunk::Inline(bytes)) => {
+                let r = within(range, bytes.len() as u64, key)?;
+                Ok(Some(bytes.slice(r.start as usize..r.end as usize)))
+            }
+            Some(Chunk::Stored(ChunkRef { id, offset, length })) => {
+                let r = within(range, length, key)?;
+                let file = format!("{CHUNKS_FILE_PATH}/{id}");
+                let at = offset.saturating_add(r.start)..offset.saturating_add(r.end);
+                Ok(Some(self.files.read(&file, at).await?))
+            }
+            Some(Chunk::Elsewhere) | None => {
+                absent_as_none(self.store.get(&self.key(key), range).await)
+            }
+        }
+    }
+
+    /// The size of `key`, which [`Self::chunk`] found to be `chunk`.
+    async fn size_of(&self, key: &str, chunk: &Option<Chunk>) -> Result<Option<u64>, BoxError> {
+        match chunk {
             Some(Chunk::Absent) => Ok(None),
             Some(Chunk::Inline(bytes)) => Ok(Some(bytes.len() as u64)),
             Some(Chunk::Stored(chunk)) => Ok(Some(chunk.length)),
@@ -141,10 +158,13 @@ impl IcechunkStore {
         key: &str,
         range: ByteRange,
     ) -> Result<Option<(Bytes, u64)>, BoxError> {
-        let Some(size) = self.size(key).await? else {
+        // One manifest lookup for the size and the bytes.
+        let chunk = self.chunk(key).await?;
+        let Some(size) = self.size_of(key, &chunk).await? else {
             return Ok(None);
         };
-        Ok(self.get(key, Some(range)).await?.map(|bytes| (bytes, size)))
+        let bytes = self.read(key, chunk, &range).await?;
+        Ok(bytes.map(|bytes| (bytes, size)))
     }
 
     /// The names of the node's children (its arrays and groups), sorted.
@@ -221,10 +241,11 @@ impl StoreBackend for IcechunkStore {
     }
 
     async fn get_at_most(&self, key: &str, max: u64) -> Result<Option<Fetched>, BoxError> {
-        match self.size(key).await? {
+        let chunk = self.chunk(key).await?;
+        match self.size_of(key, &chunk).await? {
             None => Ok(None),
             Some(size) if size > max => Ok(Some(Fetched::TooLarge(size))),
-            Some(_) => Ok(self.get(key, None).await?.map(Fetched::Bytes)),
+            Some(_) => Ok((self.read(key, chunk, &ByteRange::ALL).await?).map(Fetched::Bytes)),
         }
     }
 

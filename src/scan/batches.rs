@@ -5,7 +5,7 @@ use arrow::array::{RecordBatch, RecordBatchOptions, UInt32Array};
 use arrow::compute::take;
 use datafusion::common::stats::Precision;
 use datafusion::common::{internal_err, Result};
-use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
+use futures::{FutureExt, Stream, StreamExt, TryFutureExt, TryStreamExt};
 
 use super::source::UnitRead;
 
@@ -21,6 +21,23 @@ pub(crate) fn slices(batches: &[RecordBatch], batch_size: usize) -> Vec<RecordBa
                 .map(move |offset| batch.slice(offset, batch_size.min(rows - offset)))
         })
         .collect()
+}
+
+/// `unit`, calling `end` once its batches have all been taken (not when it is dropped
+/// unfinished).
+pub(crate) fn on_unit_end(unit: UnitRead, end: impl FnOnce() + Send + 'static) -> UnitRead {
+    unit.map_ok(move |batches| {
+        let end = futures::stream::once(async move {
+            end();
+            None
+        });
+        batches
+            .map(Some)
+            .chain(end)
+            .filter_map(futures::future::ready)
+            .boxed()
+    })
+    .boxed()
 }
 
 /// `unit`'s rows last to first: all its batches taken, then each given back reversed, the

@@ -22,6 +22,7 @@ use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricB
 use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
 
+use super::batches::on_unit_end;
 use super::source::UnitRead;
 
 /// Decides, unit by unit, whether a partition's dynamic filter rules a unit out.
@@ -124,18 +125,9 @@ impl LeadGate {
     /// `unit`, a leading unit: its end counts towards opening the gate.
     pub(crate) fn lead(self: &Arc<Self>, unit: UnitRead) -> UnitRead {
         let gate = Arc::clone(self);
-        unit.map(move |batches| {
-            let end = futures::stream::once(async move {
-                gate.remaining.send_modify(|n| *n = n.saturating_sub(1));
-                None
-            });
-            Ok(batches?
-                .map(Some)
-                .chain(end)
-                .filter_map(futures::future::ready)
-                .boxed())
+        on_unit_end(unit, move || {
+            gate.remaining.send_modify(|n| *n = n.saturating_sub(1))
         })
-        .boxed()
     }
 
     /// Waits until every leading unit has been consumed.

@@ -32,9 +32,9 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream,
 };
-use futures::{StreamExt, TryFutureExt, TryStreamExt};
+use futures::{StreamExt, TryStreamExt};
 
-use super::batches::{limit_rows, slices};
+use super::batches::{limit_rows, on_unit_end, slices};
 use super::origin::{OriginSlot, ScanCall};
 use super::read_buffers::ReadBuffers;
 use super::source::{OpenPartition, PartitionUnits, ScanSource, SortKey, UnitRead};
@@ -161,19 +161,9 @@ fn count_units(
         .gauge(format!("{unit_name}_planned"), partition)
         .add(unit_count);
     let done = MetricBuilder::new(metrics).gauge(format!("{unit_name}_done"), partition);
-    units.map(move |unit| -> UnitRead {
+    units.map(move |unit| {
         let done = done.clone();
-        Box::pin(unit.map_ok(move |batches| {
-            let end = futures::stream::once(async move {
-                done.add(1);
-                None
-            });
-            batches
-                .map(Some)
-                .chain(end)
-                .filter_map(futures::future::ready)
-                .boxed()
-        }))
+        on_unit_end(unit, move || done.add(1))
     })
 }
 

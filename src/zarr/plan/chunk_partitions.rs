@@ -148,7 +148,6 @@ impl ChunkPartitions {
         let Some(positions) = self.partitions.get(partition).cloned() else {
             return internal_err!("no partition {partition} in a plan of {}", self.len());
         };
-        let count = (positions.end - positions.start) as usize;
         let plan = Arc::clone(&self.plan);
         if let Some(order) = self.dealt {
             let (len, parts) = (plan.len(), self.len() as u64);
@@ -157,6 +156,7 @@ impl ChunkPartitions {
             let reads = ranks.map(move |rank| plan.read(plan.slab_position(rank, order)));
             return Ok((Box::new(reads), count));
         }
+        let count = (positions.end - positions.start) as usize;
         if self.reversed {
             // Without a row filter, the limit is kept from the end: a chunk's leading rows
             // beyond it are not made.
