@@ -94,14 +94,13 @@ impl RepositoryFiles {
             FilesAt::Local(root) => {
                 let path = root.join(file);
                 let read = move || -> std::io::Result<std::result::Result<Bytes, u64>> {
-                    use std::os::unix::fs::FileExt;
                     let f = std::fs::File::open(&path)?;
                     let size = f.metadata()?.len();
                     if range.start > range.end || range.end > size {
                         return Ok(Err(size));
                     }
-                    let mut buf = vec![0; (range.end - range.start) as usize];
-                    f.read_exact_at(&mut buf, range.start)?;
+                    let len = (range.end - range.start) as usize;
+                    let buf = crate::storage::read_file_range(&f, range.start, len)?;
                     Ok(Ok(Bytes::from(buf)))
                 };
                 let wanted = format!("{range:?}");

@@ -3,6 +3,7 @@
 //! formats resolve their location here; each table gets one object store.
 
 mod containers;
+mod file_range;
 #[cfg(any(feature = "s3", feature = "gcs", feature = "azure", feature = "http"))]
 mod http_client;
 mod location;
@@ -12,6 +13,7 @@ mod remote;
 use std::path::PathBuf;
 
 pub(crate) use containers::{parse_grants, ContainerGrant};
+pub(crate) use file_range::read_file_range;
 #[cfg(feature = "icechunk")]
 pub(crate) use location::Service;
 pub(crate) use location::{local_folder, redact_url, Location};

@@ -250,12 +250,9 @@ fn read_local(path: &std::path::Path, range: Range<u64>) -> std::io::Result<Byte
 
 /// Bytes `range` of an open file of `size` bytes: what it holds of them (fewer past its end).
 fn read_at(file: &std::fs::File, size: u64, range: Range<u64>) -> std::io::Result<Bytes> {
-    use std::os::unix::fs::FileExt;
     let end = range.end.min(size);
     let len = end.saturating_sub(range.start) as usize;
-    let mut buf = vec![0u8; len];
-    file.read_exact_at(&mut buf, range.start)?;
-    Ok(buf.into())
+    Ok(crate::storage::read_file_range(file, range.start, len)?.into())
 }
 
 #[cfg(test)]
