@@ -15,6 +15,13 @@
 //!   chunk it fails on without it (`skipped.rs`): such a chunk reaches the codec as
 //!   [`SZIP_STORED`] and its bytes, a header no szip stream has (it would say the chunk
 //!   decodes to 4 GiB - 1 bytes, more than a chunk may).
+//! - `ndfusion.hdf5_nbit` and `ndfusion.hdf5_scaleoffset`: HDF5's n-bit (id 5) and
+//!   scale-offset (id 6) filters, configured with the filter's `client_data` (which HDF5
+//!   fills in when it creates the dataset: the type's size, order, precision and offset; the
+//!   scale and minimum bits), decoded by hdf5-reader. n-bit leaves an element's value bits
+//!   where its type puts them (`precision` bits at `offset`) and the other bits zero; HDF5
+//!   hands readers whole integers, so the codec shifts them down and sign-extends a signed
+//!   type's (`signed`), as HDF5's conversion to a native integer does.
 //! - `ndfusion.hdf5_repack`: not a filter — HDF5 compound types may leave bytes unused
 //!   between members (a C struct's alignment) or order members apart from their offsets;
 //!   the Zarr element is packed in member order (`hdf5/dataset.rs`), so this codec, right
@@ -35,6 +42,8 @@ use zarrs::plugin::{ExtensionName, ZarrVersion};
 /// The codecs' names in the Zarr v3 documents ndfusion makes for netCDF-4 files.
 pub(crate) const LZ4: &str = "ndfusion.hdf5_lz4";
 pub(crate) const SZIP: &str = "ndfusion.hdf5_szip";
+pub(crate) const NBIT: &str = "ndfusion.hdf5_nbit";
+pub(crate) const SCALEOFFSET: &str = "ndfusion.hdf5_scaleoffset";
 
 pub(crate) const REPACK: &str = "ndfusion.hdf5_repack";
 
@@ -47,7 +56,7 @@ pub(crate) fn register() {
     REGISTERED.call_once(|| {
         // The handle is dropped: the codecs stay registered for the process.
         let _ = register_codec_v3(CodecRuntimePluginV3::new(
-            |name: &str| name == LZ4 || name == SZIP || name == REPACK,
+            |name: &str| [LZ4, SZIP, NBIT, SCALEOFFSET, REPACK].contains(&name),
             |metadata| {
                 let filter = match metadata.name() {
                     LZ4 => Hdf5Filter::Lz4,
@@ -79,16 +88,24 @@ pub(crate) fn register() {
                             packed,
                         }
                     }
-                    _ => {
+                    name => {
                         let config = metadata.configuration().cloned().unwrap_or_default();
                         let client_data = (config.get("client_data"))
                             .and_then(|v| serde_json::from_value::<Vec<u32>>(v.clone()).ok())
                             .ok_or_else(|| {
                                 zarrs::plugin::PluginCreateError::from(format!(
-                                    "{SZIP} needs configuration.client_data"
+                                    "{name} needs configuration.client_data"
                                 ))
                             })?;
-                        Hdf5Filter::Szip(client_data)
+                        match name {
+                            NBIT => Hdf5Filter::Nbit {
+                                client_data,
+                                signed: config.get("signed").and_then(|v| v.as_bool())
+                                    == Some(true),
+                            },
+                            SCALEOFFSET => Hdf5Filter::ScaleOffset(client_data),
+                            _ => Hdf5Filter::Szip(client_data),
+                        }
                     }
                 };
                 Ok(Codec::BytesToBytes(Arc::new(filter)))
@@ -103,6 +120,13 @@ enum Hdf5Filter {
     Lz4,
     /// With the filter's client data.
     Szip(Vec<u32>),
+    /// With the filter's client data, and whether the integers it packs are signed.
+    Nbit {
+        client_data: Vec<u32>,
+        signed: bool,
+    },
+    /// With the filter's client data.
+    ScaleOffset(Vec<u32>),
     /// Stored elements of `element` bytes, of which the `keep` ranges (offset, length) make
     /// a packed element of `packed` bytes.
     Repack {
@@ -117,6 +141,8 @@ impl Hdf5Filter {
         match self {
             Hdf5Filter::Lz4 => LZ4,
             Hdf5Filter::Szip(_) => SZIP,
+            Hdf5Filter::Nbit { .. } => NBIT,
+            Hdf5Filter::ScaleOffset(_) => SCALEOFFSET,
             Hdf5Filter::Repack { .. } => REPACK,
         }
     }
@@ -137,8 +163,15 @@ impl CodecTraits for Hdf5Filter {
         let mut config = serde_json::Map::new();
         match self {
             Hdf5Filter::Lz4 => {}
-            Hdf5Filter::Szip(client_data) => {
+            Hdf5Filter::Szip(client_data) | Hdf5Filter::ScaleOffset(client_data) => {
                 config.insert("client_data".into(), serde_json::json!(client_data));
+            }
+            Hdf5Filter::Nbit {
+                client_data,
+                signed,
+            } => {
+                config.insert("client_data".into(), serde_json::json!(client_data));
+                config.insert("signed".into(), serde_json::json!(signed));
             }
             Hdf5Filter::Repack { element, keep, .. } => {
                 config.insert("element_bytes".into(), serde_json::json!(element));
@@ -224,6 +257,21 @@ impl BytesToBytesCodecTraits for Hdf5Filter {
             }),
             Hdf5Filter::Szip(client_data) => decode_szip(&encoded_value, client_data, size, exact)
                 .map_err(|why| CodecError::Other(format!("an szip (HDF5 filter 4) chunk: {why}"))),
+            Hdf5Filter::Nbit {
+                client_data,
+                signed,
+            } => decode_nbit(&encoded_value, client_data, *signed, size, exact)
+                .map_err(|why| CodecError::Other(format!("an nbit (HDF5 filter 5) chunk: {why}"))),
+            Hdf5Filter::ScaleOffset(client_data) => decode_with(
+                &encoded_value,
+                client_data,
+                size,
+                exact,
+                hdf5_reader::filters::scaleoffset::decompress_with_limit,
+            )
+            .map_err(|why| {
+                CodecError::Other(format!("a scaleoffset (HDF5 filter 6) chunk: {why}"))
+            }),
             Hdf5Filter::Repack {
                 element,
                 keep,
@@ -278,9 +326,26 @@ fn decode_szip(
         }
         return Ok(stored.to_vec());
     }
+    decode_with(
+        encoded,
+        client_data,
+        size,
+        exact,
+        hdf5_reader::filters::szip::decompress_with_limit,
+    )
+}
+
+/// What hdf5-reader's `decompress` (of a filter configured by `client_data`) makes of
+/// `encoded`: `size` bytes (`exact`) or at most `size`, never more allocated.
+fn decode_with(
+    encoded: &[u8],
+    client_data: &[u32],
+    size: u64,
+    exact: bool,
+    decompress: fn(&[u8], &[u32], usize) -> hdf5_reader::error::Result<Vec<u8>>,
+) -> Result<Vec<u8>, String> {
     let limit = usize::try_from(size).map_err(|_| "a chunk larger than memory")?;
-    let out = hdf5_reader::filters::szip::decompress_with_limit(encoded, client_data, limit)
-        .map_err(|e| e.to_string())?;
+    let out = decompress(encoded, client_data, limit).map_err(|e| e.to_string())?;
     if exact && out.len() as u64 != size {
         return Err(format!(
             "it holds {} bytes, its chunk holds {size}",
@@ -288,6 +353,68 @@ fn decode_szip(
         ));
     }
     Ok(out)
+}
+
+/// The integers the n-bit stream `encoded` holds, `size` bytes of them (`exact`) or at most
+/// `size`, each shifted down from its offset and, when `signed`, sign-extended.
+fn decode_nbit(
+    encoded: &[u8],
+    client_data: &[u32],
+    signed: bool,
+    size: u64,
+    exact: bool,
+) -> Result<Vec<u8>, String> {
+    let decompress = hdf5_reader::filters::nbit::decompress_with_limit;
+    let mut out = decode_with(encoded, client_data, size, exact, decompress)?;
+    // [parameters, nothing packed, elements, atomic (1), size, order, precision, offset]
+    if let [_, 0, _, 1, bytes, order, precision, offset] = *client_data {
+        widen(&mut out, bytes, order == 1, precision, offset, signed)?;
+    }
+    Ok(out)
+}
+
+/// Elements of `bytes` bytes (big-endian or little) holding `precision` value bits at
+/// `offset`, made whole integers: shifted down, sign-extended when `signed`.
+fn widen(
+    elements: &mut [u8],
+    bytes: u32,
+    big_endian: bool,
+    precision: u32,
+    offset: u32,
+    signed: bool,
+) -> Result<(), String> {
+    let n = bytes as usize;
+    let fits = (1..=8).contains(&n) && precision > 0 && precision + offset <= bytes * 8;
+    if !fits || !elements.len().is_multiple_of(n) {
+        return Err(format!(
+            "{precision} bits at bit {offset} of {bytes}-byte elements ({} bytes)",
+            elements.len()
+        ));
+    }
+    if precision == bytes * 8 {
+        return Ok(());
+    }
+    let mask = (1u64 << precision) - 1;
+    for e in elements.chunks_exact_mut(n) {
+        let mut raw = [0u8; 8];
+        let v = if big_endian {
+            raw[8 - n..].copy_from_slice(e);
+            u64::from_be_bytes(raw)
+        } else {
+            raw[..n].copy_from_slice(e);
+            u64::from_le_bytes(raw)
+        };
+        let mut v = (v >> offset) & mask;
+        if signed && (v >> (precision - 1)) & 1 == 1 {
+            v |= !mask;
+        }
+        if big_endian {
+            e.copy_from_slice(&v.to_be_bytes()[8 - n..]);
+        } else {
+            e.copy_from_slice(&v.to_le_bytes()[..n]);
+        }
+    }
+    Ok(())
 }
 
 /// The bytes the lz4 stream `encoded` holds, `size` of them (`exact`) or at most `size`.
@@ -347,6 +474,29 @@ mod tests {
             out.extend(stored);
         }
         out
+    }
+
+    #[test]
+    fn nbit_integers_are_shifted_down_and_sign_extended() {
+        // 12 value bits at bit 2 of little-endian 2-byte elements: -7, 2047, 5.
+        let at = |v: i16| (((v as u16) & 0x0fff) << 2).to_le_bytes();
+        let mut le: Vec<u8> = [-7, 2047, 5].into_iter().flat_map(at).collect();
+        widen(&mut le, 2, false, 12, 2, true).unwrap();
+        let got: Vec<i16> = (le.chunks(2))
+            .map(|b| i16::from_le_bytes([b[0], b[1]]))
+            .collect();
+        assert_eq!(got, [-7, 2047, 5]);
+        // Unsigned: the top value bit is a value bit; big-endian bytes.
+        let mut be = 0x0ff9u16.to_be_bytes().to_vec();
+        widen(&mut be, 2, true, 12, 0, false).unwrap();
+        assert_eq!(be, 0x0ff9u16.to_be_bytes());
+        let mut signed_be = 0x0ff9u16.to_be_bytes().to_vec();
+        widen(&mut signed_be, 2, true, 12, 0, true).unwrap();
+        assert_eq!(i16::from_be_bytes([signed_be[0], signed_be[1]]), -7);
+        // Parameters that do not fit the elements are an error, not a panic.
+        assert!(widen(&mut [0; 4], 2, false, 12, 8, true).is_err());
+        assert!(widen(&mut [0; 3], 2, false, 12, 0, true).is_err());
+        assert!(widen(&mut [0; 9], 9, false, 12, 0, true).is_err());
     }
 
     #[test]

@@ -460,7 +460,7 @@ pub(crate) fn place(
                     "its chunks {chunk_shape:?} do not fit its shape {shape:?}"
                 ));
             }
-            let codecs = filter_codecs(&stored.filters, elem)?;
+            let codecs = filter_codecs(&stored.filters, &stored.datatype, elem)?;
             let grid: Vec<u64> = (shape.iter().zip(&chunk_shape))
                 .map(|(&n, &c)| n.div_ceil(c))
                 .collect();
@@ -695,7 +695,11 @@ fn fill_value(
 
 /// The Zarr v3 codecs (after `bytes`) that decode what HDF5 `filters` encoded, in the order
 /// they were applied; an HDF5 filter ndfusion does not decode is an error naming it.
-fn filter_codecs(filters: &[FilterDescription], elem: u64) -> Result<Vec<Value>, String> {
+fn filter_codecs(
+    filters: &[FilterDescription],
+    datatype: &Datatype,
+    elem: u64,
+) -> Result<Vec<Value>, String> {
     (filters.iter())
         .map(|f| {
             let param = |i: usize| f.client_data.get(i).copied();
@@ -713,6 +717,12 @@ fn filter_codecs(filters: &[FilterDescription], elem: u64) -> Result<Vec<Value>,
                     super::hdf5_codecs::register();
                     let client_data = &f.client_data;
                     json!({"name": super::hdf5_codecs::SZIP, "configuration": {"client_data": client_data}})
+                }
+                5 => nbit_codec(&f.client_data, datatype)?,
+                6 => {
+                    super::hdf5_codecs::register();
+                    let client_data = &f.client_data;
+                    json!({"name": super::hdf5_codecs::SCALEOFFSET, "configuration": {"client_data": client_data}})
                 }
                 32015 => json!({"name": "zstd", "configuration": {"level": 0, "checksum": false}}),
                 307 => json!({"name": "numcodecs.bz2", "configuration": {"level": 9}}),
@@ -735,13 +745,38 @@ fn filter_codecs(filters: &[FilterDescription], elem: u64) -> Result<Vec<Value>,
                 id => {
                     return Err(format!(
                         "its HDF5 filter {} is not one ndfusion decodes (it decodes deflate, \
-                         shuffle, fletcher32, szip, zstd, blosc, bzip2 and lz4)",
+                         shuffle, fletcher32, szip, nbit, scaleoffset, zstd, blosc, bzip2 \
+                         and lz4)",
                         filter_name(id, f.name.as_deref())
                     ))
                 }
             })
         })
         .collect()
+}
+
+/// The codec of HDF5's n-bit filter on `datatype`: integers of any precision (made whole by
+/// the codec), anything else only when nothing of it is packed away (its full precision).
+fn nbit_codec(client_data: &[u32], datatype: &Datatype) -> Result<Value, String> {
+    super::hdf5_codecs::register();
+    // [parameters, nothing packed, elements, class (1: atomic), size, order, precision, offset]
+    let nothing_packed = client_data.get(1) == Some(&1);
+    let full = |size: u32, precision: u32, offset: u32| precision == size * 8 && offset == 0;
+    let signed = match (datatype, client_data) {
+        (Datatype::FixedPoint { signed, .. }, [_, _, _, 1, ..]) => *signed,
+        (_, [_, _, _, 1, size, _, precision, offset]) if full(*size, *precision, *offset) => false,
+        _ if nothing_packed => false,
+        _ => {
+            return Err(
+                "its 'nbit' filter (id 5) packs a type other than an integer to fewer bits,                  which ndfusion does not decode"
+                    .into(),
+            )
+        }
+    };
+    Ok(json!({
+        "name": super::hdf5_codecs::NBIT,
+        "configuration": {"client_data": client_data, "signed": signed},
+    }))
 }
 
 /// An HDF5 filter as errors name it: its registered name and id.
@@ -757,4 +792,36 @@ fn filter_name(id: u16, name: Option<&str>) -> String {
         _ => name.unwrap_or("unregistered"),
     };
     format!("'{known}' (id {id})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nbit_is_read_for_integers_and_refused_for_floats_it_packs() {
+        let int = Datatype::FixedPoint {
+            size: 2,
+            signed: true,
+            byte_order: ByteOrder::LittleEndian,
+        };
+        let float = Datatype::FloatingPoint {
+            size: 4,
+            byte_order: ByteOrder::LittleEndian,
+        };
+        // 12 bits of 16; a float of 24 bits of 32; a float HDF5 did not pack.
+        let int_12 = [8, 0, 4, 1, 2, 0, 12, 0];
+        let float_24 = [8, 0, 4, 1, 4, 0, 24, 8];
+        let float_32 = [8, 0, 4, 1, 4, 0, 32, 0];
+        let codec = nbit_codec(&int_12, &int).unwrap();
+        assert_eq!(codec["configuration"]["signed"], json!(true));
+        let err = nbit_codec(&float_24, &float).unwrap_err();
+        assert!(err.contains("'nbit' filter (id 5)"), "{err}");
+        assert_eq!(
+            nbit_codec(&float_32, &float).unwrap()["configuration"]["signed"],
+            json!(false)
+        );
+        let nothing_packed = [8, 1, 4, 1, 4, 0, 24, 8];
+        assert!(nbit_codec(&nothing_packed, &float).is_ok());
+    }
 }

@@ -128,6 +128,19 @@ async fn hdf5_datasets_read_as_h5py_reads_them() {
         ("records.h5", "/obs/grid", "OPTIONS ('path' 'obs/grid')"),
         ("records.h5", "/flags", "OPTIONS ('path' '/flags')"),
         ("records.h5", "/padded", "OPTIONS ('path' '/padded')"),
+        // HDF5's scale-offset (integer, and float D-scale) and n-bit filters.
+        (
+            "filters.h5",
+            "/scaleoffset_int",
+            "OPTIONS ('path' '/scaleoffset_int')",
+        ),
+        (
+            "filters.h5",
+            "/scaleoffset_float",
+            "OPTIONS ('path' '/scaleoffset_float')",
+        ),
+        ("filters.h5", "/nbit", "OPTIONS ('path' '/nbit')"),
+        ("filters.h5", "/nbit_be", "OPTIONS ('path' '/nbit_be')"),
     ] {
         let name = format!("{file}:{path}");
         let want = &expected[&name];

@@ -17,6 +17,12 @@ Files:
   `/padded` (compounds as C aligns them: unused bytes between members, a nested padded
   compound, an array member of them, members out of offset order; gzip + shuffle).
 - `deep.h5`: one dataset 40 groups down.
+- `filters.h5`: HDF5's own lossy/packing filters, as HDF5 writes them: `/scaleoffset_int`
+  (int32, integer scale-offset with the minimum bits found by HDF5, a fill value, gzip after
+  it), `/scaleoffset_float` (float32, D-scale with 2 decimal digits: h5py reads the rounded
+  values), `/nbit` (a 12-bit signed integer datatype in 2 bytes, packed by the n-bit filter; HDF5 2
+  refuses more than 7 unused bits),
+  `/nbit_be` (the same, big-endian, an unwritten chunk).
 - `scales.h5`: h5py's dimension scales and attributes in the netCDF-4 data model (`time`,
   `station`, `temp`): a group read as a dataset, compared with xarray (h5netcdf engine).
 
@@ -189,6 +195,32 @@ with h5py.File(fresh("deep.h5"), "w", libver="latest") as f:
         g = g.create_group(f"g{i}")
     g.create_dataset("v", data=np.array([1.5, 2.5], dtype="<f4"))
 record("deep.h5", "/" + "/".join(f"g{i}" for i in range(40)) + "/v")
+
+# ---------------------------------------------------------------- filters.h5
+with h5py.File(fresh("filters.h5"), "w") as f:
+    ints = np.array([0, 5, -7, 1000, 2047, -2048, 3, 3, 42, -1, 600, 17], dtype="<i4")
+    so = f.create_dataset(
+        "scaleoffset_int", data=ints, chunks=(5,), scaleoffset=0, compression="gzip", fillvalue=-9
+    )
+    so.attrs["units"] = "counts"
+    floats = (np.arange(10, dtype="<f4") * 1.2345 - 3.3).astype("<f4")
+    f.create_dataset("scaleoffset_float", data=floats, chunks=(4,), scaleoffset=2)
+    for name, base, data in [
+        ("nbit", h5py.h5t.STD_I16LE, ints.astype("<i2")),
+        ("nbit_be", h5py.h5t.STD_I16BE, ints[:8].astype(">i2")),
+    ]:
+        tid = base.copy()
+        tid.set_precision(12)
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((4,))
+        dcpl.set_filter(h5py.h5z.FILTER_NBIT, h5py.h5z.FLAG_OPTIONAL)  # H5Pset_nbit
+        space = h5py.h5s.create_simple((len(ints),))
+        ds = h5py.Dataset(h5py.h5d.create(f.id, name.encode(), tid, space, dcpl=dcpl))
+        ds[: len(data)] = data
+record("filters.h5", "/scaleoffset_int")
+record("filters.h5", "/scaleoffset_float")
+record("filters.h5", "/nbit")
+record("filters.h5", "/nbit_be")
 
 # ---------------------------------------------------------------- scales.h5
 with h5py.File(fresh("scales.h5"), "w") as f:
