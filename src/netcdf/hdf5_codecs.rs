@@ -335,6 +335,9 @@ fn decode_szip(
     )
 }
 
+/// hdf5-reader's decoder of a filter: (stream, client data, most bytes to make).
+type Decompress = fn(&[u8], &[u32], usize) -> hdf5_reader::error::Result<Vec<u8>>;
+
 /// What hdf5-reader's `decompress` (of a filter configured by `client_data`) makes of
 /// `encoded`: `size` bytes (`exact`) or at most `size`, never more allocated.
 fn decode_with(
@@ -342,7 +345,7 @@ fn decode_with(
     client_data: &[u32],
     size: u64,
     exact: bool,
-    decompress: fn(&[u8], &[u32], usize) -> hdf5_reader::error::Result<Vec<u8>>,
+    decompress: Decompress,
 ) -> Result<Vec<u8>, String> {
     let limit = usize::try_from(size).map_err(|_| "a chunk larger than memory")?;
     let out = decompress(encoded, client_data, limit).map_err(|e| e.to_string())?;
