@@ -387,7 +387,9 @@ fn widen(
     signed: bool,
 ) -> Result<(), String> {
     let n = bytes as usize;
-    let fits = (1..=8).contains(&n) && precision > 0 && precision + offset <= bytes * 8;
+    // In u64: the parameters come from the file.
+    let value_bits = u64::from(precision) + u64::from(offset);
+    let fits = (1..=8).contains(&n) && precision > 0 && value_bits <= u64::from(bytes) * 8;
     if !fits || !elements.len().is_multiple_of(n) {
         return Err(format!(
             "{precision} bits at bit {offset} of {bytes}-byte elements ({} bytes)",
@@ -500,6 +502,8 @@ mod tests {
         assert!(widen(&mut [0; 4], 2, false, 12, 8, true).is_err());
         assert!(widen(&mut [0; 3], 2, false, 12, 0, true).is_err());
         assert!(widen(&mut [0; 9], 9, false, 12, 0, true).is_err());
+        assert!(widen(&mut [0; 2], 2, false, u32::MAX, 1, true).is_err());
+        assert!(widen(&mut [0; 2], 2, false, 1, u32::MAX, true).is_err());
     }
 
     #[test]

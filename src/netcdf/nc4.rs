@@ -761,14 +761,17 @@ fn nbit_codec(client_data: &[u32], datatype: &Datatype) -> Result<Value, String>
     super::hdf5_codecs::register();
     // [parameters, nothing packed, elements, class (1: atomic), size, order, precision, offset]
     let nothing_packed = client_data.get(1) == Some(&1);
-    let full = |size: u32, precision: u32, offset: u32| precision == size * 8 && offset == 0;
+    let full = |size: u32, precision: u32, offset: u32| {
+        u64::from(precision) == u64::from(size) * 8 && offset == 0
+    };
     let signed = match (datatype, client_data) {
         (Datatype::FixedPoint { signed, .. }, [_, _, _, 1, ..]) => *signed,
         (_, [_, _, _, 1, size, _, precision, offset]) if full(*size, *precision, *offset) => false,
         _ if nothing_packed => false,
         _ => {
             return Err(
-                "its 'nbit' filter (id 5) packs a type other than an integer to fewer bits,                  which ndfusion does not decode"
+                "its 'nbit' filter (id 5) packs a type other than an integer to fewer bits, \
+                 which ndfusion does not decode"
                     .into(),
             )
         }
@@ -823,5 +826,8 @@ mod tests {
         );
         let nothing_packed = [8, 1, 4, 1, 4, 0, 24, 8];
         assert!(nbit_codec(&nothing_packed, &float).is_ok());
+        // A crafted size does not overflow.
+        let huge = [8, 0, 4, 1, u32::MAX, 0, u32::MAX, 0];
+        assert!(nbit_codec(&huge, &float).is_err());
     }
 }
