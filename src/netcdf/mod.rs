@@ -16,6 +16,7 @@ pub(crate) mod hdf5_codecs;
 mod kind;
 pub(crate) mod layout;
 pub(crate) mod nc4;
+pub(crate) mod numpy_type;
 pub(crate) mod options;
 mod skipped;
 pub(crate) mod store;

@@ -28,7 +28,9 @@ use serde_json::{json, Map, Value};
 
 use super::classic::{attributes_json, Rows};
 use super::layout::{ChunkIndex, Layout, Source};
+use super::numpy_type::NumpyType;
 use crate::limits::METADATA_BYTES;
+use crate::zarr::metadata::element::MAX_ELEMENT_BYTES;
 
 /// Bytes of the blocks metadata is read in (headers and index nodes are small and near one
 /// another: one read serves many), and how many blocks are kept. Chunk index nodes (a few
@@ -248,6 +250,28 @@ pub(crate) struct Stored {
     pub fill: Option<FillValueMessage>,
 }
 
+impl Stored {
+    /// One stored element of `elem` bytes that unwritten chunks hold: the dataset's fill
+    /// value, else HDF5's default (zeros). `elem` comes from the file: checked against the
+    /// largest element ndfusion reads before anything is allocated.
+    pub(crate) fn fill_bytes(&self, elem: u64) -> Result<Vec<u8>, String> {
+        if elem > MAX_ELEMENT_BYTES as u64 {
+            return Err(format!(
+                "its elements of {elem} bytes are larger than ndfusion reads \
+                 ({MAX_ELEMENT_BYTES} bytes)"
+            ));
+        }
+        match self.fill.as_ref().and_then(|f| f.value.as_ref()) {
+            Some(value) if value.len() as u64 == elem => Ok(value.clone()),
+            Some(value) => Err(format!(
+                "its fill value holds {} bytes, an element {elem}",
+                value.len()
+            )),
+            None => Ok(vec![0; elem as usize]),
+        }
+    }
+}
+
 pub(crate) fn stored(h5: &Hdf5File, address: u64) -> Result<Stored, String> {
     let header = h5
         .get_or_parse_header(address)
@@ -278,15 +302,28 @@ fn variable(
     file_len: u64,
 ) -> Result<(Value, Source), String> {
     let stored = stored(h5, var.data_offset)?;
-    let (data_type, endian, elem) = zarr_type(&var.dtype, &stored.datatype)?;
+    let (data_type, mut all_codecs, fill, elem) = match (&var.dtype, &stored.datatype) {
+        // A compound is h5py's structured dtype: the dataset shows it as one `Struct` column,
+        // as xarray shows netCDF4-python's records.
+        (NcType::Compound { .. }, Datatype::Compound { .. }) => {
+            let element = NumpyType::of(&stored.datatype)?;
+            let fill = element.fill_value(&stored)?;
+            let codecs = element.element_codecs();
+            (element.data_type(), codecs, fill, element.stored_bytes)
+        }
+        _ => {
+            let (data_type, endian, elem) = zarr_type(&var.dtype, &stored.datatype)?;
+            let fill = fill_value(&stored, &data_type, endian, elem)?;
+            let codecs = vec![json!({"name": "bytes", "configuration": {"endian": endian}})];
+            (data_type, codecs, fill, elem)
+        }
+    };
     let shape: Vec<u64> = var.dimensions.iter().map(|d| d.size).collect();
     let Placed {
         chunks,
         source,
         codecs,
     } = place(h5, &stored, &shape, elem, base, file_len)?;
-    let fill = fill_value(&stored, &data_type, endian, elem)?;
-    let mut all_codecs = vec![json!({"name": "bytes", "configuration": {"endian": endian}})];
     all_codecs.extend(codecs);
     let dims: Vec<&str> = var.dimensions.iter().map(|d| d.name.as_str()).collect();
     let mut attributes = attributes_json(&var.attributes, Some((&dims, &var.dtype)));
@@ -619,8 +656,12 @@ fn zarr_type(nc: &NcType, h5: &Datatype) -> Result<(Value, &'static str, u64), S
         ByteOrder::BigEndian => "big",
         _ => "little",
     };
-    let unsupported =
-        || format!("its type {nc:?} is not read by ndfusion yet (numbers and characters are)");
+    let unsupported = || {
+        format!(
+            "its type {nc:?} is not read by ndfusion yet (numbers, characters, strings, enums \
+             and compounds are)"
+        )
+    };
     let (name, endian): (&str, &str) = match (nc, h5) {
         // An enum is read as its base integer, as xarray reads it (`encoding["dtype"]`
         // keeps the enum; the values are the integers).
@@ -662,16 +703,7 @@ fn fill_value(
     endian: &str,
     elem: u64,
 ) -> Result<Value, String> {
-    let bytes = match stored.fill.as_ref().and_then(|f| f.value.as_ref()) {
-        Some(value) if value.len() as u64 == elem => value.clone(),
-        Some(value) => {
-            return Err(format!(
-                "its fill value holds {} bytes, an element {elem}",
-                value.len()
-            ))
-        }
-        None => vec![0; elem as usize],
-    };
+    let bytes = stored.fill_bytes(elem)?;
     let mut raw = [0u8; 8];
     if endian == "big" {
         raw[8 - bytes.len()..].copy_from_slice(&bytes);
@@ -800,6 +832,23 @@ fn filter_name(id: u16, name: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fill_elements_are_checked_before_they_are_allocated() {
+        let stored = Stored {
+            datatype: Datatype::Opaque {
+                size: u32::MAX,
+                tag: String::new(),
+            },
+            layout: DataLayout::Compact { data: vec![] },
+            filters: vec![],
+            fill: None,
+        };
+        // A compound or array type may claim 4 GiB and more an element.
+        let err = stored.fill_bytes(u64::from(u32::MAX)).unwrap_err();
+        assert!(err.contains("elements of 4294967295 bytes"), "{err}");
+        assert_eq!(stored.fill_bytes(3).unwrap(), [0, 0, 0]);
+    }
 
     #[test]
     fn nbit_is_read_for_integers_and_refused_for_floats_it_packs() {

@@ -30,7 +30,7 @@ async fn create(ctx: &SessionContext, location: &str, options: &str) -> Result<(
 
 /// One cell as `expected.json` writes h5py's values: floats as their shortest text (compared
 /// as numbers by `same`), bytes as hex, compounds as objects, array members as lists.
-fn cell(array: &dyn Array, row: usize) -> Value {
+pub(super) fn cell(array: &dyn Array, row: usize) -> Value {
     match ScalarValue::try_from_array(array, row).unwrap() {
         ScalarValue::Struct(s) => {
             let mut out = Map::new();
@@ -58,7 +58,7 @@ fn cell(array: &dyn Array, row: usize) -> Value {
 
 /// Whether two cells agree: floats as numbers (NaN equal to NaN; `-0.0` and `0.0` told apart),
 /// the rest exactly.
-fn same(ours: &Value, theirs: &Value) -> bool {
+pub(super) fn same(ours: &Value, theirs: &Value) -> bool {
     match (ours, theirs) {
         (Value::String(a), Value::String(b)) => match (a.parse::<f64>(), b.parse::<f64>()) {
             (Ok(x), Ok(y)) if x.is_nan() || y.is_nan() => x.is_nan() && y.is_nan(),
@@ -75,7 +75,7 @@ fn same(ours: &Value, theirs: &Value) -> bool {
     }
 }
 
-fn rows_of(batch: &RecordBatch) -> Vec<Map<String, Value>> {
+pub(super) fn rows_of(batch: &RecordBatch) -> Vec<Map<String, Value>> {
     (0..batch.num_rows())
         .map(|r| {
             let mut row = Map::new();

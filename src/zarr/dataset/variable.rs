@@ -148,7 +148,7 @@ impl Variable {
                     }
                 }
                 match &element {
-                    ElementType::Struct(fields) if meta.is_struct => {
+                    ElementType::Struct(fields) if meta.is_struct && !meta.numpy_dtype => {
                         columns = fields
                             .iter()
                             .enumerate()

@@ -28,6 +28,10 @@ pub(crate) struct ArrayMeta {
     pub element: ElementType,
     /// Whether the element is a struct (one column per field) or a scalar (one `value` column).
     pub is_struct: bool,
+    /// Whether the data type is ndfusion's NumPy dtype, an HDF5 type (`netcdf/numpy_type.rs`):
+    /// a dataset shows such a struct as one `Struct` column, as xarray shows a netCDF-4
+    /// compound variable, where a Zarr struct variable contributes its fields.
+    pub numpy_dtype: bool,
     /// One element in stored byte order: what missing chunks read as.
     pub fill_value: Vec<u8>,
     /// The metadata given to zarrs, with the data type replaced by raw bits.
@@ -205,6 +209,7 @@ fn parse_v3_doc(mut doc: Value, max_attributes: usize) -> Result<ArrayMeta, Meta
         dimension_names,
         element,
         is_struct,
+        numpy_dtype: name == Some(NUMPY_DTYPE),
         fill_value,
         zarrs_metadata: ArrayMetadata::V3(v3),
     })

@@ -89,6 +89,7 @@ pub(crate) fn parse_v2_value(
         dimension_names: default_dimension_names(names),
         element,
         is_struct,
+        numpy_dtype: false,
         fill_value,
         zarrs_metadata: ArrayMetadata::V2(v2),
     })

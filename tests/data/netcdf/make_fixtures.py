@@ -38,6 +38,10 @@ Files (netCDF-4, HDF5 underneath):
   fetches from an object store (`expected.json` has the file's size and that range's sum).
 - `szip.nc`: the szip filter (nearest-neighbour and entropy coding, 16- and 32-bit samples).
 - `enum.nc`: enum variables (read as their base integers, as xarray reads them).
+- `compound.nc`: a compound variable (nested, array and character members, gaps between
+  members, an unwritten chunk), one `Struct` column as xarray shows it (`rows` in
+  expected.json: each row an object, records as objects).
+- `vlen.nc`: a vlen variable, which ndfusion does not read yet (no expected values).
 - `user_block.nc`: a netCDF-4 file whose superblock follows a 1 KiB user block.
 - `strings.nc`: NC_STRING variables (a coordinate, a chunked 2-D one, a scalar).
 - `bitshuffle.nc`: a filter ndfusion does not decode (no expected values).
@@ -511,6 +515,79 @@ with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
     temp = nc.createVariable("temp", "f4", ("t",))
     temp[:] = np.arange(5, dtype="f4") / 2
 record("enum", path)
+
+# compound.nc: a netCDF-4 compound variable (netCDF4-python's records: an integer, an array
+# member, a nested compound, a character array member; C's alignment leaves gaps between
+# members), chunked and deflated, its last time slab never written; beside a float variable.
+# xarray shows the variable as one column of records: expected.json has its rows as objects.
+# (netCDF4-python 1.7.5 stores only the first character of each name: h5py reads the same.)
+path = fresh("compound.nc")
+with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
+    nc.title = "compound records"
+    inner = np.dtype([("level", "<i2"), ("flag", "u1")], align=True)
+    outer = np.dtype(
+        [("id", "<i4"), ("pos", "<f8", (2,)), ("meta", inner), ("name", "S1", (4,))], align=True
+    )
+    nc.createCompoundType(inner, "inner_t")
+    outer_t = nc.createCompoundType(outer, "outer_t")
+    nc.createDimension("time", 4)
+    nc.createDimension("s", 2)
+    t = nc.createVariable("time", "f8", ("time",))
+    t.units = "days since 2000-01-01"
+    t[:] = [0, 1, 2, 3]
+    obs = nc.createVariable("obs", outer_t, ("time", "s"), chunksizes=(1, 2), zlib=True)
+    obs.long_name = "observations"
+    data = np.zeros((3, 2), outer)
+    data["id"] = np.arange(6).reshape(3, 2) * 10 - 3
+    data["pos"] = np.arange(12).reshape(3, 2, 2) / 4 - 1
+    data["meta"]["level"] = np.arange(6).reshape(3, 2) - 4
+    data["meta"]["flag"] = 255 - np.arange(6).reshape(3, 2)
+    for i in range(3):
+        for j in range(2):
+            name = (b"st%d" % i)[: 2 + j].ljust(4, b"\0")
+            data["name"][i, j] = np.frombuffer(name, "S1")
+    obs[:3] = data
+    temp = nc.createVariable("temp", "f4", ("time",))
+    temp[:] = np.arange(4, dtype="f4") / 2
+
+
+def cell(v):
+    """One cell of xarray's dataframe as JSON (records as objects, subarrays as lists)."""
+    if isinstance(v, np.void) and v.dtype.names:
+        return {name: cell(v[name]) for name in v.dtype.names}
+    if isinstance(v, np.ndarray):
+        return [cell(x) for x in v]
+    if isinstance(v, (bytes, np.bytes_)):
+        return bytes(v).hex()
+    if isinstance(v, np.datetime64):
+        return int(v.astype("datetime64[ns]").astype("i8"))
+    if isinstance(v, (np.floating, float)):
+        return repr(float(v))
+    if isinstance(v, (np.integer, int)):
+        return int(v)
+    raise TypeError(f"no JSON for {v!r} ({type(v)})")
+
+
+with xr.open_dataset(path) as ds:
+    df = ds.to_dataframe().reset_index()
+    EXPECTED["compound"] = {
+        "columns": list(df.columns),
+        "dtypes": {c: str(df[c].dtype) for c in df.columns},
+        "rows": [{c: cell(df[c].to_numpy()[r]) for c in df.columns} for r in range(len(df))],
+        "attrs": {k: attr(v) for k, v in ds.attrs.items()},
+    }
+
+# vlen.nc: a variable-length (vlen) variable, which ndfusion does not read yet, beside a
+# number (no expected values: the error, and the table without it).
+path = fresh("vlen.nc")
+with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
+    nc.createDimension("x", 3)
+    ragged_t = nc.createVLType(np.int16, "ragged_t")
+    ragged = nc.createVariable("ragged", ragged_t, ("x",))
+    for i, n in enumerate([2, 0, 3]):
+        ragged[i] = np.arange(n, dtype="i2")
+    plain = nc.createVariable("plain", "i4", ("x",))
+    plain[:] = [5, 6, 7]
 
 # user_block.nc: a netCDF-4 file (h5netcdf) whose HDF5 superblock follows a 1 KiB user
 # block holding text. xarray does not guess its engine: read with h5netcdf's.
