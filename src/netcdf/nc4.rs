@@ -30,6 +30,7 @@ use super::classic::{attributes_json, Rows};
 use super::layout::{ChunkIndex, Layout, Source};
 use super::numpy_type::NumpyType;
 use crate::limits::METADATA_BYTES;
+use crate::zarr::metadata::data_type::VLEN_LIST;
 use crate::zarr::metadata::element::MAX_ELEMENT_BYTES;
 
 /// Bytes of the blocks metadata is read in (headers and index nodes are small and near one
@@ -111,6 +112,13 @@ pub(crate) fn nc4_layout(
                     None => name.clone(),
                 };
                 string_variable(&nc, &path, var, metadata_bytes)
+            }
+            NcType::VLen { .. } => {
+                let path = match group {
+                    Some(g) => format!("/{}/{name}", g.trim_matches('/')),
+                    None => format!("/{name}"),
+                };
+                vlen_variable(&h5, &path, var, metadata_bytes)
             }
             _ => variable(&h5, var, base, file_len),
         };
@@ -354,51 +362,164 @@ fn string_variable(
     var: &NcVariable,
     metadata_bytes: u64,
 ) -> Result<(Value, Source), String> {
-    let shape: Vec<u64> = var.dimensions.iter().map(|d| d.size).collect();
     // Each string is a 16-byte reference in the dataset, and at least its length in a heap.
-    let count = (shape.iter()).try_fold(1u64, |n, &d| n.checked_mul(d));
-    let max = metadata_bytes / 16;
-    let count = count.filter(|&n| n <= max).ok_or_else(|| {
-        format!(
-            "its {shape:?} strings are read when the table opens, and are more than the \
-                 metadata limit allows ({max}; {METADATA_BYTES})"
-        )
-    })?;
+    let count = read_whole_count(var, 16, metadata_bytes, "strings")?;
     let strings = nc
         .read_variable_as_strings(path)
         .map_err(|e| format!("its strings: {e}"))?;
     if strings.len() as u64 != count {
         return Err(format!(
-            "it holds {} strings, its shape {shape:?} needs {count}",
-            strings.len()
+            "it holds {} strings, its shape {:?} needs {count}",
+            strings.len(),
+            var.dimensions.iter().map(|d| d.size).collect::<Vec<_>>()
         ));
     }
-    let too_long = || "its strings are longer than 4 GiB".to_string();
-    let mut chunk = Vec::with_capacity(4 + strings.iter().map(|s| 4 + s.len()).sum::<usize>());
-    chunk.extend_from_slice(&u32::try_from(count).map_err(|_| too_long())?.to_le_bytes());
+    let mut chunk = VlenChunk::new(count, "strings")?;
     for text in &strings {
-        let len = u32::try_from(text.len()).map_err(|_| too_long())?;
-        chunk.extend_from_slice(&len.to_le_bytes());
-        chunk.extend_from_slice(text.as_bytes());
+        chunk.push(text.as_bytes())?;
     }
+    let zarr_json = whole_variable_json(var, json!("string"), "vlen-utf8");
+    Ok((zarr_json, Source::Inline(chunk.bytes.into())))
+}
+
+/// A vlen variable's `zarr.json` and its lists: each element is a reference into a global
+/// heap, as an `NC_STRING`'s is, so the lists are read when the table opens, through the
+/// file's metadata budget (references and items counted against it), and served as one chunk
+/// of ndfusion's `ndfusion.vlen` type (`vlen-bytes`, each element its items little-endian),
+/// which the dataset reader shows as a `List` column, as xarray shows netCDF4-python's
+/// arrays of numbers.
+fn vlen_variable(
+    h5: &Hdf5File,
+    path: &str,
+    var: &NcVariable,
+    metadata_bytes: u64,
+) -> Result<(Value, Source), String> {
+    let dataset = h5
+        .dataset(path)
+        .map_err(|e| format!("its HDF5 dataset: {e}"))?;
+    let Datatype::VarLen { base, .. } = dataset.dtype() else {
+        return Err(format!("its HDF5 type is not vlen: {:?}", dataset.dtype()));
+    };
+    let (item, order, width) = match base.as_ref() {
+        Datatype::FixedPoint {
+            size,
+            signed,
+            byte_order,
+        } if matches!(size, 1 | 2 | 4 | 8) => {
+            let kind = if *signed { "int" } else { "uint" };
+            (
+                format!("{kind}{}", size * 8),
+                *byte_order,
+                usize::from(*size),
+            )
+        }
+        Datatype::FloatingPoint { size, byte_order } if matches!(size, 4 | 8) => (
+            format!("float{}", size * 8),
+            *byte_order,
+            usize::from(*size),
+        ),
+        other => {
+            return Err(format!(
+                "its type is a vlen of {other:?}, which ndfusion does not read yet (vlens of \
+                 numbers are)"
+            ))
+        }
+    };
+    let reference = dataset.vlen_reference_size() as u64;
+    let count = read_whole_count(var, reference, metadata_bytes, "lists")?;
+    let references = dataset
+        .read_raw_bytes()
+        .map_err(|e| format!("its lists: {e}"))?;
+    if references.len() as u64 != count * reference {
+        return Err(format!(
+            "it holds {} bytes of references, its {count} lists need {}",
+            references.len(),
+            count * reference
+        ));
+    }
+    let mut budget = metadata_bytes.saturating_sub(references.len() as u64);
+    let mut chunk = VlenChunk::new(count, "lists")?;
+    for one in references.chunks_exact(reference as usize) {
+        let mut items = dataset
+            .resolve_vlen_reference_bytes(one, width)
+            .map_err(|e| format!("its lists: {e}"))?;
+        budget = budget.checked_sub(items.len() as u64).ok_or_else(|| {
+            format!("its lists hold more bytes than the metadata limit allows ({METADATA_BYTES})")
+        })?;
+        if order == ByteOrder::BigEndian {
+            items.chunks_exact_mut(width).for_each(<[u8]>::reverse);
+        }
+        chunk.push(&items)?;
+    }
+    let data_type = json!({"name": VLEN_LIST, "configuration": {"item": item}});
+    let zarr_json = whole_variable_json(var, data_type, "vlen-bytes");
+    Ok((zarr_json, Source::Inline(chunk.bytes.into())))
+}
+
+/// The elements of a variable read whole when the table opens (strings, lists), each
+/// `reference` bytes in the dataset: at most what the metadata limit holds of them.
+fn read_whole_count(
+    var: &NcVariable,
+    reference: u64,
+    metadata_bytes: u64,
+    what: &str,
+) -> Result<u64, String> {
+    let shape: Vec<u64> = var.dimensions.iter().map(|d| d.size).collect();
+    let count = (shape.iter()).try_fold(1u64, |n, &d| n.checked_mul(d));
+    let max = metadata_bytes / reference.max(1);
+    count.filter(|&n| n <= max).ok_or_else(|| {
+        format!(
+            "its {shape:?} {what} are read when the table opens, and are more than the \
+             metadata limit allows ({max}; {METADATA_BYTES})"
+        )
+    })
+}
+
+/// One chunk of variable-length elements as numcodecs' `vlen-utf8` and `vlen-bytes` lay
+/// them out: the element count, then each element's length and bytes (u32 little-endian).
+struct VlenChunk {
+    bytes: Vec<u8>,
+    what: &'static str,
+}
+
+impl VlenChunk {
+    fn new(count: u64, what: &'static str) -> Result<Self, String> {
+        let count = u32::try_from(count).map_err(|_| format!("its {what} are too many"))?;
+        let mut bytes = Vec::with_capacity(4 + 4 * count as usize);
+        bytes.extend_from_slice(&count.to_le_bytes());
+        Ok(VlenChunk { bytes, what })
+    }
+
+    fn push(&mut self, element: &[u8]) -> Result<(), String> {
+        let len = u32::try_from(element.len())
+            .map_err(|_| format!("its {} are longer than 4 GiB", self.what))?;
+        self.bytes.extend_from_slice(&len.to_le_bytes());
+        self.bytes.extend_from_slice(element);
+        Ok(())
+    }
+}
+
+/// The `zarr.json` of a variable read whole into one chunk of `data_type`, decoded by the
+/// array-to-bytes `codec`.
+fn whole_variable_json(var: &NcVariable, data_type: Value, codec: &str) -> Value {
+    let shape: Vec<u64> = var.dimensions.iter().map(|d| d.size).collect();
     let dims: Vec<&str> = var.dimensions.iter().map(|d| d.name.as_str()).collect();
     let mut attributes = attributes_json(&var.attributes, Some((&dims, &var.dtype)));
     attributes.remove("_ARRAY_DIMENSIONS");
     // One chunk of the whole variable (a dimension of length 0 has chunks of 1).
     let chunks: Vec<u64> = shape.iter().map(|&d| d.max(1)).collect();
-    let zarr_json = json!({
+    json!({
         "zarr_format": 3,
         "node_type": "array",
         "shape": shape,
-        "data_type": "string",
+        "data_type": data_type,
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
         "chunk_key_encoding": {"name": "v2", "configuration": {"separator": "."}},
         "fill_value": "",
-        "codecs": [{"name": "vlen-utf8"}],
+        "codecs": [{"name": codec}],
         "attributes": attributes,
         "dimension_names": dims,
-    });
-    Ok((zarr_json, Source::Inline(chunk.into())))
+    })
 }
 
 /// Where a dataset's chunks are, and the codecs that decode them.

@@ -29,7 +29,8 @@ async fn create(ctx: &SessionContext, location: &str, options: &str) -> Result<(
 }
 
 /// One cell as `expected.json` writes h5py's values: floats as their shortest text (compared
-/// as numbers by `same`), bytes as hex, compounds as objects, array members as lists.
+/// as numbers by `same`), bytes as hex, compounds as objects, array members and lists as
+/// lists.
 pub(super) fn cell(array: &dyn Array, row: usize) -> Value {
     match ScalarValue::try_from_array(array, row).unwrap() {
         ScalarValue::Struct(s) => {
@@ -40,6 +41,10 @@ pub(super) fn cell(array: &dyn Array, row: usize) -> Value {
             Value::Object(out)
         }
         ScalarValue::FixedSizeList(list) => {
+            let items = list.value(0);
+            Value::Array((0..items.len()).map(|i| cell(items.as_ref(), i)).collect())
+        }
+        ScalarValue::List(list) => {
             let items = list.value(0);
             Value::Array((0..items.len()).map(|i| cell(items.as_ref(), i)).collect())
         }

@@ -141,25 +141,44 @@ async fn netcdf_files_read_as_xarray_reads_them() {
     }
 }
 
-/// A compound variable is one `Struct` column of records, as xarray shows netCDF4-python's
-/// structured values: nested compounds nested, array members lists, character members
-/// lists of bytes; an unwritten chunk reads as HDF5's zero fill, as xarray shows it.
-#[tokio::test]
-async fn compound_variables_read_as_xarray_reads_them() {
-    let want = &expected()["compound"];
-    let ctx = new_session_context();
-    create(&ctx, &format!("{DIR}/compound.nc"), "")
-        .await
-        .unwrap();
-    let batch = all_rows(&ctx, "SELECT * FROM t ORDER BY time, s")
+/// Rows of `name` (compound.nc, vlen.nc) as xarray shows them, records as objects and arrays
+/// as lists; the table's batch, ordered by `order`.
+async fn assert_xarray_rows(ctx: &SessionContext, name: &str, order: &str) -> RecordBatch {
+    let want = &expected()[name];
+    create(ctx, &format!("{DIR}/{name}.nc"), "").await.unwrap();
+    let batch = all_rows(ctx, &format!("SELECT * FROM t ORDER BY {order}"))
         .await
         .unwrap();
     let columns: Vec<&str> = (want["columns"].as_array().unwrap().iter())
         .map(|c| c.as_str().unwrap())
         .collect();
     let mut ours = column_names(&batch);
-    assert_eq!(ours.pop().as_deref(), Some("__global_attrs__"));
-    assert_eq!(ours, columns);
+    if !want["attrs"].as_object().unwrap().is_empty() {
+        assert_eq!(ours.pop().as_deref(), Some("__global_attrs__"), "{name}");
+    }
+    assert_eq!(ours, columns, "{name}");
+    let want_rows = want["rows"].as_array().unwrap();
+    let rows = super::hdf5::rows_of(&batch);
+    assert_eq!(rows.len(), want_rows.len(), "{name}");
+    for (i, (row, theirs)) in rows.iter().zip(want_rows).enumerate() {
+        for (k, v) in row {
+            assert!(
+                super::hdf5::same(v, &theirs[k]),
+                "{name} row {i} column {k}: {v} vs xarray's {}",
+                theirs[k]
+            );
+        }
+    }
+    batch
+}
+
+/// A compound variable is one `Struct` column of records, as xarray shows netCDF4-python's
+/// structured values: nested compounds nested, array members lists, character members
+/// lists of bytes; an unwritten chunk reads as HDF5's zero fill, as xarray shows it.
+#[tokio::test]
+async fn compound_variables_read_as_xarray_reads_them() {
+    let ctx = new_session_context();
+    let batch = assert_xarray_rows(&ctx, "compound", "time, s").await;
     let obs = batch.schema().field_with_name("obs").unwrap().clone();
     assert_eq!(
         obs.data_type().to_string(),
@@ -167,18 +186,6 @@ async fn compound_variables_read_as_xarray_reads_them() {
          \"meta\": non-null Struct(\"level\": non-null Int16, \"flag\": non-null UInt8), \
          \"name\": non-null FixedSizeList(4 x non-null Binary))"
     );
-    let want_rows = want["rows"].as_array().unwrap();
-    let rows = super::hdf5::rows_of(&batch);
-    assert_eq!(rows.len(), want_rows.len());
-    for (i, (row, theirs)) in rows.iter().zip(want_rows).enumerate() {
-        for (k, v) in row {
-            assert!(
-                super::hdf5::same(v, &theirs[k]),
-                "row {i} column {k}: {v} vs xarray's {}",
-                theirs[k]
-            );
-        }
-    }
     // Members are fields: filtered, projected and aggregated in SQL.
     let batch = all_rows(
         &ctx,
@@ -191,6 +198,50 @@ async fn compound_variables_read_as_xarray_reads_them() {
     let row = &super::hdf5::rows_of(&batch)[0];
     let cells: Vec<String> = row.values().map(Value::to_string).collect();
     assert_eq!(cells, ["51", "-3", "\"0.75\""], "{row:?}");
+}
+
+/// A vlen variable is a `List` column, as xarray shows netCDF4-python's arrays of numbers
+/// (elements never written are empty lists); a vlen of anything but numbers is an error
+/// naming the variable, unless `variables` leaves it out.
+#[tokio::test]
+async fn vlen_variables_read_as_xarray_reads_them() {
+    let ctx = new_session_context();
+    let batch = assert_xarray_rows(&ctx, "vlen", "x, y").await;
+    let types: Vec<String> = (batch.schema().fields().iter())
+        .map(|f| f.data_type().to_string())
+        .collect();
+    assert_eq!(
+        types[2..4],
+        ["List(non-null Int16)", "List(non-null Float64)"]
+    );
+    let batch = all_rows(
+        &ctx,
+        "SELECT sum(cardinality(ragged)) AS a, max(array_max(waves)) AS b FROM t WHERE x >= 20",
+    )
+    .await
+    .unwrap();
+    let row = &super::hdf5::rows_of(&batch)[0];
+    let cells: Vec<String> = row.values().map(Value::to_string).collect();
+    assert_eq!(cells, ["6", "\"inf\""], "{row:?}");
+
+    let ctx = new_session_context();
+    let err = create(&ctx, &format!("{DIR}/vlen_compound.nc"), "")
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("vlen_compound.nc")
+            && err.contains("variable 'pairs': its type is a vlen of Compound")
+            && err.contains("vlens of numbers are"),
+        "{err}"
+    );
+    let options = "OPTIONS ('variables' 'plain')";
+    create(&ctx, &format!("{DIR}/vlen_compound.nc"), options)
+        .await
+        .unwrap();
+    let batch = all_rows(&ctx, "SELECT sum(plain) AS s FROM t")
+        .await
+        .unwrap();
+    assert_eq!(super::hdf5::rows_of(&batch)[0]["s"], serde_json::json!(11));
 }
 
 #[tokio::test]

@@ -46,10 +46,12 @@ pub(crate) enum Source {
     Strings(Box<StringSource>, Option<CfDecoder>),
 }
 
-/// zarrs' views of a string array: async, and blocking for local stores.
+/// zarrs' views of a string array: async, and blocking for local stores. With `item`, the
+/// elements are lists of numbers (`ndfusion.vlen`), each its items little-endian.
 pub(crate) struct StringSource {
     zarrs: ZarrsArray<dyn AsyncReadableStorageTraits>,
     blocking: Option<ZarrsArray<dyn ReadableStorageTraits>>,
+    item: Option<DataType>,
 }
 
 /// One column a variable contributes.
@@ -213,18 +215,27 @@ impl Variable {
                     };
                     Ok::<_, Error>((zarrs, blocking))
                 })?;
-                let cf_decoder =
-                    CfDecoder::new(&member.name, &DataType::Utf8, &meta.attributes, cf)
-                        .map_err(|e| invalid(e.to_string()))?;
+                // Lists are not CF-decoded (xarray leaves vlen values as they are).
+                let (data_type, cf_decoder) = match &meta.item {
+                    Some(item) => (DataType::new_list(item.clone(), false), None),
+                    None => (
+                        DataType::Utf8,
+                        CfDecoder::new(&member.name, &DataType::Utf8, &meta.attributes, cf)
+                            .map_err(|e| invalid(e.to_string()))?,
+                    ),
+                };
                 let columns = vec![VariableColumn {
                     name: member.name.clone(),
-                    data_type: DataType::Utf8,
+                    data_type,
                     field: None,
                 }];
-                (
-                    Source::Strings(Box::new(StringSource { zarrs, blocking }), cf_decoder),
-                    columns,
-                )
+                let item = meta.item.clone();
+                let source = StringSource {
+                    zarrs,
+                    blocking,
+                    item,
+                };
+                (Source::Strings(Box::new(source), cf_decoder), columns)
             }
         };
         Ok(Variable {
@@ -394,7 +405,7 @@ impl Variable {
         (start, shape)
     }
 
-    /// Variable-length strings zarrs decoded, as a string array.
+    /// Variable-length strings (or lists) zarrs decoded, as a string (or list) array.
     fn strings(
         &self,
         bytes: ArrayBytes<'static>,
@@ -404,6 +415,13 @@ impl Variable {
         let variable = bytes
             .into_variable()
             .map_err(|e| self.box_error(start, shape, Box::new(e)))?;
+        if let Source::Strings(strings, _) = &self.source {
+            if let Some(item) = &strings.item {
+                let lists = lists(item, variable.offsets(), variable.bytes())
+                    .map_err(|e| self.box_error(start, shape, e.into()))?;
+                return Ok(BoxValues::Strings(lists));
+            }
+        }
         let offsets: Vec<i32> = variable
             .offsets()
             .iter()
@@ -517,6 +535,42 @@ impl Variable {
     }
 }
 
+/// Lists of `item` numbers from variable-length elements (`offsets` into `bytes`, each
+/// element its items little-endian): one copy of the items, whose bytes must be whole items.
+fn lists(
+    item: &DataType,
+    offsets: &[usize],
+    bytes: &[u8],
+) -> std::result::Result<ArrayRef, String> {
+    let width = item
+        .primitive_width()
+        .ok_or_else(|| format!("list items of type {item} are not numbers"))?;
+    let items: Vec<i32> = (offsets.iter())
+        .map(|&o| {
+            (o % width == 0)
+                .then(|| i32::try_from(o / width).ok())
+                .flatten()
+        })
+        .collect::<Option<_>>()
+        .ok_or_else(|| {
+            format!("a list's bytes are not whole {width}-byte items, or more than 2^31 items")
+        })?;
+    let end = offsets.last().copied().unwrap_or(0);
+    let values = bytes.get(..end).ok_or("list offsets past the bytes")?;
+    let values = arrow::array::ArrayData::builder(item.clone())
+        .len(end / width)
+        .add_buffer(Buffer::from(values))
+        .align_buffers(true)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let field = Arc::new(arrow::datatypes::Field::new_list_field(item.clone(), false));
+    let offsets = OffsetBuffer::new(ScalarBuffer::from(items));
+    let lists =
+        arrow::array::ListArray::try_new(field, offsets, arrow::array::make_array(values), None)
+            .map_err(|e| e.to_string())?;
+    Ok(Arc::new(lists))
+}
+
 /// Character dimensions longer than this are not joined (an input may claim any length).
 const MAX_JOINED_CHARS: usize = 1 << 20;
 
@@ -549,4 +603,30 @@ pub(crate) enum BoxValues {
 fn subset(start: &[u64], shape: &[u64]) -> ArraySubset {
     let ranges: Vec<_> = start.iter().zip(shape).map(|(&s, &n)| s..s + n).collect();
     ArraySubset::new_with_ranges(&ranges)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::Int16Type;
+
+    #[test]
+    fn lists_take_whole_items_and_refuse_parts_of_one() {
+        // [1, -2], [], [3]: int16 little-endian.
+        let bytes = [1, 0, 0xfe, 0xff, 3, 0];
+        let read = lists(&DataType::Int16, &[0, 4, 4, 6], &bytes).unwrap();
+        let read = read.as_list::<i32>();
+        assert_eq!(read.len(), 3);
+        let first = read.value(0);
+        assert_eq!(first.as_primitive::<Int16Type>().values(), &[1, -2]);
+        assert!(read.value(1).is_empty());
+        // A list of 3 bytes holds no whole int16s (a crafted store, or a damaged file).
+        let err = lists(&DataType::Int16, &[0, 3], &bytes).unwrap_err();
+        assert!(err.contains("not whole 2-byte items"), "{err}");
+        let err = lists(&DataType::Int16, &[0, 8], &bytes).unwrap_err();
+        assert!(err.contains("past the bytes"), "{err}");
+        let err = lists(&DataType::Utf8, &[0], &bytes).unwrap_err();
+        assert!(err.contains("not numbers"), "{err}");
+    }
 }

@@ -26,6 +26,42 @@ pub(crate) fn parse_data_type(
 /// `endian` does not apply, and its fill value is base64 of an element's bytes.
 pub(crate) const NUMPY_DTYPE: &str = "ndfusion.numpy_dtype";
 
+/// ndfusion's name for lists of numbers of varying length (a netCDF-4 / HDF5 vlen type,
+/// `netcdf/nc4.rs`): `{"name": "ndfusion.vlen", "configuration": {"item": "int16"}}`. Its
+/// elements are served as Zarr `bytes` (`vlen-bytes`), each the element's items
+/// little-endian, and read as an Arrow `List` of the item type.
+pub(crate) const VLEN_LIST: &str = "ndfusion.vlen";
+
+/// The Arrow item type of a [`VLEN_LIST`] data type, or `None` for another data type; an
+/// item type that is not a number is an error.
+pub(crate) fn vlen_list_item(value: &Value) -> Result<Option<arrow::datatypes::DataType>, String> {
+    use arrow::datatypes::DataType;
+    if type_name(value) != Some(VLEN_LIST) {
+        return Ok(None);
+    }
+    let item = value
+        .get("configuration")
+        .and_then(|c| c.get("item"))
+        .and_then(Value::as_str);
+    Ok(Some(match item {
+        Some("int8") => DataType::Int8,
+        Some("int16") => DataType::Int16,
+        Some("int32") => DataType::Int32,
+        Some("int64") => DataType::Int64,
+        Some("uint8") => DataType::UInt8,
+        Some("uint16") => DataType::UInt16,
+        Some("uint32") => DataType::UInt32,
+        Some("uint64") => DataType::UInt64,
+        Some("float32") => DataType::Float32,
+        Some("float64") => DataType::Float64,
+        other => {
+            return Err(format!(
+                "{VLEN_LIST} items of type {other:?} are not numbers"
+            ))
+        }
+    }))
+}
+
 /// Whether a data type is a struct (`struct` or legacy `structured`).
 pub(crate) fn is_struct_data_type(value: &Value) -> bool {
     matches!(type_name(value), Some("struct" | "structured"))

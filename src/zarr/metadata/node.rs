@@ -11,6 +11,7 @@ use crate::zarr::metadata::array_meta::{
     ArrayMeta,
 };
 use crate::zarr::metadata::attributes::check_attribute_count;
+use crate::zarr::metadata::data_type::{vlen_list_item, VLEN_LIST};
 use crate::zarr::metadata::v2::parse_v2_value;
 use crate::zarr::store::ZarrStore;
 
@@ -78,9 +79,12 @@ impl MemberArray {
     }
 }
 
-/// A variable-length string array: zarrs keeps its own data type and codecs.
+/// A variable-length string array: zarrs keeps its own data type and codecs. Or, with `item`,
+/// lists of numbers ([`VLEN_LIST`]), which zarrs decodes as `bytes`.
 #[derive(Clone)]
 pub(crate) struct StringArrayMeta {
+    /// The item type of lists of numbers; `None` for strings.
+    pub item: Option<arrow::datatypes::DataType>,
     pub shape: Vec<u64>,
     pub chunk_shape: Vec<u64>,
     pub dimension_names: Vec<String>,
@@ -289,7 +293,9 @@ async fn read_group_v2(store: &ZarrStore, base: &str) -> Result<Group> {
 }
 
 fn member_v3(name: &str, path: &str, doc: Value, max: usize) -> Result<Member> {
-    let array = if doc.get("data_type").and_then(Value::as_str) == Some("string") {
+    let data_type = doc.get("data_type");
+    let lists = data_type.is_some_and(|t| t.get("name").and_then(Value::as_str) == Some(VLEN_LIST));
+    let array = if lists || data_type.and_then(Value::as_str) == Some("string") {
         MemberArray::Strings(strings_v3(path, doc, max)?)
     } else {
         MemberArray::Fixed(parse_v3_value(path, doc, max)?)
@@ -351,9 +357,16 @@ fn strings_v3(path: &str, doc: Value, max: usize) -> Result<StringArrayMeta> {
     let dimension_names =
         dimension_names(doc.get("dimension_names"), shape.len()).map_err(|p| p.at(path))?;
     let attributes = attributes_of(path, doc.get("attributes"), max)?;
+    let mut doc = doc;
+    let item = vlen_list_item(&doc["data_type"]).map_err(invalid)?;
+    if item.is_some() {
+        // zarrs reads each element's items as bytes.
+        doc["data_type"] = Value::from("bytes");
+    }
     let v3: ArrayMetadataV3 = serde_json::from_value(doc)
         .map_err(|e| invalid(format!("metadata not accepted by zarrs: {e}")))?;
     Ok(StringArrayMeta {
+        item,
         shape,
         chunk_shape,
         dimension_names,
@@ -391,6 +404,7 @@ fn strings_v2(
     let v2: ArrayMetadataV2 = serde_json::from_value(zarray)
         .map_err(|e| invalid(format!("metadata not accepted by zarrs: {e}")))?;
     Ok(StringArrayMeta {
+        item: None,
         shape,
         chunk_shape,
         dimension_names: default_dimension_names(names),

@@ -41,7 +41,8 @@ Files (netCDF-4, HDF5 underneath):
 - `compound.nc`: a compound variable (nested, array and character members, gaps between
   members, an unwritten chunk), one `Struct` column as xarray shows it (`rows` in
   expected.json: each row an object, records as objects).
-- `vlen.nc`: a vlen variable, which ndfusion does not read yet (no expected values).
+- `vlen.nc`: vlen variables (lists of numbers, `rows` in expected.json as for compound.nc).
+- `vlen_compound.nc`: a vlen of compounds (h5py), not read yet (no expected values).
 - `user_block.nc`: a netCDF-4 file whose superblock follows a 1 KiB user block.
 - `strings.nc`: NC_STRING variables (a coordinate, a chunked 2-D one, a scalar).
 - `bitshuffle.nc`: a filter ndfusion does not decode (no expected values).
@@ -516,6 +517,35 @@ with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
     temp[:] = np.arange(5, dtype="f4") / 2
 record("enum", path)
 
+def cell(v):
+    """One cell of xarray's dataframe as JSON (records as objects, subarrays as lists)."""
+    if isinstance(v, np.void) and v.dtype.names:
+        return {name: cell(v[name]) for name in v.dtype.names}
+    if isinstance(v, np.ndarray):
+        return [cell(x) for x in v]
+    if isinstance(v, (bytes, np.bytes_)):
+        return bytes(v).hex()
+    if isinstance(v, np.datetime64):
+        return int(v.astype("datetime64[ns]").astype("i8"))
+    if isinstance(v, (np.floating, float)):
+        return repr(float(v))
+    if isinstance(v, (np.integer, int)):
+        return int(v)
+    raise TypeError(f"no JSON for {v!r} ({type(v)})")
+
+
+def record_rows(name, path):
+    """What xarray shows, as `rows` of objects (for records and arrays in cells)."""
+    with xr.open_dataset(path) as ds:
+        df = ds.to_dataframe().reset_index()
+        EXPECTED[name] = {
+            "columns": list(df.columns),
+            "dtypes": {c: str(df[c].dtype) for c in df.columns},
+            "rows": [{c: cell(df[c].to_numpy()[r]) for c in df.columns} for r in range(len(df))],
+            "attrs": {k: attr(v) for k, v in ds.attrs.items()},
+        }
+
+
 # compound.nc: a netCDF-4 compound variable (netCDF4-python's records: an integer, an array
 # member, a nested compound, a character array member; C's alignment leaves gaps between
 # members), chunked and deflated, its last time slab never written; beside a float variable.
@@ -551,43 +581,39 @@ with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
     temp[:] = np.arange(4, dtype="f4") / 2
 
 
-def cell(v):
-    """One cell of xarray's dataframe as JSON (records as objects, subarrays as lists)."""
-    if isinstance(v, np.void) and v.dtype.names:
-        return {name: cell(v[name]) for name in v.dtype.names}
-    if isinstance(v, np.ndarray):
-        return [cell(x) for x in v]
-    if isinstance(v, (bytes, np.bytes_)):
-        return bytes(v).hex()
-    if isinstance(v, np.datetime64):
-        return int(v.astype("datetime64[ns]").astype("i8"))
-    if isinstance(v, (np.floating, float)):
-        return repr(float(v))
-    if isinstance(v, (np.integer, int)):
-        return int(v)
-    raise TypeError(f"no JSON for {v!r} ({type(v)})")
+record_rows("compound", path)
 
-
-with xr.open_dataset(path) as ds:
-    df = ds.to_dataframe().reset_index()
-    EXPECTED["compound"] = {
-        "columns": list(df.columns),
-        "dtypes": {c: str(df[c].dtype) for c in df.columns},
-        "rows": [{c: cell(df[c].to_numpy()[r]) for c in df.columns} for r in range(len(df))],
-        "attrs": {k: attr(v) for k, v in ds.attrs.items()},
-    }
-
-# vlen.nc: a variable-length (vlen) variable, which ndfusion does not read yet, beside a
-# number (no expected values: the error, and the table without it).
+# vlen.nc: variable-length (vlen) variables, which xarray shows as arrays of numbers: int16
+# lists (one empty) over a coordinate, float64 lists over two dimensions (chunked, deflated,
+# most elements never written: empty), beside a number. expected.json has the rows.
 path = fresh("vlen.nc")
 with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
     nc.createDimension("x", 3)
+    nc.createDimension("y", 2)
+    x = nc.createVariable("x", "i4", ("x",))
+    x[:] = [10, 20, 30]
     ragged_t = nc.createVLType(np.int16, "ragged_t")
     ragged = nc.createVariable("ragged", ragged_t, ("x",))
+    ragged.long_name = "ragged counts"
     for i, n in enumerate([2, 0, 3]):
-        ragged[i] = np.arange(n, dtype="i2")
+        ragged[i] = (np.arange(n) * 100 - 150).astype("i2")
+    waves_t = nc.createVLType(np.float64, "waves_t")
+    waves = nc.createVariable("waves", waves_t, ("x", "y"), zlib=True, chunksizes=(2, 2))
+    waves[0, 0] = np.array([1.5, 2.5])
+    waves[2, 1] = np.array([-1.0, 1e-300, np.inf])
     plain = nc.createVariable("plain", "i4", ("x",))
     plain[:] = [5, 6, 7]
+record_rows("vlen", path)
+
+# vlen_compound.nc: a vlen of compound values (h5py 3.16; netCDF4-python cannot write one),
+# which ndfusion does not read yet, beside a number (no expected values: the error, and the
+# table without it).
+path = fresh("vlen_compound.nc")
+with h5py.File(path, "w") as f:
+    pair = np.dtype([("a", "<i4"), ("b", "<f8")])
+    bad = f.create_dataset("pairs", (2,), dtype=h5py.vlen_dtype(pair))
+    bad[0] = np.array([(1, 0.5)], pair)
+    f.create_dataset("plain", data=np.array([5, 6], "i4"))
 
 # user_block.nc: a netCDF-4 file (h5netcdf) whose HDF5 superblock follows a 1 KiB user
 # block holding text. xarray does not guess its engine: read with h5netcdf's.
