@@ -9,6 +9,7 @@ use std::ops::Range;
 use zarrs::storage::Bytes;
 
 use super::classic::Rows;
+use super::lazy_index::LazyIndex;
 
 /// A file as a Zarr group.
 #[derive(Debug)]
@@ -28,15 +29,15 @@ pub(crate) enum Source {
     /// along the first dimension, assembled from ranges of the rows.
     Rows(Rows),
     /// Stored chunks (netCDF-4 chunked storage): each chunk a range of the file, decoded by
-    /// the codecs of the array's metadata. A chunk not in the index was never written: the
-    /// array's fill value.
-    Chunks(ChunkIndex),
+    /// the codecs of the array's metadata, found in the index read when first needed
+    /// (`lazy_index.rs`). A chunk not in the index was never written: the array's fill value.
+    Chunks(Box<LazyIndex>),
     /// The variable's bytes, held in its header (HDF5 compact storage): its one chunk.
     Inline(Bytes),
 }
 
 /// The stored chunks of a variable.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct ChunkIndex {
     /// Chunks along each dimension.
     pub grid: Vec<u64>,

@@ -4,7 +4,8 @@
 //! so the Zarr reader decodes them, bounded, as it decodes any chunk. The netCDF data model
 //! (dimensions from dimension scales, visible attributes, the variables netCDF-C shows) is
 //! `netcdf-reader`'s; where each chunk is, is `hdf5-reader`'s reading of the chunk index,
-//! done once when the table opens. Nothing here reads a chunk.
+//! done when a query first needs one of the variable's chunks (`lazy_index.rs`). Nothing
+//! here reads a chunk.
 //!
 //! Zarr v3 rather than v2 (the netCDF-3 layout's): its fill value is the one of unwritten
 //! chunks, not the CF `_FillValue` (which stays an attribute), and its codec chain can say
@@ -21,13 +22,14 @@ use hdf5_reader::messages::filter_pipeline::FilterDescription;
 use hdf5_reader::messages::layout::{ChunkIndexing, DataLayout};
 use hdf5_reader::messages::HdfMessage;
 use hdf5_reader::storage::DynStorage;
-use hdf5_reader::{BlockCacheStorage, ByteOrder, Hdf5File, OpenOptions};
+use hdf5_reader::{BlockCacheStorage, ByteOrder, Hdf5File, OpenOptions, Storage};
 use netcdf_reader::nc4::Nc4File;
 use netcdf_reader::{NcAttrValue, NcGroup, NcOpenOptions, NcType, NcVariable};
 use serde_json::{json, Map, Value};
 
 use super::classic::{attributes_json, Rows};
 use super::layout::{ChunkIndex, Layout, Source};
+use super::lazy_index::{IndexRead, LazyIndex};
 use super::numpy_type::NumpyType;
 use crate::limits::METADATA_BYTES;
 use crate::zarr::metadata::data_type::VLEN_LIST;
@@ -583,7 +585,11 @@ pub(crate) fn place(
                     filters: Vec::new(),
                     typesize: elem,
                 };
-                (shape.to_vec(), Source::Chunks(index), Vec::new())
+                (
+                    shape.to_vec(),
+                    Source::Chunks(Box::new(LazyIndex::ready(index))),
+                    Vec::new(),
+                )
             } else {
                 if *size < total {
                     return Err(format!(
@@ -630,36 +636,33 @@ pub(crate) fn place(
             }
             let chunk_bytes = (chunk_shape.iter()).try_fold(elem, |n, &d| n.checked_mul(d));
             let chunk_bytes = chunk_bytes.ok_or_else(overflow)?;
-            let mut index = ChunkIndex {
+            let empty = ChunkIndex {
                 grid,
                 stored: HashMap::new(),
                 skipped: HashMap::new(),
                 filters: stored.filters.iter().map(|f| f.id).collect(),
                 typesize: elem,
             };
-            if !is_undefined(h5, *address) {
-                let entries =
-                    chunk_entries(h5, *address, dims, chunk_indexing.as_ref(), shape, elem)?;
-                for entry in entries {
-                    let at: Vec<u64> = (entry.offsets.iter().zip(&chunk_shape))
-                        .map(|(&o, &c)| o / c)
-                        .collect();
-                    // Chunks past the extent (kept when a dimension shrank) are not read.
-                    let Some(linear) = index.linear(&at) else {
-                        continue;
-                    };
-                    let len = match entry.size {
-                        0 if stored.filters.is_empty() => chunk_bytes,
-                        0 => return Err("a filtered chunk has no size".into()),
-                        n => n,
-                    };
-                    index.stored.insert(linear, inside(entry.address, len)?);
-                    if entry.filter_mask != 0 {
-                        index.skipped.insert(linear, entry.filter_mask);
-                    }
-                }
-            }
-            (chunk_shape, Source::Chunks(index), codecs)
+            let index = match is_undefined(h5, *address) {
+                // Never written: every chunk is the fill value.
+                true => LazyIndex::ready(empty),
+                // Read when a query first needs a chunk (`lazy_index.rs`).
+                false => LazyIndex::pending(IndexRead {
+                    address: *address,
+                    dims: dims.to_vec(),
+                    indexing: chunk_indexing.clone(),
+                    shape: shape.to_vec(),
+                    chunk_shape: chunk_shape.clone(),
+                    elem,
+                    chunk_bytes,
+                    offset_size: h5.superblock().offset_size,
+                    length_size: h5.superblock().length_size,
+                    base,
+                    file_len,
+                    empty,
+                }),
+            };
+            (chunk_shape, Source::Chunks(Box::new(index)), codecs)
         }
     };
     Ok(Placed {
@@ -677,18 +680,20 @@ fn is_undefined(h5: &Hdf5File, address: u64) -> bool {
 }
 
 /// The chunks in a chunk index of any kind, read through `h5`'s storage.
-fn chunk_entries(
-    h5: &Hdf5File,
-    address: u64,
-    dims: &[u32],
-    indexing: Option<&ChunkIndexing>,
-    shape: &[u64],
-    elem: u64,
+pub(crate) fn chunk_entries(
+    storage: &dyn Storage,
+    read: &IndexRead,
 ) -> Result<Vec<ChunkEntry>, String> {
-    let storage = h5.storage();
-    let (offset_size, length_size) = (h5.superblock().offset_size, h5.superblock().length_size);
+    let IndexRead {
+        address,
+        offset_size,
+        length_size,
+        elem,
+        ..
+    } = *read;
+    let (dims, shape) = (&read.dims[..], &read.shape[..]);
     let rank = shape.len();
-    let entries = match indexing {
+    let entries = match read.indexing.as_ref() {
         None => hdf5_reader::btree_v1::collect_btree_v1_leaves_storage(
             storage,
             address,
@@ -767,7 +772,7 @@ fn chunk_entries(
             )
         }
     };
-    entries.map_err(|e| format!("its chunk index: {e}"))
+    entries.map_err(|e| e.to_string())
 }
 
 /// The Zarr v3 data type, byte order and element size of a variable of netCDF type `nc`

@@ -148,6 +148,7 @@ pub(crate) fn store_over(
         shown: location.to_string(),
         file,
         layout: Arc::new(layout),
+        metadata_bytes: limits.metadata_bytes,
     };
     ZarrStore::over(Arc::new(backend), limits)
 }
@@ -224,6 +225,8 @@ pub(crate) struct NetcdfBackend {
     shown: String,
     file: FileTarget,
     layout: Arc<Layout>,
+    /// Bytes a chunk index may take to read (the metadata limit).
+    metadata_bytes: u64,
 }
 
 impl std::fmt::Debug for NetcdfBackend {
@@ -247,14 +250,45 @@ enum Object<'a> {
 }
 
 impl NetcdfBackend {
-    /// The object at `key`, `None` when there is none.
-    fn object(&self, key: &str) -> Option<Object<'_>> {
+    /// The object at `key`, `None` when there is none. A chunked variable's index is read
+    /// here, when a query first needs one of its chunks.
+    async fn object(&self, key: &str) -> std::result::Result<Option<Object<'_>>, BoxError> {
         if let Some(doc) = self.layout.documents.get(key) {
-            return Some(Object::Document(doc));
+            return Ok(Some(Object::Document(doc)));
         }
         // An array at the root (an HDF5 dataset) has keys without a folder.
         let (name, indices) = key.rsplit_once('/').unwrap_or(("", key));
-        match self.layout.variables.get(name)? {
+        let Some(source) = self.layout.variables.get(name) else {
+            return Ok(None);
+        };
+        if let Source::Chunks(lazy) = source {
+            let index = lazy.get(&self.file, self.metadata_bytes).await;
+            let index = index.map_err(|why| {
+                let variable = match name {
+                    "" => "its dataset".to_string(),
+                    name => format!("variable '{name}'"),
+                };
+                format!("{}: {variable}: its chunk index: {why}", self.shown)
+            })?;
+            return Ok(Self::stored_chunk(index, indices));
+        }
+        Ok(self.object_in(source, indices))
+    }
+
+    /// Chunk `indices` (`3.0.1`) of a variable stored in chunks, when it was written.
+    fn stored_chunk<'a>(index: &'a ChunkIndex, indices: &str) -> Option<Object<'a>> {
+        let at = chunk_indices(indices, index.grid.len())?;
+        let linear = index.linear(&at)?;
+        let range = index.stored.get(&linear)?.clone();
+        match index.skipped.get(&linear) {
+            Some(&mask) => Some(Object::Skipped(range, index, mask)),
+            None => Some(Object::Stored(range)),
+        }
+    }
+
+    /// Chunk `indices` of a variable stored in rows or held in memory.
+    fn object_in<'a>(&self, source: &'a Source, indices: &str) -> Option<Object<'a>> {
+        match source {
             Source::Rows(rows) => {
                 let at = chunk_indices(indices, rows.rank)?;
                 // A chunk spans the whole of every dimension after the first: their index is 0.
@@ -265,15 +299,7 @@ impl NetcdfBackend {
                 rows.chunk(first)?;
                 Some(Object::Chunk(rows, first))
             }
-            Source::Chunks(index) => {
-                let at = chunk_indices(indices, index.grid.len())?;
-                let linear = index.linear(&at)?;
-                let range = index.stored.get(&linear)?.clone();
-                match index.skipped.get(&linear) {
-                    Some(&mask) => Some(Object::Skipped(range, index, mask)),
-                    None => Some(Object::Stored(range)),
-                }
-            }
+            Source::Chunks(_) => None,
             Source::Inline(bytes) => {
                 let at = chunk_indices(indices, indices.split('.').count())?;
                 at.iter().all(|&i| i == 0).then_some(Object::Inline(bytes))
@@ -285,7 +311,7 @@ impl NetcdfBackend {
     /// filters skipped has its size only once restored: it is read (such chunks are the
     /// rare ones a compressor could not shrink).
     async fn size(&self, key: &str) -> std::result::Result<Option<u64>, BoxError> {
-        Ok(match self.object(key) {
+        Ok(match self.object(key).await? {
             None => None,
             Some(Object::Document(doc)) => Some(doc.len() as u64),
             Some(Object::Chunk(rows, _)) => Some(rows.chunk_bytes()),
@@ -299,7 +325,7 @@ impl NetcdfBackend {
 
     /// The whole object at `key`; `None` when there is none.
     async fn get(&self, key: &str) -> std::result::Result<Option<Bytes>, BoxError> {
-        if let Some(Object::Skipped(range, index, mask)) = self.object(key) {
+        if let Some(Object::Skipped(range, index, mask)) = self.object(key).await? {
             return self.restored(range, index, mask).await.map(Some);
         }
         let Some(size) = self.size(key).await? else {
@@ -344,7 +370,7 @@ impl NetcdfBackend {
         key: &str,
         ranges: Vec<Range<u64>>,
     ) -> std::result::Result<Option<Vec<Bytes>>, BoxError> {
-        match self.object(key) {
+        match self.object(key).await? {
             None => Ok(None),
             Some(Object::Document(doc)) => Ok(Some(slices(&Bytes::copy_from_slice(doc), ranges))),
             Some(Object::Inline(bytes)) => Ok(Some(slices(bytes, ranges))),
@@ -437,7 +463,7 @@ impl StoreBackend for NetcdfBackend {
         max: u64,
     ) -> std::result::Result<Option<Fetched>, BoxError> {
         // A chunk stored with filters skipped is not read when its stored bytes are too many.
-        if let Some(Object::Skipped(range, ..)) = self.object(key) {
+        if let Some(Object::Skipped(range, ..)) = self.object(key).await? {
             if range.end - range.start > max {
                 return Ok(Some(Fetched::TooLarge(range.end - range.start)));
             }

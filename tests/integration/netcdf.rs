@@ -365,7 +365,7 @@ async fn damaged_and_crafted_files_are_errors_naming_the_file() {
         (
             "btree_outside.nc",
             outside,
-            "variable 'time': its data needs bytes 1099511627776..",
+            "variable 'time': its chunk index: its data needs bytes 1099511627776..",
         ),
         (
             "cut_header.nc",
@@ -519,6 +519,50 @@ async fn damaged_and_crafted_files_are_errors_naming_the_file() {
         .unwrap_err();
     assert!(
         err.contains("classic.nc") && err.contains("a netCDF-3 file has no groups"),
+        "{err}"
+    );
+}
+
+/// A variable's chunk index is read when a query first needs its chunks, not when the table
+/// opens: a damaged index of a data variable is an error naming it at the query that reads
+/// it, and the other variables read meanwhile. (Coordinates are read when the table opens,
+/// their indexes with them: see `damaged_and_crafted_files_are_errors_naming_the_file`.)
+#[tokio::test]
+async fn chunk_indexes_are_read_when_a_query_needs_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut nc4 = std::fs::read(format!("{DIR}/nc4.nc")).unwrap();
+    // The chunk B-trees (v1, one leaf each) of nc4.nc's chunked variables: `time`'s at byte
+    // 13522, then those of temp, pres, counts, big, sparse and sparse_filled. Every one but
+    // time's signature damaged.
+    let nodes: Vec<usize> = (0..nc4.len() - 6)
+        .filter(|&i| nc4[i..i + 6] == *b"TREE\x01\x00")
+        .collect();
+    assert_eq!(nodes.len(), 7, "nc4.nc was rewritten: find the nodes again");
+    assert_eq!(
+        nodes[0], 13522,
+        "nc4.nc was rewritten: find the nodes again"
+    );
+    for &node in &nodes[1..] {
+        nc4[node + 2] = b'X';
+    }
+    let path = dir.path().join("damaged_indexes.nc");
+    std::fs::write(&path, &nc4).unwrap();
+    let location = path.to_string_lossy().to_string();
+    let ctx = new_session_context();
+    create(&ctx, &location, "").await.unwrap();
+    // Variables stored without a chunk index read (land: contiguous, with the coordinates).
+    let batch = all_rows(
+        &ctx,
+        "SELECT count(DISTINCT time) AS n, sum(land) AS s FROM t",
+    )
+    .await
+    .unwrap();
+    let row = &super::hdf5::rows_of(&batch)[0];
+    assert_eq!(row["n"], serde_json::json!(5), "{row:?}");
+    let err = all_rows(&ctx, "SELECT sum(temp) FROM t").await.unwrap_err();
+    assert!(
+        err.contains(&location)
+            && err.contains("variable 'temp': its chunk index: invalid B-tree signature"),
         "{err}"
     );
 }
