@@ -6,12 +6,14 @@
 
 use std::sync::Arc;
 
+use hdf5_reader::chunk_index::ChunkEntry;
 use hdf5_reader::messages::layout::ChunkIndexing;
 use hdf5_reader::{BlockCacheStorage, Storage, StorageBuffer};
 use tokio::sync::OnceCell;
 
 use super::blocking::BlockingFile;
 use super::layout::ChunkIndex;
+use super::nc4::in_file;
 use crate::limits::METADATA_BYTES;
 use crate::zarr::store::FileTarget;
 
@@ -82,8 +84,7 @@ pub(crate) struct IndexRead {
     pub indexing: Option<ChunkIndexing>,
     pub shape: Vec<u64>,
     pub chunk_shape: Vec<u64>,
-    /// Bytes of an element, and of a chunk unfiltered.
-    pub elem: u64,
+    /// Bytes of a chunk unfiltered.
     pub chunk_bytes: u64,
     pub offset_size: u8,
     pub length_size: u8,
@@ -111,10 +112,9 @@ impl IndexRead {
 
     /// The index read from `storage`: where each stored chunk is, checked to lie inside the
     /// file. Blocking.
-    pub(crate) fn read(&self, storage: &dyn Storage) -> Result<ChunkIndex, String> {
-        let overflow = || "its size overflows 2^64 bytes".to_string();
+    fn read(&self, storage: &dyn Storage) -> Result<ChunkIndex, String> {
         let mut index = self.empty.clone();
-        let entries = super::nc4::chunk_entries(storage, self)?;
+        let entries = chunk_entries(storage, self)?;
         for entry in entries {
             let at: Vec<u64> = (entry.offsets.iter().zip(&self.chunk_shape))
                 .map(|(&o, &c)| o / c)
@@ -128,21 +128,107 @@ impl IndexRead {
                 0 => return Err("a filtered chunk has no size".into()),
                 n => n,
             };
-            let start = entry.address.checked_add(self.base).ok_or_else(overflow)?;
-            let end = start.checked_add(len).ok_or_else(overflow)?;
-            if end > self.file_len {
-                return Err(format!(
-                    "its data needs bytes {start}..{end}, but the file holds {} (truncated?)",
-                    self.file_len
-                ));
-            }
-            index.stored.insert(linear, start..end);
+            let range = in_file(entry.address, len, self.base, self.file_len)?;
+            index.stored.insert(linear, range);
             if entry.filter_mask != 0 {
                 index.skipped.insert(linear, entry.filter_mask);
             }
         }
         Ok(index)
     }
+}
+
+/// The chunks in a chunk index of any kind, read through `storage`.
+fn chunk_entries(storage: &dyn Storage, read: &IndexRead) -> Result<Vec<ChunkEntry>, String> {
+    let IndexRead {
+        address,
+        offset_size,
+        length_size,
+        ..
+    } = *read;
+    let elem = read.empty.typesize;
+    let (dims, shape) = (&read.dims[..], &read.shape[..]);
+    let rank = shape.len();
+    let entries = match read.indexing.as_ref() {
+        None => hdf5_reader::btree_v1::collect_btree_v1_leaves_storage(
+            storage,
+            address,
+            offset_size,
+            length_size,
+            Some(rank as u32),
+            dims,
+            None,
+        )
+        .and_then(|leaves| {
+            (leaves.into_iter())
+                .map(|(key, chunk)| match key {
+                    hdf5_reader::btree_v1::BTreeV1Key::RawData {
+                        chunk_size,
+                        filter_mask,
+                        offsets,
+                    } => Ok(ChunkEntry {
+                        address: chunk,
+                        size: u64::from(chunk_size),
+                        filter_mask,
+                        offsets: offsets.into_iter().take(rank).collect(),
+                    }),
+                    _ => Err(hdf5_reader::error::Error::InvalidData(
+                        "a group key in a chunk B-tree".into(),
+                    )),
+                })
+                .collect()
+        }),
+        Some(ChunkIndexing::SingleChunk {
+            filtered_size,
+            filters,
+        }) => Ok(vec![hdf5_reader::chunk_index::single_chunk_entry(
+            address,
+            *filtered_size,
+            *filters,
+            rank,
+        )]),
+        Some(ChunkIndexing::BTreeV2) => hdf5_reader::chunk_index::collect_v2_chunk_entries_storage(
+            storage,
+            address,
+            offset_size,
+            length_size,
+            rank as u32,
+            dims,
+            None,
+        ),
+        Some(ChunkIndexing::Implicit) => hdf5_reader::chunk_index::collect_implicit_chunk_entries(
+            address,
+            shape,
+            dims,
+            elem as usize,
+            None,
+            storage.len(),
+        ),
+        Some(ChunkIndexing::FixedArray { .. }) => {
+            hdf5_reader::fixed_array::collect_fixed_array_chunk_entries_storage(
+                storage,
+                address,
+                offset_size,
+                length_size,
+                shape,
+                dims,
+                None,
+            )
+        }
+        Some(ChunkIndexing::ExtensibleArray { .. }) => {
+            hdf5_reader::extensible_array::collect_extensible_array_chunk_entries_storage(
+                storage,
+                address,
+                offset_size,
+                length_size,
+                shape,
+                None,
+                dims,
+                None,
+            )
+        }
+    };
+    entries.map_err(|e| e.to_string())
 }
 
 /// A file addressed from its superblock's base address, as HDF5 addresses are (a user block

@@ -12,17 +12,17 @@
 //! "shuffle, then deflate" after the bytes codec.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ops::Range;
 use std::sync::Arc;
 
-use hdf5_reader::chunk_index::ChunkEntry;
 use hdf5_reader::group::Group;
 use hdf5_reader::messages::datatype::Datatype;
 use hdf5_reader::messages::fill_value::FillValueMessage;
 use hdf5_reader::messages::filter_pipeline::FilterDescription;
-use hdf5_reader::messages::layout::{ChunkIndexing, DataLayout};
+use hdf5_reader::messages::layout::DataLayout;
 use hdf5_reader::messages::HdfMessage;
 use hdf5_reader::storage::DynStorage;
-use hdf5_reader::{BlockCacheStorage, ByteOrder, Hdf5File, OpenOptions, Storage};
+use hdf5_reader::{BlockCacheStorage, ByteOrder, Hdf5File, OpenOptions};
 use netcdf_reader::nc4::Nc4File;
 use netcdf_reader::{NcAttrValue, NcGroup, NcOpenOptions, NcType, NcVariable};
 use serde_json::{json, Map, Value};
@@ -546,16 +546,7 @@ pub(crate) fn place(
 ) -> Result<Placed, String> {
     let rank = shape.len();
     let overflow = || "its size overflows 2^64 bytes".to_string();
-    let inside = |at: u64, len: u64| -> Result<std::ops::Range<u64>, String> {
-        let start = at.checked_add(base).ok_or_else(overflow)?;
-        let end = start.checked_add(len).ok_or_else(overflow)?;
-        if end > file_len {
-            return Err(format!(
-                "its data needs bytes {start}..{end}, but the file holds {file_len} (truncated?)"
-            ));
-        }
-        Ok(start..end)
-    };
+    let inside = |at: u64, len: u64| in_file(at, len, base, file_len);
     let (chunks, source, codecs) = match &stored.layout {
         DataLayout::Compact { data } => {
             let want = (shape.iter()).try_fold(elem, |n, &d| n.checked_mul(d));
@@ -653,7 +644,6 @@ pub(crate) fn place(
                     indexing: chunk_indexing.clone(),
                     shape: shape.to_vec(),
                     chunk_shape: chunk_shape.clone(),
-                    elem,
                     chunk_bytes,
                     offset_size: h5.superblock().offset_size,
                     length_size: h5.superblock().length_size,
@@ -673,106 +663,24 @@ pub(crate) fn place(
 }
 
 /// Whether `address` is HDF5's undefined address (all ones in the file's offset size): no
+/// Bytes `len` at HDF5 address `at` (relative to the superblock's `base`) as a range of the
+/// file of `file_len` bytes: an error when they are not all inside it.
+pub(crate) fn in_file(at: u64, len: u64, base: u64, file_len: u64) -> Result<Range<u64>, String> {
+    let overflow = || "its size overflows 2^64 bytes".to_string();
+    let start = at.checked_add(base).ok_or_else(overflow)?;
+    let end = start.checked_add(len).ok_or_else(overflow)?;
+    if end > file_len {
+        return Err(format!(
+            "its data needs bytes {start}..{end}, but the file holds {file_len} (truncated?)"
+        ));
+    }
+    Ok(start..end)
+}
+
 /// storage was allocated.
 fn is_undefined(h5: &Hdf5File, address: u64) -> bool {
     let bits = u32::from(h5.superblock().offset_size) * 8;
     address == u64::MAX || (bits < 64 && address == (1u64 << bits) - 1)
-}
-
-/// The chunks in a chunk index of any kind, read through `h5`'s storage.
-pub(crate) fn chunk_entries(
-    storage: &dyn Storage,
-    read: &IndexRead,
-) -> Result<Vec<ChunkEntry>, String> {
-    let IndexRead {
-        address,
-        offset_size,
-        length_size,
-        elem,
-        ..
-    } = *read;
-    let (dims, shape) = (&read.dims[..], &read.shape[..]);
-    let rank = shape.len();
-    let entries = match read.indexing.as_ref() {
-        None => hdf5_reader::btree_v1::collect_btree_v1_leaves_storage(
-            storage,
-            address,
-            offset_size,
-            length_size,
-            Some(rank as u32),
-            dims,
-            None,
-        )
-        .and_then(|leaves| {
-            (leaves.into_iter())
-                .map(|(key, chunk)| match key {
-                    hdf5_reader::btree_v1::BTreeV1Key::RawData {
-                        chunk_size,
-                        filter_mask,
-                        offsets,
-                    } => Ok(ChunkEntry {
-                        address: chunk,
-                        size: u64::from(chunk_size),
-                        filter_mask,
-                        offsets: offsets.into_iter().take(rank).collect(),
-                    }),
-                    _ => Err(hdf5_reader::error::Error::InvalidData(
-                        "a group key in a chunk B-tree".into(),
-                    )),
-                })
-                .collect()
-        }),
-        Some(ChunkIndexing::SingleChunk {
-            filtered_size,
-            filters,
-        }) => Ok(vec![hdf5_reader::chunk_index::single_chunk_entry(
-            address,
-            *filtered_size,
-            *filters,
-            rank,
-        )]),
-        Some(ChunkIndexing::BTreeV2) => hdf5_reader::chunk_index::collect_v2_chunk_entries_storage(
-            storage,
-            address,
-            offset_size,
-            length_size,
-            rank as u32,
-            dims,
-            None,
-        ),
-        Some(ChunkIndexing::Implicit) => hdf5_reader::chunk_index::collect_implicit_chunk_entries(
-            address,
-            shape,
-            dims,
-            elem as usize,
-            None,
-            storage.len(),
-        ),
-        Some(ChunkIndexing::FixedArray { .. }) => {
-            hdf5_reader::fixed_array::collect_fixed_array_chunk_entries_storage(
-                storage,
-                address,
-                offset_size,
-                length_size,
-                shape,
-                dims,
-                None,
-            )
-        }
-        Some(ChunkIndexing::ExtensibleArray { .. }) => {
-            hdf5_reader::extensible_array::collect_extensible_array_chunk_entries_storage(
-                storage,
-                address,
-                offset_size,
-                length_size,
-                shape,
-                None,
-                dims,
-                None,
-            )
-        }
-    };
-    entries.map_err(|e| e.to_string())
 }
 
 /// The Zarr v3 data type, byte order and element size of a variable of netCDF type `nc`

@@ -35,31 +35,20 @@ pub(crate) const VLEN_LIST: &str = "ndfusion.vlen";
 /// The Arrow item type of a [`VLEN_LIST`] data type, or `None` for another data type; an
 /// item type that is not a number is an error.
 pub(crate) fn vlen_list_item(value: &Value) -> Result<Option<arrow::datatypes::DataType>, String> {
-    use arrow::datatypes::DataType;
     if type_name(value) != Some(VLEN_LIST) {
         return Ok(None);
     }
-    let item = value
-        .get("configuration")
-        .and_then(|c| c.get("item"))
-        .and_then(Value::as_str);
-    Ok(Some(match item {
-        Some("int8") => DataType::Int8,
-        Some("int16") => DataType::Int16,
-        Some("int32") => DataType::Int32,
-        Some("int64") => DataType::Int64,
-        Some("uint8") => DataType::UInt8,
-        Some("uint16") => DataType::UInt16,
-        Some("uint32") => DataType::UInt32,
-        Some("uint64") => DataType::UInt64,
-        Some("float32") => DataType::Float32,
-        Some("float64") => DataType::Float64,
-        other => {
-            return Err(format!(
-                "{VLEN_LIST} items of type {other:?} are not numbers"
-            ))
-        }
-    }))
+    let item = value.get("configuration").and_then(|c| c.get("item"));
+    let kind = match item.map(|i| parse_data_type(i, ByteOrder::Little)) {
+        Some(Ok(ElementType::Scalar { kind, .. })) => Some(kind),
+        _ => None,
+    };
+    match kind.map(|k| k.arrow_type()) {
+        Some(t) if t.is_integer() || t.is_floating() => Ok(Some(t)),
+        _ => Err(format!(
+            "{VLEN_LIST} items of type {item:?} are not numbers"
+        )),
+    }
 }
 
 /// Whether a data type is a struct (`struct` or legacy `structured`).
