@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use hdf5_reader::chunk_index::ChunkEntry;
 use hdf5_reader::messages::layout::ChunkIndexing;
-use hdf5_reader::{BlockCacheStorage, Storage, StorageBuffer};
+use hdf5_reader::{Storage, StorageBuffer};
+
+use super::block_cache::BlockCache;
 use tokio::sync::OnceCell;
 
 use super::blocking::BlockingFile;
@@ -59,7 +61,7 @@ impl LazyIndex {
                         base,
                     });
                     let block = read.block_bytes();
-                    read.read(&BlockCacheStorage::new(from_base, block, BLOCKS_KEPT))
+                    read.read(&BlockCache::new(from_base, block, BLOCKS_KEPT))
                 })
                 .await
                 .map_err(|e| format!("reading it failed: {e}"))?;

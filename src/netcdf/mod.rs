@@ -4,13 +4,15 @@
 //! Nothing here decodes values: `classic.rs` lays a netCDF-3 header out as the Zarr v2 group
 //! xarray would see (metadata documents, chunks that are rows of the file), `nc4.rs` a
 //! netCDF-4 file's HDF5 metadata as a Zarr v3 group (its chunks the HDF5 chunks, its codecs
-//! the HDF5 filters; `blocking.rs` is the file as the HDF5 parser reads it; `lazy_index.rs`
+//! the HDF5 filters; `blocking.rs` is the file as the HDF5 parser reads it, `block_cache.rs`
+//! the blocks of it kept; `lazy_index.rs`
 //! a variable's chunk index, read when a query first needs it), both into a
 //! `layout.rs` (`hdf5_codecs.rs`: HDF5's lz4 and szip filters as Zarr codecs); `store.rs` serves that group to the Zarr reader from ranged reads of the file. So pushdown, statistics, CF
 //! decoding, collections and clusters are the Zarr tables' own. `table.rs` is the public
 //! [`NetCDFTable`] and its factory, `options.rs` its `OPTIONS`, `kind.rs` its entry in the list
 //! of table kinds.
 
+mod block_cache;
 mod blocking;
 pub(crate) mod classic;
 pub(crate) mod hdf5_codecs;

@@ -22,11 +22,12 @@ use hdf5_reader::messages::filter_pipeline::FilterDescription;
 use hdf5_reader::messages::layout::DataLayout;
 use hdf5_reader::messages::HdfMessage;
 use hdf5_reader::storage::DynStorage;
-use hdf5_reader::{BlockCacheStorage, ByteOrder, Hdf5File, OpenOptions};
+use hdf5_reader::{ByteOrder, Hdf5File, OpenOptions};
 use netcdf_reader::nc4::Nc4File;
 use netcdf_reader::{NcAttrValue, NcGroup, NcOpenOptions, NcType, NcVariable};
 use serde_json::{json, Map, Value};
 
+use super::block_cache::BlockCache;
 use super::classic::{attributes_json, Rows};
 use super::layout::{ChunkIndex, Layout, Source};
 use super::lazy_index::{IndexRead, LazyIndex};
@@ -197,7 +198,7 @@ pub(crate) fn group_tree(root: Group) -> Result<Vec<TreeGroup>, String> {
 /// The block-cached view of a file that its metadata is read through (headers and index
 /// nodes are small and near one another: one block read serves many).
 pub(crate) fn cached(storage: DynStorage) -> DynStorage {
-    Arc::new(BlockCacheStorage::new(storage, BLOCK_BYTES, BLOCKS_KEPT))
+    Arc::new(BlockCache::new(storage, BLOCK_BYTES, BLOCKS_KEPT))
 }
 
 /// The group at `path` (`obs/deep`), or an error naming the groups there are.
