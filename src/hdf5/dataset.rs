@@ -25,7 +25,7 @@ pub(crate) fn dataset_layout(
     file_len: u64,
 ) -> Result<Layout, String> {
     let at = |why: String| format!("dataset '{path}': {why}");
-    let stored = stored(h5, ds.address()).map_err(at)?;
+    let stored = stored(h5, ds).map_err(at)?;
     let element = NumpyType::of(&stored.datatype).map_err(at)?;
     if matches!(stored.datatype, Datatype::Array { .. }) {
         return Err(at(
@@ -47,6 +47,7 @@ pub(crate) fn dataset_layout(
         netcdf_reader::nc4::attributes::extract_variable_attributes(ds, NcMetadataMode::Strict)
             .map_err(|e| at(format!("its attributes: {e}")))?;
     let mut codecs_all = element.element_codecs();
+    codecs_all.extend(stored.value_codecs());
     codecs_all.extend(codecs);
     let zarr_json = json!({
         "zarr_format": 3,

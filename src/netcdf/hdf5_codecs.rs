@@ -22,6 +22,10 @@
 //!   where its type puts them (`precision` bits at `offset`) and the other bits zero; HDF5
 //!   hands readers whole integers, so the codec shifts them down and sign-extends a signed
 //!   type's (`signed`), as HDF5's conversion to a native integer does.
+//! - `ndfusion.hdf5_value_bits`: not a filter — an HDF5 integer type may keep its value in
+//!   fewer bits than its size (`value_bits.rs`); without n-bit, its elements are stored
+//!   whole and this codec, right after `bytes`, shifts them down and sign-extends them as
+//!   the n-bit codec does.
 //! - `ndfusion.hdf5_repack`: not a filter — HDF5 compound types may leave bytes unused
 //!   between members (a C struct's alignment) or order members apart from their offsets;
 //!   the Zarr element is packed in member order (`hdf5/dataset.rs`), so this codec, right
@@ -31,6 +35,7 @@ use std::any::Any;
 use std::borrow::Cow;
 use std::sync::{Arc, Once};
 
+use serde_json::Value;
 use zarrs::array::codec::api::{
     register_codec_v3, ArrayBytesRaw, BytesRepresentation, BytesToBytesCodecTraits, Codec,
     CodecError, CodecMetadataOptions, CodecOptions, CodecRuntimePluginV3, CodecTraits,
@@ -39,6 +44,8 @@ use zarrs::array::codec::api::{
 use zarrs::metadata::Configuration;
 use zarrs::plugin::{ExtensionName, ZarrVersion};
 
+use super::value_bits::ValueBits;
+
 /// The codecs' names in the Zarr v3 documents ndfusion makes for netCDF-4 files.
 pub(crate) const LZ4: &str = "ndfusion.hdf5_lz4";
 pub(crate) const SZIP: &str = "ndfusion.hdf5_szip";
@@ -46,6 +53,7 @@ pub(crate) const NBIT: &str = "ndfusion.hdf5_nbit";
 pub(crate) const SCALEOFFSET: &str = "ndfusion.hdf5_scaleoffset";
 
 pub(crate) const REPACK: &str = "ndfusion.hdf5_repack";
+pub(crate) const VALUE_BITS: &str = "ndfusion.hdf5_value_bits";
 
 /// The header of a chunk HDF5 stored with szip skipped, before its bytes (`skipped.rs`).
 pub(crate) const SZIP_STORED: [u8; 4] = [0xff; 4];
@@ -56,10 +64,34 @@ pub(crate) fn register() {
     REGISTERED.call_once(|| {
         // The handle is dropped: the codecs stay registered for the process.
         let _ = register_codec_v3(CodecRuntimePluginV3::new(
-            |name: &str| [LZ4, SZIP, NBIT, SCALEOFFSET, REPACK].contains(&name),
+            |name: &str| [LZ4, SZIP, NBIT, SCALEOFFSET, REPACK, VALUE_BITS].contains(&name),
             |metadata| {
                 let filter = match metadata.name() {
                     LZ4 => Hdf5Filter::Lz4,
+                    VALUE_BITS => {
+                        let config = metadata.configuration().cloned().unwrap_or_default();
+                        let number = |key: &str| {
+                            let n = config.get(key).and_then(|v| v.as_u64());
+                            n.and_then(|n| u32::try_from(n).ok())
+                        };
+                        let flag = |key: &str| config.get(key).and_then(|v| v.as_bool());
+                        let bits = (|| {
+                            Some(ValueBits {
+                                bytes: number("bytes")?,
+                                precision: number("precision")?,
+                                offset: number("offset")?,
+                                signed: flag("signed")?,
+                                big_endian: flag("big_endian")?,
+                            })
+                        })();
+                        let bits = bits.ok_or_else(|| {
+                            zarrs::plugin::PluginCreateError::from(format!(
+                                "{VALUE_BITS} needs configuration.bytes, precision, offset, \
+                                 signed and big_endian"
+                            ))
+                        })?;
+                        Hdf5Filter::ValueBits(bits)
+                    }
                     REPACK => {
                         let config = metadata.configuration().cloned().unwrap_or_default();
                         let element = config.get("element_bytes").and_then(|v| v.as_u64());
@@ -127,6 +159,8 @@ enum Hdf5Filter {
     },
     /// With the filter's client data.
     ScaleOffset(Vec<u32>),
+    /// Whole elements holding their values in fewer bits than their size.
+    ValueBits(ValueBits),
     /// Stored elements of `element` bytes, of which the `keep` ranges (offset, length) make
     /// a packed element of `packed` bytes.
     Repack {
@@ -144,6 +178,7 @@ impl Hdf5Filter {
             Hdf5Filter::Nbit { .. } => NBIT,
             Hdf5Filter::ScaleOffset(_) => SCALEOFFSET,
             Hdf5Filter::Repack { .. } => REPACK,
+            Hdf5Filter::ValueBits(_) => VALUE_BITS,
         }
     }
 }
@@ -176,6 +211,11 @@ impl CodecTraits for Hdf5Filter {
             Hdf5Filter::Repack { element, keep, .. } => {
                 config.insert("element_bytes".into(), serde_json::json!(element));
                 config.insert("keep".into(), serde_json::json!(keep));
+            }
+            Hdf5Filter::ValueBits(bits) => {
+                if let Value::Object(bits) = value_bits_configuration(bits) {
+                    config.extend(bits);
+                }
             }
         }
         Some(Configuration::from(config))
@@ -223,6 +263,8 @@ impl BytesToBytesCodecTraits for Hdf5Filter {
                 },
                 BytesRepresentation::BoundedSize(n),
             ) => BytesRepresentation::BoundedSize(n / packed * element),
+            // Elements stay their size.
+            (Hdf5Filter::ValueBits(_), decoded) => *decoded,
             _ => BytesRepresentation::UnboundedSize,
         }
     }
@@ -278,6 +320,8 @@ impl BytesToBytesCodecTraits for Hdf5Filter {
                 packed,
             } => repack(&encoded_value, *element, keep, *packed, size, exact)
                 .map_err(|why| CodecError::Other(format!("a chunk of a compound type: {why}"))),
+            Hdf5Filter::ValueBits(bits) => widen_stored(&encoded_value, bits, size, exact)
+                .map_err(|why| CodecError::Other(format!("a chunk of integers: {why}"))),
         }
         .map(Cow::Owned)
     }
@@ -308,6 +352,45 @@ fn repack(
         }
     }
     Ok(out)
+}
+
+/// The configuration of `ndfusion.hdf5_value_bits` for `bits`.
+pub(crate) fn value_bits_configuration(bits: &ValueBits) -> Value {
+    serde_json::json!({
+        "bytes": bits.bytes,
+        "precision": bits.precision,
+        "offset": bits.offset,
+        "signed": bits.signed,
+        "big_endian": bits.big_endian,
+    })
+}
+
+/// Stored elements made whole integers (`widen`): `size` bytes of them (`exact`) or at most.
+fn widen_stored(
+    stored: &[u8],
+    bits: &ValueBits,
+    size: u64,
+    exact: bool,
+) -> Result<Vec<u8>, String> {
+    let len = stored.len() as u64;
+    if len > size || (exact && len != size) {
+        return Err(format!("it holds {len} bytes, its chunk holds {size}"));
+    }
+    let mut out = stored.to_vec();
+    whole_integers(&mut out, bits)?;
+    Ok(out)
+}
+
+/// `elements` that keep their values as `bits` says, made whole integers in place (`widen`).
+pub(crate) fn whole_integers(elements: &mut [u8], bits: &ValueBits) -> Result<(), String> {
+    let ValueBits {
+        bytes,
+        big_endian,
+        precision,
+        offset,
+        signed,
+    } = *bits;
+    widen(elements, bytes, big_endian, precision, offset, signed)
 }
 
 /// The bytes the szip stream `encoded` holds, `size` of them (`exact`) or at most `size`.

@@ -25,6 +25,7 @@ pub(crate) mod options;
 mod skipped;
 pub(crate) mod store;
 mod table;
+pub(crate) mod value_bits;
 
 pub(crate) use kind::kind;
 pub use options::{NetCDFKeys, NetCDFOptions};

@@ -22,7 +22,7 @@ use hdf5_reader::messages::filter_pipeline::FilterDescription;
 use hdf5_reader::messages::layout::DataLayout;
 use hdf5_reader::messages::HdfMessage;
 use hdf5_reader::storage::DynStorage;
-use hdf5_reader::{ByteOrder, Hdf5File, OpenOptions};
+use hdf5_reader::{ByteOrder, Dataset, Hdf5File, OpenOptions};
 use netcdf_reader::nc4::Nc4File;
 use netcdf_reader::{NcAttrValue, NcGroup, NcOpenOptions, NcType, NcVariable};
 use serde_json::{json, Map, Value};
@@ -32,6 +32,7 @@ use super::classic::{attributes_json, Rows};
 use super::layout::{ChunkIndex, Layout, Source};
 use super::lazy_index::{IndexRead, LazyIndex};
 use super::numpy_type::NumpyType;
+use super::value_bits::{value_bits, ValueBits};
 use crate::limits::METADATA_BYTES;
 use crate::zarr::metadata::data_type::VLEN_LIST;
 use crate::zarr::metadata::element::MAX_ELEMENT_BYTES;
@@ -100,6 +101,11 @@ pub(crate) fn nc4_layout(
     };
     let mut consolidated = Map::new();
     let needed = named_by_others(variables);
+    // A variable's path in the HDF5 file.
+    let h5_path = |name: &str| match group {
+        Some(g) => format!("/{}/{name}", g.trim_matches('/')),
+        None => format!("/{name}"),
+    };
     for var in variables {
         let name = &var.name;
         if name.is_empty() || name.contains('/') || name.starts_with('.') {
@@ -116,14 +122,8 @@ pub(crate) fn nc4_layout(
                 };
                 string_variable(&nc, &path, var, metadata_bytes)
             }
-            NcType::VLen { .. } => {
-                let path = match group {
-                    Some(g) => format!("/{}/{name}", g.trim_matches('/')),
-                    None => format!("/{name}"),
-                };
-                vlen_variable(&h5, &path, var, metadata_bytes)
-            }
-            _ => variable(&h5, var, base, file_len),
+            NcType::VLen { .. } => vlen_variable(&h5, &h5_path(name), var, metadata_bytes),
+            _ => variable(&h5, &h5_path(name), var, base, file_len),
         };
         let (zarr_json, source) = match read {
             Ok(read) => read,
@@ -259,6 +259,9 @@ pub(crate) struct Stored {
     pub layout: DataLayout,
     pub filters: Vec<FilterDescription>,
     pub fill: Option<FillValueMessage>,
+    /// Where an integer type that does not use all its bits keeps its value
+    /// (`value_bits.rs`); `None` for every other type.
+    pub bits: Option<ValueBits>,
 }
 
 impl Stored {
@@ -272,20 +275,43 @@ impl Stored {
                  ({MAX_ELEMENT_BYTES} bytes)"
             ));
         }
-        match self.fill.as_ref().and_then(|f| f.value.as_ref()) {
-            Some(value) if value.len() as u64 == elem => Ok(value.clone()),
-            Some(value) => Err(format!(
-                "its fill value holds {} bytes, an element {elem}",
-                value.len()
-            )),
-            None => Ok(vec![0; elem as usize]),
+        let mut fill = match self.fill.as_ref().and_then(|f| f.value.as_ref()) {
+            Some(value) if value.len() as u64 == elem => value.clone(),
+            Some(value) => {
+                return Err(format!(
+                    "its fill value holds {} bytes, an element {elem}",
+                    value.len()
+                ))
+            }
+            None => vec![0; elem as usize],
+        };
+        // Stored as the elements are: its value bits where the type keeps them.
+        if let Some(bits) = &self.bits {
+            let widened = super::hdf5_codecs::whole_integers(&mut fill, bits);
+            widened.map_err(|why| format!("its fill value: {why}"))?;
+        }
+        Ok(fill)
+    }
+
+    /// The codec, right after `bytes`, that makes whole integers of elements that keep their
+    /// value in fewer bits (none when the n-bit filter's codec does it).
+    pub(crate) fn value_codecs(&self) -> Vec<Value> {
+        let nbit = self.filters.iter().any(|f| f.id == 5);
+        match &self.bits {
+            Some(bits) if !nbit => {
+                super::hdf5_codecs::register();
+                let config = super::hdf5_codecs::value_bits_configuration(bits);
+                vec![json!({"name": super::hdf5_codecs::VALUE_BITS, "configuration": config})]
+            }
+            _ => Vec::new(),
         }
     }
 }
 
-pub(crate) fn stored(h5: &Hdf5File, address: u64) -> Result<Stored, String> {
+/// The header messages of dataset `ds` that say how its bytes are stored.
+pub(crate) fn stored(h5: &Hdf5File, ds: &Dataset) -> Result<Stored, String> {
     let header = h5
-        .get_or_parse_header(address)
+        .get_or_parse_header(ds.address())
         .map_err(|e| format!("its HDF5 header: {e}"))?;
     let (mut datatype, mut layout, mut filters, mut fill) = (None, None, Vec::new(), None);
     for message in &header.messages {
@@ -302,17 +328,29 @@ pub(crate) fn stored(h5: &Hdf5File, address: u64) -> Result<Stored, String> {
         layout: layout.ok_or("its HDF5 header has no data layout")?,
         filters,
         fill,
+        bits: dataset_value_bits(ds)?,
     })
+}
+
+/// Where dataset `ds`'s integers keep their value, when not in all their bits; an error for
+/// any other number that does not use all its bits (`value_bits.rs`).
+fn dataset_value_bits(ds: &Dataset) -> Result<Option<ValueBits>, String> {
+    let raw = (ds.raw_datatype()).map_err(|e| format!("its HDF5 type: {e}"))?;
+    value_bits(&raw)
 }
 
 /// A variable's `zarr.json` and where its chunks are.
 fn variable(
     h5: &Hdf5File,
+    path: &str,
     var: &NcVariable,
     base: u64,
     file_len: u64,
 ) -> Result<(Value, Source), String> {
-    let stored = stored(h5, var.data_offset)?;
+    let dataset = h5
+        .dataset(path)
+        .map_err(|e| format!("its HDF5 dataset: {e}"))?;
+    let stored = stored(h5, &dataset)?;
     let (data_type, mut all_codecs, fill, elem) = match (&var.dtype, &stored.datatype) {
         // A compound is h5py's structured dtype: the dataset shows it as one `Struct` column,
         // as xarray shows netCDF4-python's records.
@@ -325,7 +363,8 @@ fn variable(
         _ => {
             let (data_type, endian, elem) = zarr_type(&var.dtype, &stored.datatype)?;
             let fill = fill_value(&stored, &data_type, endian, elem)?;
-            let codecs = vec![json!({"name": "bytes", "configuration": {"endian": endian}})];
+            let mut codecs = vec![json!({"name": "bytes", "configuration": {"endian": endian}})];
+            codecs.extend(stored.value_codecs());
             (data_type, codecs, fill, elem)
         }
     };
@@ -400,6 +439,8 @@ fn vlen_variable(
     let dataset = h5
         .dataset(path)
         .map_err(|e| format!("its HDF5 dataset: {e}"))?;
+    // A vlen's items that keep their value in fewer bits are an error.
+    dataset_value_bits(&dataset)?;
     let Datatype::VarLen { base, .. } = dataset.dtype() else {
         return Err(format!("its HDF5 type is not vlen: {:?}", dataset.dtype()));
     };
@@ -878,6 +919,7 @@ mod tests {
             layout: DataLayout::Compact { data: vec![] },
             filters: vec![],
             fill: None,
+            bits: None,
         };
         // A compound or array type may claim 4 GiB and more an element.
         let err = stored.fill_bytes(u64::from(u32::MAX)).unwrap_err();

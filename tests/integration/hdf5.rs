@@ -146,6 +146,9 @@ async fn hdf5_datasets_read_as_h5py_reads_them() {
         ),
         ("filters.h5", "/nbit", "OPTIONS ('path' '/nbit')"),
         ("filters.h5", "/nbit_be", "OPTIONS ('path' '/nbit_be')"),
+        // Integers in fewer bits than their size, without n-bit.
+        ("bits.h5", "/bits", "OPTIONS ('path' '/bits')"),
+        ("bits.h5", "/bits_be", "OPTIONS ('path' '/bits_be')"),
     ] {
         let name = format!("{file}:{path}");
         let want = &expected[&name];
@@ -196,20 +199,28 @@ async fn hdf5_datasets_read_as_h5py_reads_them() {
 #[tokio::test]
 async fn an_hdf5_group_reads_as_xarray_reads_it() {
     let expected = expected();
-    let want = &expected["scales.h5:/"];
-    let ctx = new_session_context();
-    create(&ctx, &format!("{DIR}/scales.h5"), "OPTIONS ('path' '/')")
-        .await
-        .unwrap();
-    let columns: Vec<String> = (want["columns"].as_array().unwrap().iter())
-        .map(|c| c.as_str().unwrap().to_string())
-        .collect();
-    let batch = all_rows(&ctx, "SELECT * FROM t").await.unwrap();
-    let mut ours = column_names(&batch);
-    assert_eq!(ours.pop().as_deref(), Some("__global_attrs__"));
-    assert_eq!(ours, columns);
-    let dtype = |c: &str| want["dtypes"][c].as_str().unwrap().to_string();
-    assert_rows("scales.h5:/", &batch, want, &columns, dtype, columns.len());
+    // bits.h5's group holds integers in 12 of 16 bits (no n-bit filter).
+    for (file, group) in [("scales.h5", "/"), ("bits.h5", "/g")] {
+        let name = format!("{file}:{group}");
+        let want = &expected[&name];
+        let ctx = new_session_context();
+        let options = format!("OPTIONS ('path' '{group}')");
+        create(&ctx, &format!("{DIR}/{file}"), &options)
+            .await
+            .unwrap();
+        let columns: Vec<String> = (want["columns"].as_array().unwrap().iter())
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect();
+        let batch = all_rows(&ctx, "SELECT * FROM t").await.unwrap();
+        let mut ours = column_names(&batch);
+        // The group's attributes, when it has any, come last.
+        if !want["attrs"].as_object().unwrap().is_empty() {
+            assert_eq!(ours.pop().as_deref(), Some("__global_attrs__"), "{name}");
+        }
+        assert_eq!(ours, columns, "{name}");
+        let dtype = |c: &str| want["dtypes"][c].as_str().unwrap().to_string();
+        assert_rows(&name, &batch, want, &columns, dtype, columns.len());
+    }
 }
 
 #[tokio::test]
@@ -266,6 +277,21 @@ async fn bad_paths_and_unread_types_are_errors_naming_the_file() {
     create(&read, &deep, &options).await.unwrap();
     let batch = all_rows(&read, "SELECT sum(value) FROM t").await.unwrap();
     assert_eq!(cell(batch.column(0).as_ref(), 0), json!("4.0"));
+    // An integer in fewer bits than its size, as a compound's member: not read (its stored
+    // bits are not its value).
+    let err = create(
+        &ctx,
+        &format!("{DIR}/bits.h5"),
+        "OPTIONS ('path' '/compound')",
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.contains("bits.h5")
+            && err.contains("dataset '/compound'")
+            && err.contains("its compound type holds a number that keeps its value in fewer bits"),
+        "{err}"
+    );
     // Options of other kinds are named.
     let err = create(&ctx, &records, "OPTIONS ('group' 'obs')")
         .await

@@ -23,6 +23,13 @@ Files:
   values), `/nbit` (a 12-bit signed integer datatype in 2 bytes, packed by the n-bit filter; HDF5 2
   refuses more than 7 unused bits),
   `/nbit_be` (the same, big-endian, an unwritten chunk).
+- `bits.h5`: integers that keep their value in fewer bits than their size, without the n-bit
+  filter (h5py's `set_precision`/`set_offset`; HDF5 hands readers the value shifted down and
+  sign-extended): `/bits` (12 bits from bit 2 of a little-endian int16, contiguous),
+  `/bits_be` (10 bits from bit 3 of a big-endian uint16, chunks of 4, gzip, a fill value of
+  77 and an unwritten chunk), `/g` (a group read as a dataset: `level`, 12 bits from bit 1
+  of an int16 with a fill value, over the dimension scale `z`), and `/compound` (such an
+  integer as a compound's member: not read).
 - `scales.h5`: h5py's dimension scales and attributes in the netCDF-4 data model (`time`,
   `station`, `temp`): a group read as a dataset, compared with xarray (h5netcdf engine).
 
@@ -104,6 +111,19 @@ def column_value(v):
     if isinstance(v, np.floating) and np.isnan(v):
         return None
     return value(v)
+
+
+def record_group(path, group):
+    """xarray's `to_dataframe().reset_index()` of a group (h5netcdf engine)."""
+    with xr.open_dataset(HERE / path, engine="h5netcdf", group=group) as ds:
+        df = ds.to_dataframe().reset_index()
+        EXPECTED[f"{path}:{group}"] = {
+            "columns": list(df.columns),
+            "dtypes": {c: str(df[c].dtype) for c in df.columns},
+            "rows": len(df),
+            "values": {c: [column_value(v) for v in df[c].to_numpy()] for c in df.columns},
+            "attrs": {k: attr(v) for k, v in ds.attrs.items()},
+        }
 
 
 def fresh(name):
@@ -222,6 +242,44 @@ record("filters.h5", "/scaleoffset_float")
 record("filters.h5", "/nbit")
 record("filters.h5", "/nbit_be")
 
+# ---------------------------------------------------------------- bits.h5
+def reduced(group, name, base, precision, offset, data, shape, chunks=None, fill=None):
+    tid = base.copy()
+    tid.set_precision(precision)
+    tid.set_offset(offset)
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    if chunks:
+        dcpl.set_chunk(chunks)
+        dcpl.set_deflate(4)
+    if fill is not None:
+        dcpl.set_fill_value(np.array(fill, dtype=data.dtype))
+    space = h5py.h5s.create_simple(shape)
+    ds = h5py.Dataset(h5py.h5d.create(group.id, name.encode(), tid, space, dcpl=dcpl))
+    ds[: len(data)] = data
+    return ds
+
+
+with h5py.File(fresh("bits.h5"), "w") as f:
+    signed = np.array([-1, 0, 1, 2047, -2048, 5, -300], dtype="<i2")
+    reduced(f, "bits", h5py.h5t.STD_I16LE, 12, 2, signed, (7,))
+    unsigned = np.array([0, 1, 1023, 512, 7, 300], dtype=">u2")
+    reduced(f, "bits_be", h5py.h5t.STD_U16BE, 10, 3, unsigned, (10,), chunks=(4,), fill=77)
+    g = f.create_group("g")
+    z = g.create_dataset("z", data=np.arange(6, dtype="f8") * 10)
+    z.make_scale("z")
+    level = reduced(g, "level", h5py.h5t.STD_I16LE, 12, 1, signed[:4], (6,), chunks=(2,), fill=-9)
+    level.dims[0].attach_scale(z)
+    member = h5py.h5t.STD_I16LE.copy()
+    member.set_precision(12)
+    ctype = h5py.h5t.create(h5py.h5t.COMPOUND, 4)
+    ctype.insert(b"a", 0, member)
+    ctype.insert(b"b", 2, h5py.h5t.STD_I16LE)
+    space = h5py.h5s.create_simple((2,))
+    h5py.h5d.create(f.id, b"compound", ctype, space)
+record("bits.h5", "/bits")
+record("bits.h5", "/bits_be")
+record_group("bits.h5", "/g")
+
 # ---------------------------------------------------------------- scales.h5
 with h5py.File(fresh("scales.h5"), "w") as f:
     f.attrs["title"] = "h5py scales"
@@ -236,16 +294,6 @@ with h5py.File(fresh("scales.h5"), "w") as f:
     temp.dims[0].attach_scale(t)
     temp.dims[1].attach_scale(s)
     temp.attrs["_FillValue"] = np.float32(-1.5)
-with xr.open_dataset(HERE / "scales.h5", engine="h5netcdf") as ds:
-    df = ds.to_dataframe().reset_index()
-    EXPECTED["scales.h5:/"] = {
-        "columns": list(df.columns),
-        "dtypes": {c: str(df[c].dtype) for c in df.columns},
-        "rows": len(df),
-        "values": {
-            c: [column_value(v) for v in df[c].to_numpy()] for c in df.columns
-        },
-        "attrs": {k: attr(v) for k, v in ds.attrs.items()},
-    }
+record_group("scales.h5", "/")
 
 (HERE / "expected.json").write_text(json.dumps(EXPECTED, indent=1, sort_keys=True) + "\n")
