@@ -350,6 +350,13 @@ fn variable(
     let dataset = h5
         .dataset(path)
         .map_err(|e| format!("its HDF5 dataset: {e}"))?;
+    // netcdf-reader names variables by their HDF5 links; a different object would be read
+    // with another's layout.
+    if dataset.address() != var.data_offset {
+        return Err(format!(
+            "the HDF5 dataset at '{path}' is not the variable netCDF reads"
+        ));
+    }
     let stored = stored(h5, &dataset)?;
     let (data_type, mut all_codecs, fill, elem) = match (&var.dtype, &stored.datatype) {
         // A compound is h5py's structured dtype: the dataset shows it as one `Struct` column,
