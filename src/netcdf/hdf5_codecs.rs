@@ -212,11 +212,7 @@ impl CodecTraits for Hdf5Filter {
                 config.insert("element_bytes".into(), serde_json::json!(element));
                 config.insert("keep".into(), serde_json::json!(keep));
             }
-            Hdf5Filter::ValueBits(bits) => {
-                if let Value::Object(bits) = value_bits_configuration(bits) {
-                    config.extend(bits);
-                }
-            }
+            Hdf5Filter::ValueBits(bits) => config.extend(value_bits_configuration(bits)),
         }
         Some(Configuration::from(config))
     }
@@ -320,8 +316,11 @@ impl BytesToBytesCodecTraits for Hdf5Filter {
                 packed,
             } => repack(&encoded_value, *element, keep, *packed, size, exact)
                 .map_err(|why| CodecError::Other(format!("a chunk of a compound type: {why}"))),
-            Hdf5Filter::ValueBits(bits) => widen_stored(&encoded_value, bits, size, exact)
-                .map_err(|why| CodecError::Other(format!("a chunk of integers: {why}"))),
+            // Widened in place: the decoded chunk is owned by then, so nothing is copied.
+            Hdf5Filter::ValueBits(bits) => {
+                widen_stored(encoded_value.into_owned(), bits, size, exact)
+                    .map_err(|why| CodecError::Other(format!("a chunk of integers: {why}")))
+            }
         }
         .map(Cow::Owned)
     }
@@ -355,19 +354,26 @@ fn repack(
 }
 
 /// The configuration of `ndfusion.hdf5_value_bits` for `bits`.
-pub(crate) fn value_bits_configuration(bits: &ValueBits) -> Value {
-    serde_json::json!({
-        "bytes": bits.bytes,
-        "precision": bits.precision,
-        "offset": bits.offset,
-        "signed": bits.signed,
-        "big_endian": bits.big_endian,
-    })
+pub(crate) fn value_bits_configuration(bits: &ValueBits) -> serde_json::Map<String, Value> {
+    let ValueBits {
+        bytes,
+        precision,
+        offset,
+        signed,
+        big_endian,
+    } = *bits;
+    serde_json::Map::from_iter([
+        ("bytes".into(), bytes.into()),
+        ("precision".into(), precision.into()),
+        ("offset".into(), offset.into()),
+        ("signed".into(), signed.into()),
+        ("big_endian".into(), big_endian.into()),
+    ])
 }
 
 /// Stored elements made whole integers (`widen`): `size` bytes of them (`exact`) or at most.
 fn widen_stored(
-    stored: &[u8],
+    mut stored: Vec<u8>,
     bits: &ValueBits,
     size: u64,
     exact: bool,
@@ -376,9 +382,8 @@ fn widen_stored(
     if len > size || (exact && len != size) {
         return Err(format!("it holds {len} bytes, its chunk holds {size}"));
     }
-    let mut out = stored.to_vec();
-    whole_integers(&mut out, bits)?;
-    Ok(out)
+    whole_integers(&mut stored, bits)?;
+    Ok(stored)
 }
 
 /// `elements` that keep their values as `bits` says, made whole integers in place (`widen`).
