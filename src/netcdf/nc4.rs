@@ -58,7 +58,9 @@ const MAX_CHUNKS: u64 = 4 << 20;
 ///
 /// With `wanted` (the table's `variables` option), a variable ndfusion cannot read (its type
 /// or filter) is left out when the table cannot need it (`can_leave_out`); otherwise every
-/// variable must be readable, as xarray shows them all.
+/// variable xarray shows must be readable. Those of types netCDF4-python does not read
+/// xarray does not show: they are left out unless `wanted` names them
+/// (`left_out_by_netcdf4_python`).
 pub(crate) fn nc4_layout(
     cached: DynStorage,
     metadata_bytes: u64,
@@ -113,6 +115,14 @@ pub(crate) fn nc4_layout(
         }
         if out.variables.contains_key(name) {
             return Err(format!("two variables are named '{name}'"));
+        }
+        let named = wanted.is_some_and(|w| w.iter().any(|v| v == name));
+        if let (Some(why), false) = (left_out_by_netcdf4_python(&var.dtype), named) {
+            log::warn!(
+                "variable '{name}' left out: its type is {why}, which netCDF4-python (xarray's \
+                 default engine) leaves out; name it in `variables` to read it"
+            );
+            continue;
         }
         let read = match var.dtype {
             NcType::String => {
@@ -245,6 +255,44 @@ fn named_by_others(variables: &[NcVariable]) -> HashSet<String> {
         }
     }
     named
+}
+
+/// Why netCDF4-python 1.7.5, and so xarray's default engine, leaves a variable of type `t`
+/// out of the dataset (with a warning, or silently for compounds), if it does: opaque types,
+/// vlens of anything but numbers and characters, and compounds with a member that is not a
+/// number, a character, an array of those or such a compound. A table shows what xarray
+/// shows, so these are left out too unless the table's `variables` names them (then they are
+/// read if ndfusion can: a compound with an enum member, as h5py's bools are, it can).
+fn left_out_by_netcdf4_python(t: &NcType) -> Option<&'static str> {
+    fn atomic(t: &NcType) -> bool {
+        !matches!(
+            t,
+            NcType::String
+                | NcType::Enum { .. }
+                | NcType::Compound { .. }
+                | NcType::Opaque { .. }
+                | NcType::Array { .. }
+                | NcType::VLen { .. }
+        )
+    }
+    // A nesting deeper than any real file's reads as unreadable rather than recursing on.
+    fn member(t: &NcType, depth: usize) -> bool {
+        match t {
+            NcType::Compound { fields, .. } => {
+                depth < 32 && fields.iter().all(|f| member(&f.dtype, depth + 1))
+            }
+            NcType::Array { base, .. } => atomic(base),
+            t => atomic(t),
+        }
+    }
+    match t {
+        NcType::Opaque { .. } => Some("opaque"),
+        NcType::VLen { base } if !atomic(base) => Some("a vlen of a user-defined type"),
+        NcType::Compound { fields, .. } if !fields.iter().all(|f| member(&f.dtype, 1)) => {
+            Some("a compound with an enum, opaque, string, vlen or array-of-compound member")
+        }
+        _ => None,
+    }
 }
 
 /// Whether variable `name` may be left out of a table that shows only `wanted`: it is not
@@ -915,6 +963,67 @@ fn filter_name(id: u16, name: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_types_netcdf4_python_leaves_out_are_left_out() {
+        use netcdf_reader::NcCompoundField;
+        let field = |dtype| NcCompoundField {
+            name: "m".into(),
+            offset: 0,
+            dtype,
+        };
+        let compound = |dtype| NcType::Compound {
+            size: 8,
+            fields: vec![field(NcType::Int), field(dtype)],
+        };
+        let array = |base| NcType::Array {
+            base: Box::new(base),
+            dims: vec![2],
+        };
+        let vlen = |base| NcType::VLen {
+            base: Box::new(base),
+        };
+        let opaque = || NcType::Opaque {
+            size: 2,
+            tag: String::new(),
+        };
+        let enum_ = || NcType::Enum {
+            base: Box::new(NcType::Byte),
+            members: vec![],
+        };
+        // What netCDF4-python 1.7.5 shows (checked on files h5py wrote).
+        for shown in [
+            NcType::Float,
+            NcType::String,
+            enum_(),
+            vlen(NcType::Short),
+            compound(NcType::Char),
+            compound(array(NcType::Double)),
+            compound(compound(NcType::UByte)),
+        ] {
+            assert_eq!(left_out_by_netcdf4_python(&shown), None, "{shown:?}");
+        }
+        for left_out in [
+            opaque(),
+            vlen(compound(NcType::Int)),
+            vlen(enum_()),
+            compound(enum_()),
+            compound(opaque()),
+            compound(compound(opaque())),
+            compound(vlen(NcType::Short)),
+            compound(NcType::String),
+            compound(array(compound(NcType::Short))),
+            compound(array(enum_())),
+        ] {
+            assert!(
+                left_out_by_netcdf4_python(&left_out).is_some(),
+                "{left_out:?}"
+            );
+        }
+        // A nesting deeper than the bound is left out, not recursed on.
+        let deep = (0..40).fold(NcType::Int, |t, _| compound(t));
+        assert!(left_out_by_netcdf4_python(&deep).is_some());
+    }
 
     #[test]
     fn fill_elements_are_checked_before_they_are_allocated() {

@@ -92,6 +92,8 @@ async fn netcdf_files_read_as_xarray_reads_them() {
         "user_block",
         "szip",
         "enum",
+        // Variables netCDF4-python leaves out are left out (below: named, read or refused).
+        "skipped",
         "shipped/xarray_example_1.nc",
         "shipped/xarray_bears.nc",
         "shipped/scipy_example_1.nc",
@@ -201,8 +203,7 @@ async fn compound_variables_read_as_xarray_reads_them() {
 }
 
 /// A vlen variable is a `List` column, as xarray shows netCDF4-python's arrays of numbers
-/// (elements never written are empty lists); a vlen of anything but numbers is an error
-/// naming the variable, unless `variables` leaves it out.
+/// (elements never written are empty lists).
 #[tokio::test]
 async fn vlen_variables_read_as_xarray_reads_them() {
     let ctx = new_session_context();
@@ -223,25 +224,42 @@ async fn vlen_variables_read_as_xarray_reads_them() {
     let row = &super::hdf5::rows_of(&batch)[0];
     let cells: Vec<String> = row.values().map(Value::to_string).collect();
     assert_eq!(cells, ["6", "\"inf\""], "{row:?}");
+}
 
+#[tokio::test]
+async fn variables_netcdf4_python_leaves_out_are_read_only_when_named() {
+    // Named, a compound with h5py's bool (an enum member) reads as h5py reads it.
     let ctx = new_session_context();
-    let err = create(&ctx, &format!("{DIR}/vlen_compound.nc"), "")
+    let file = format!("{DIR}/skipped.nc");
+    create(&ctx, &file, "OPTIONS ('variables' 'flags')")
         .await
-        .unwrap_err();
-    assert!(
-        err.contains("vlen_compound.nc")
-            && err.contains("variable 'pairs': its type is a vlen of Compound")
-            && err.contains("vlens of numbers are"),
-        "{err}"
+        .unwrap();
+    let batch = all_rows(&ctx, "SELECT x, flags FROM t ORDER BY x")
+        .await
+        .unwrap();
+    let rows = super::hdf5::rows_of(&batch);
+    let flags: Vec<String> = rows.iter().map(|r| r["flags"].to_string()).collect();
+    assert_eq!(
+        flags,
+        [
+            r#"{"ok":true,"code":0}"#,
+            r#"{"ok":false,"code":7}"#,
+            r#"{"ok":true,"code":7}"#
+        ]
     );
-    let options = "OPTIONS ('variables' 'plain')";
-    create(&ctx, &format!("{DIR}/vlen_compound.nc"), options)
-        .await
-        .unwrap();
-    let batch = all_rows(&ctx, "SELECT sum(plain) AS s FROM t")
-        .await
-        .unwrap();
-    assert_eq!(super::hdf5::rows_of(&batch)[0]["s"], serde_json::json!(11));
+    // Named, what ndfusion does not read is an error naming the variable.
+    for (variable, why) in [
+        ("pairs", "its type is a vlen of Compound"),
+        ("ragged", "its type (member 'l') is variable-length"),
+    ] {
+        let ctx = new_session_context();
+        let options = format!("OPTIONS ('variables' 'plain,{variable}')");
+        let err = create(&ctx, &file, &options).await.unwrap_err();
+        assert!(
+            err.contains("skipped.nc") && err.contains(&format!("variable '{variable}': {why}")),
+            "{err}"
+        );
+    }
 }
 
 #[tokio::test]

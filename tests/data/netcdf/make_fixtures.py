@@ -42,7 +42,8 @@ Files (netCDF-4, HDF5 underneath):
   members, an unwritten chunk), one `Struct` column as xarray shows it (`rows` in
   expected.json: each row an object, records as objects).
 - `vlen.nc`: vlen variables (lists of numbers, `rows` in expected.json as for compound.nc).
-- `vlen_compound.nc`: a vlen of compounds (h5py), not read yet (no expected values).
+- `skipped.nc`: variables netCDF4-python leaves out (opaque, a vlen of compounds, compounds
+  with enum, opaque or vlen members: h5py), beside a coordinate and a number.
 - `user_block.nc`: a netCDF-4 file whose superblock follows a 1 KiB user block.
 - `strings.nc`: NC_STRING variables (a coordinate, a chunked 2-D one, a scalar).
 - `bitshuffle.nc`: a filter ndfusion does not decode (no expected values).
@@ -605,15 +606,40 @@ with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
     plain[:] = [5, 6, 7]
 record_rows("vlen", path)
 
-# vlen_compound.nc: a vlen of compound values (h5py 3.16; netCDF4-python cannot write one),
-# which ndfusion does not read yet, beside a number (no expected values: the error, and the
-# table without it).
-path = fresh("vlen_compound.nc")
-with h5py.File(path, "w") as f:
+# skipped.nc: variables of types netCDF4-python does not read, which it (and so xarray's
+# default engine) leaves out with a warning or silently: an opaque type, a vlen of compound
+# values, compounds with an enum (h5py's bool), an opaque or a vlen member (h5py 3.16 adds
+# them to a netCDF4-python file: netCDF4-python cannot write them). expected.json has what
+# xarray shows: the coordinate and `plain`. ndfusion leaves them out too unless `variables`
+# names one; `flags` (h5py: ok [True, False, True], code [0, 7, 7]) it reads when named.
+path = fresh("skipped.nc")
+with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
+    nc.createDimension("x", 3)
+    nc.createVariable("x", "i4", ("x",))[:] = [10, 20, 30]
+    nc.createVariable("plain", "i4", ("x",))[:] = [5, 6, 7]
+with h5py.File(path, "a") as f:
+    def beside_plain(name, data):
+        f.create_dataset(name, data=data).dims[0].attach_scale(f["x"])
+
     pair = np.dtype([("a", "<i4"), ("b", "<f8")])
-    bad = f.create_dataset("pairs", (2,), dtype=h5py.vlen_dtype(pair))
-    bad[0] = np.array([(1, 0.5)], pair)
-    f.create_dataset("plain", data=np.array([5, 6], "i4"))
+    pairs = np.empty(3, dtype=h5py.vlen_dtype(pair))
+    pairs[:] = [np.array([(1, 0.5)], pair), np.array([], pair), np.array([(2, 1.5)] * 2, pair)]
+    beside_plain("pairs", pairs)
+    beside_plain("blob", np.array([b"ab\0c", b"defg", b"hijk"], dtype="V4"))
+    code_t = h5py.enum_dtype({"LOW": 0, "HIGH": 7}, basetype="i1")
+    flags = np.zeros(3, dtype=[("ok", "?"), ("code", code_t)])
+    flags["ok"] = [True, False, True]
+    flags["code"] = [0, 7, 7]
+    beside_plain("flags", flags)
+    beside_plain("tagged", np.zeros(3, dtype=[("n", "<i2"), ("tag", "V2")]))
+    ragged = np.empty(3, dtype=[("n", "<i2"), ("l", h5py.vlen_dtype("<i2"))])
+    ragged["n"] = [1, 2, 3]
+    for i, n in enumerate([1, 0, 2]):
+        ragged["l"][i] = np.arange(n, dtype="<i2")
+    beside_plain("ragged", ragged)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # netCDF4-python's "unsupported datatype, skipping"
+    record("skipped", path)
 
 # user_block.nc: a netCDF-4 file (h5netcdf) whose HDF5 superblock follows a 1 KiB user
 # block holding text. xarray does not guess its engine: read with h5netcdf's.
