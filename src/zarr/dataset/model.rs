@@ -27,8 +27,12 @@ use crate::zarr::metadata::node::{Group, Member, MemberArray};
 use crate::zarr::store::ZarrStore;
 
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use futures::{StreamExt, TryStreamExt};
 
 use crate::zarr::read::metrics::ChunkMetrics;
+
+/// Coordinates read at once when a dataset opens.
+const COORDINATES_IN_FLIGHT: usize = 8;
 
 /// What a dataset table shows: all variables, or some, CF-decoded or not.
 #[derive(Debug, Clone, Default)]
@@ -213,37 +217,49 @@ impl Dataset {
                 columns_vars.push(Arc::new(var));
             }
         }
-        let mut axes = Vec::new();
+        // Coordinates are read whole when the table opens, all at once (over a network one
+        // after another they cost a round trip or more each): bounded first, since a few
+        // bytes of metadata may claim any length.
+        let max = store.limits().coordinate_bytes;
+        let mut to_read = Vec::with_capacity(axis_names.len());
         for name in &axis_names {
-            let coordinate = match dimension_coords.remove(name) {
-                Some(var) => {
-                    // Coordinates are read whole when the table opens: bounded, since a few
-                    // bytes of metadata may claim any length.
-                    let bytes = var
-                        .shape
-                        .iter()
-                        .product::<u64>()
-                        .saturating_mul(var.cell_bytes());
-                    let max = store.limits().coordinate_bytes;
-                    if bytes > max {
-                        return Err(invalid(format!(
-                            "coordinate '{name}' holds {bytes} bytes of values, more than the \
-                             {max} a dataset reads when it opens ({COORDINATE_BYTES})"
-                        )));
-                    }
-                    // Read before any scan: its counters go nowhere.
-                    let metrics = ChunkMetrics::new(&ExecutionPlanMetricsSet::new(), 0);
-                    let values = Arc::new(var).read_all(&metrics).await?;
-                    Some(Coordinate::new(values))
+            let var = dimension_coords.remove(name);
+            if let Some(var) = &var {
+                let cells = var.shape.iter().product::<u64>();
+                let bytes = cells.saturating_mul(var.cell_bytes());
+                if bytes > max {
+                    return Err(invalid(format!(
+                        "coordinate '{name}' holds {bytes} bytes of values, more than the \
+                         {max} a dataset reads when it opens ({COORDINATE_BYTES})"
+                    )));
                 }
-                None => None,
-            };
-            axes.push(Axis {
+            }
+            to_read.push(var);
+        }
+        // Read before any scan: their counters go nowhere.
+        let metrics = ChunkMetrics::new(&ExecutionPlanMetricsSet::new(), 0);
+        let coordinates: Vec<Option<Coordinate>> = futures::stream::iter(to_read)
+            .map(|var| {
+                let metrics = metrics.clone();
+                async move {
+                    match var {
+                        Some(var) => Ok(Some(Coordinate::new(
+                            Arc::new(var).read_all(&metrics).await?,
+                        ))),
+                        None => Ok::<_, Error>(None),
+                    }
+                }
+            })
+            .buffered(COORDINATES_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        let axes: Vec<Axis> = (axis_names.iter().zip(coordinates))
+            .map(|(name, coordinate)| Axis {
                 name: name.clone(),
                 size: size_of(name),
                 coordinate,
-            });
-        }
+            })
+            .collect();
 
         // The schema, with every name used once.
         let global_attrs = GlobalAttrs::from_json(&group.attributes);

@@ -166,6 +166,24 @@ fn attributes_of(path: &str, value: Option<&Value>, max: usize) -> Result<Map<St
     }
 }
 
+/// Member documents a group's listing reads at once: each is a request, and over a network
+/// one after another they cost a round trip each.
+const DOCUMENTS_IN_FLIGHT: usize = 16;
+
+/// `read` of every name, up to [`DOCUMENTS_IN_FLIGHT`] at a time, in the names' order.
+async fn in_flight<T, F, Fut>(names: Vec<String>, read: F) -> Result<Vec<T>>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    use futures::{StreamExt, TryStreamExt};
+    futures::stream::iter(names)
+        .map(read)
+        .buffered(DOCUMENTS_IN_FLIGHT)
+        .try_collect()
+        .await
+}
+
 async fn read_group_v3(store: &ZarrStore, base: &str, path: &str, doc: Value) -> Result<Group> {
     let max = store.limits().attributes;
     let attributes = attributes_of(path, doc.get("attributes"), max)?;
@@ -190,17 +208,18 @@ async fn read_group_v3(store: &ZarrStore, base: &str, path: &str, doc: Value) ->
             }
         }
         None => {
-            for name in store
-                .list_children()
-                .await
-                .map_err(|e| read_error(base, e))?
-            {
+            let names = (store.list_children().await).map_err(|e| read_error(base, e))?;
+            let documents = in_flight(names, |name| async move {
                 let key = format!("{name}/zarr.json");
-                let Some(text) = store
+                let text = store
                     .get_document(&key)
                     .await
-                    .map_err(|e| read_error(&format!("{base}/{key}"), e))?
-                else {
+                    .map_err(|e| read_error(&format!("{base}/{key}"), e))?;
+                Ok((name, key, text))
+            })
+            .await?;
+            for (name, key, text) in documents {
+                let Some(text) = text else {
                     continue;
                 };
                 let member_path = format!("{base}/{key}");
@@ -260,16 +279,23 @@ async fn read_group_v2(store: &ZarrStore, base: &str) -> Result<Group> {
             true
         }
         None => {
-            for name in store
-                .list_children()
-                .await
-                .map_err(|e| read_error(base, e))?
-            {
-                let Some(text) = get(format!("{name}/.zarray")).await? else {
+            let names = (store.list_children().await).map_err(|e| read_error(base, e))?;
+            let documents = in_flight(names, |name| async move {
+                let zarray = get(format!("{name}/.zarray")).await?;
+                // An array's attributes (not asked for what is not an array).
+                let zattrs = match zarray {
+                    Some(_) => get(format!("{name}/.zattrs")).await?,
+                    None => None,
+                };
+                Ok((name, zarray, zattrs))
+            })
+            .await?;
+            for (name, text, zattrs) in documents {
+                let Some(text) = text else {
                     continue;
                 };
                 let member_path = format!("{base}/{name}/.zarray");
-                let zattrs = match get(format!("{name}/.zattrs")).await? {
+                let zattrs = match zattrs {
                     Some(a) => Some(json(&format!("{base}/{name}/.zattrs"), &a)?),
                     None => None,
                 };
