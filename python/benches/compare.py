@@ -33,7 +33,8 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_DIR = Path(os.environ.get("NDFUSION_BENCH_DIR", ROOT / "target" / "bench-data"))
 DATASET = BENCH_DIR / "dataset_100M.zarr"
-CLI = ROOT / "target" / "release" / "ndfusion"
+# The command line compared with (NDFUSION_CLI: another build, e.g. a "before" one).
+CLI = Path(os.environ.get("NDFUSION_CLI", ROOT / "target" / "release" / "ndfusion"))
 
 # lat: 100 values from -49.5 by 1; lon: 1000 from 0.05 by 0.1; time: 1000 days from 2000-01-01.
 QUERIES = {
