@@ -59,15 +59,14 @@ def measure(cmd, n=None):
     return statistics.median(times), answer, rss, faults
 
 
-def table(stores, title):
+def table(title, names, tables):
     print(f"\n### {title}\n", flush=True)
     print("| query | build | store | median (s) | peak RSS (MiB) | minor faults | answer |")
     print("|---|---|---|---:|---:|---:|---|", flush=True)
-    for qname, sql in queries.items():
-        if qname not in stores["queries"]:
-            continue
+    for qname in names:
+        sql = queries[qname]
         for build, binary in builds.items():
-            for store, create in stores["tables"].items():
+            for store, create in tables.items():
                 t, answer, rss, faults = measure(ndfusion(binary, create, sql))
                 print(f"| {qname} | {build} | {store} | {t:.3f} | {rss:.0f} | {faults:,} | "
                       f"{answer[:28]} |", flush=True)
@@ -109,7 +108,7 @@ def upload(port, folder, prefix):
     s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
                       aws_access_key_id="ndfusion-test",
                       aws_secret_access_key="ndfusion-test-secret")
-    for bucket_ready in range(100):
+    for _ in range(100):
         try:
             s3.head_bucket(Bucket="bench")
             break
@@ -122,10 +121,10 @@ def upload(port, folder, prefix):
 
 
 if only in (None, "local"):
-    table({"queries": queries, "tables": {
+    table("Local: Icechunk against the plain folder", list(queries), {
         "plain Zarr": f"CREATE EXTERNAL TABLE d STORED AS ZARR LOCATION '{plain}'",
         "Icechunk": f"CREATE EXTERNAL TABLE d STORED AS ICECHUNK LOCATION '{repo}'",
-    }}, "Local: Icechunk against the plain folder")
+    })
 
 if only in (None, "s3"):
     data = tempfile.mkdtemp(prefix="issue43-s3-")
@@ -136,12 +135,13 @@ if only in (None, "s3"):
         keys = (f"OPTIONS ('aws.endpoint' 'http://127.0.0.1:{port}', 'aws.allow_http' 'true', "
                 "'aws.region' 'us-east-1', 'aws.access_key_id' 'ndfusion-test', "
                 "'aws.secret_access_key' 'ndfusion-test-secret')")
-        table({"queries": ["full", "1% range", "box"], "tables": {
+        table("Loopback S3: Icechunk against the plain folder's objects",
+              ["full", "1% range", "box"], {
             "plain Zarr, S3": f"CREATE EXTERNAL TABLE d STORED AS ZARR "
             f"LOCATION 's3://bench/plain.zarr' {keys}",
             "Icechunk, S3": f"CREATE EXTERNAL TABLE d STORED AS ICECHUNK "
             f"LOCATION 's3://bench/ic_bench.icechunk' {keys}",
-        }}, "Loopback S3: Icechunk against the plain folder's objects")
+        })
         # The dataset against its array `temp` alone, on S3 and locally (item 3).
         print("\n### A remote dataset against its local files, and the array alone\n")
         print("| table | query | build | S3 (s) | local (s) | S3 / local |")

@@ -2,6 +2,7 @@
 //! members come from its consolidated metadata when it has some (one read opens the dataset),
 //! otherwise from a listing of the group.
 
+use futures::{StreamExt, TryStreamExt};
 use serde_json::{Map, Value};
 use zarrs::array::{ArrayMetadata, ArrayMetadataV2, ArrayMetadataV3};
 
@@ -176,7 +177,6 @@ where
     F: Fn(String) -> Fut,
     Fut: std::future::Future<Output = Result<T>>,
 {
-    use futures::{StreamExt, TryStreamExt};
     futures::stream::iter(names)
         .map(read)
         .buffered(DOCUMENTS_IN_FLIGHT)
