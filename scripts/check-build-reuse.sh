@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# After `cargo test`, `cargo build` (what `cargo run --bin ndfusion` compiles) must compile
-# nothing but ndfusion itself: the test build and the normal build use one feature set for
-# every dependency (issue 17). Compares the files both builds name for their dependencies
-# (the hash in a file name covers its features), so a warm target directory, where both
-# variants may already exist, finds a difference as well as a cold one.
+# After `cargo test`, two builds must compile nothing but their own crates, because they use
+# the test build's feature set for every dependency (issue 17):
+# - `cargo build` (what `cargo run --bin ndfusion` compiles): nothing but ndfusion;
+# - the Python extension (`maturin develop`, scripts/python-tests.sh): nothing but ndfusion,
+#   the extension and the crates only it uses (pyo3, datafusion-ffi, ...). mimalloc is built
+#   with its thread-locals in the dynamic TLS model there, on purpose (python/Cargo.toml).
+# Compares the files both builds name for their dependencies (the hash in a file name covers
+# its features), so a warm target directory, where both variants may already exist, finds a
+# difference as well as a cold one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 artifacts() {
@@ -12,18 +16,30 @@ import json, sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact":
-        name = m["package_id"].split("#")[-1].split("@")[0].rsplit("/", 1)[-1]
-        if name != "ndfusion":
+        package = m["package_id"].split("#")[-1].rsplit("/", 1)[-1]
+        if package.split("@")[0] not in ("ndfusion", "ndfusion-python"):
             for path in m["filenames"]:
-                print(name, path.rsplit("/", 1)[-1])
+                print(package, path.rsplit("/", 1)[-1])
 ' | sort -u
 }
+# The packages of $2 that $1 builds too, but from other files.
+rebuilt() {
+  comm -13 <(echo "$1") <(echo "$2") | cut -d' ' -f1 | sort -u \
+    | comm -12 - <(echo "$1" | cut -d' ' -f1 | sort -u)
+}
 tested=$(artifacts test --no-run)
-built=$(artifacts build --bins)
-others=$(comm -13 <(echo "$tested") <(echo "$built") | cut -d' ' -f1 | sort -u)
+status=0
+others=$(rebuilt "$tested" "$(artifacts build --bins)")
 if [ -n "$others" ]; then
   echo "cargo build after cargo test recompiles dependencies:" >&2
   echo "$others" >&2
-  exit 1
+  status=1
 fi
-echo "cargo build after cargo test: nothing but ndfusion recompiled" >&2
+others=$(rebuilt "$tested" "$(artifacts build -p ndfusion-python --lib)" | grep -v '^\(lib\)\?mimalloc\(-sys\)\?@' || true)
+if [ -n "$others" ]; then
+  echo "the Python extension after cargo test recompiles dependencies (python/Cargo.toml):" >&2
+  echo "$others" >&2
+  status=1
+fi
+[ "$status" = 0 ] && echo "cargo build and the Python extension after cargo test: nothing but their own crates recompiled" >&2
+exit "$status"
