@@ -4,10 +4,10 @@
 //! HDF5 chunks as they are stored, filters and all, found in its chunk index (`nc4.rs`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::ops::Range;
 
 use zarrs::storage::Bytes;
 
+use super::chunk_btree::StoredChunk;
 use super::classic::Rows;
 use super::lazy_index::LazyIndex;
 
@@ -29,7 +29,7 @@ pub(crate) enum Source {
     /// along the first dimension, assembled from ranges of the rows.
     Rows(Rows),
     /// Stored chunks (netCDF-4 chunked storage): each chunk a range of the file, decoded by
-    /// the codecs of the array's metadata, found in the index read when first needed
+    /// the codecs of the array's metadata, found in the index when first needed
     /// (`lazy_index.rs`). A chunk not in the index was never written: the array's fill value.
     Chunks(Box<LazyIndex>),
     /// The variable's bytes, held in its header (HDF5 compact storage): its one chunk.
@@ -41,11 +41,9 @@ pub(crate) enum Source {
 pub(crate) struct ChunkIndex {
     /// Chunks along each dimension.
     pub grid: Vec<u64>,
-    /// Where each written chunk is (offset and length in the file), by its index in the grid
-    /// in C order.
-    pub stored: HashMap<u64, Range<u64>>,
-    /// The chunks stored with some of their filters skipped, and which (`skipped.rs`).
-    pub skipped: HashMap<u64, u32>,
+    /// Where each written chunk is (offset and length in the file, and the filters it was
+    /// stored without: `skipped.rs`), by its index in the grid in C order.
+    pub stored: HashMap<u64, StoredChunk>,
     /// The HDF5 filters of the variable, in the order they are applied.
     pub filters: Vec<u16>,
     /// Bytes of one element (blosc's type size).
@@ -89,7 +87,6 @@ mod tests {
         let index = ChunkIndex {
             grid: vec![3, 4],
             stored: HashMap::new(),
-            skipped: HashMap::new(),
             filters: Vec::new(),
             typesize: 1,
         };

@@ -1,8 +1,11 @@
 //! A netCDF-4 variable's chunk index, read when a query first needs one of the variable's
 //! chunks rather than when the table opens: a file of many variables opens at the cost of
-//! its headers (and its coordinates' indexes, read with them), and a query reads the indexes
-//! of the variables it reads. Each index is read once per table (per executor on a cluster),
-//! on a blocking thread, its bytes counted against the metadata limit as the headers' are.
+//! its headers, and a query reads the indexes of the variables it reads. A version 1 B-tree
+//! (netCDF-C's) is searched chunk by chunk, reading the nodes on the way to the chunks a
+//! query reads (`chunk_btree.rs`); the newer indexes (fixed and extensible arrays, version 2
+//! B-trees) keep their entries together and are read whole, once per table (per executor on
+//! a cluster), on a blocking thread. Either way their bytes count against the metadata limit,
+//! as the headers' do.
 
 use std::sync::Arc;
 
@@ -14,67 +17,113 @@ use super::block_cache::BlockCache;
 use tokio::sync::OnceCell;
 
 use super::blocking::BlockingFile;
+use super::chunk_btree::{ChunkBTree, StoredChunk};
 use super::layout::ChunkIndex;
 use super::nc4::in_file;
 use crate::limits::METADATA_BYTES;
 use crate::zarr::store::FileTarget;
 
-/// A variable's chunk index: known when the table opened (never written, or not chunked), or
-/// read when first needed.
+/// A variable's chunk index: known when the table opened (never written, or not chunked),
+/// read whole when first needed, or searched chunk by chunk.
 #[derive(Debug)]
-pub(crate) struct LazyIndex {
-    index: OnceCell<ChunkIndex>,
-    read: Option<IndexRead>,
+pub(crate) enum LazyIndex {
+    /// The index whole: `index` known at open, or made from `read` when first needed.
+    Whole {
+        index: OnceCell<ChunkIndex>,
+        read: Option<Box<IndexRead>>,
+    },
+    /// A version 1 B-tree, searched for each chunk; `empty` its grid, filters and type size.
+    Searched { tree: ChunkBTree, empty: ChunkIndex },
 }
 
 impl LazyIndex {
     /// An index known without reading one.
     pub(crate) fn ready(index: ChunkIndex) -> Self {
-        LazyIndex {
+        LazyIndex::Whole {
             index: OnceCell::new_with(Some(index)),
             read: None,
         }
     }
 
-    /// An index to read when first needed.
+    /// An index to read when first needed: searched when it is a version 1 B-tree, else read
+    /// whole.
     pub(crate) fn pending(read: IndexRead) -> Self {
-        LazyIndex {
-            index: OnceCell::new(),
-            read: Some(read),
+        if read.indexing.is_some() {
+            return LazyIndex::Whole {
+                index: OnceCell::new(),
+                read: Some(Box::new(read)),
+            };
+        }
+        LazyIndex::Searched {
+            tree: ChunkBTree::new(&read),
+            empty: read.empty,
         }
     }
 
-    /// The index, read from `file` the first time (at most `budget` bytes of it; concurrent
-    /// callers wait for the one read).
-    pub(crate) async fn get(&self, file: &FileTarget, budget: u64) -> Result<&ChunkIndex, String> {
-        self.index
-            .get_or_try_init(|| async {
-                let read = self.read.clone().ok_or("no chunk index to read")?;
-                let runtime = tokio::runtime::Handle::current();
-                let storage = BlockingFile::new(file.clone(), read.file_len, runtime, budget);
-                let storage = Arc::new(storage);
-                let reader = Arc::clone(&storage);
-                let index = tokio::task::spawn_blocking(move || {
-                    let base = read.base;
-                    let from_base = Arc::new(FromBase {
-                        inner: reader,
-                        base,
-                    });
-                    let block = read.block_bytes();
-                    read.read(&BlockCache::new(from_base, block, BLOCKS_KEPT))
-                })
-                .await
-                .map_err(|e| format!("reading it failed: {e}"))?;
-                index.map_err(|why| match storage.exhausted() {
-                    true => format!(
-                        "it is larger than the {budget} bytes a metadata document may have \
-                         ({METADATA_BYTES}): {why}"
-                    ),
-                    false => why,
-                })
-            })
-            .await
+    /// The variable's grid of chunks, filters and type size (what a chunk stored with some
+    /// filters skipped is restored with).
+    pub(crate) fn template(&self) -> &ChunkIndex {
+        match self {
+            LazyIndex::Whole {
+                read: Some(read), ..
+            } => &read.empty,
+            LazyIndex::Whole { index, read: None } => {
+                index.get().expect("an index without a read is made ready")
+            }
+            LazyIndex::Searched { empty, .. } => empty,
+        }
     }
+
+    /// Where chunk `at` (its indices in the grid) is stored, `None` when it was never
+    /// written; the index (or the nodes on the way) read from `file` the first time, at most
+    /// `budget` bytes of it.
+    pub(crate) async fn chunk(
+        &self,
+        file: &FileTarget,
+        budget: u64,
+        at: &[u64],
+    ) -> Result<Option<StoredChunk>, String> {
+        match self {
+            LazyIndex::Searched { tree, .. } => tree.chunk(file, budget, at).await,
+            LazyIndex::Whole { index, read } => {
+                let index = index.get_or_try_init(|| read_whole(read.as_deref(), file, budget));
+                let index = index.await?;
+                let linear = index.linear(at);
+                Ok(linear.and_then(|linear| index.stored.get(&linear)).cloned())
+            }
+        }
+    }
+}
+
+/// The index `read` locates, read whole from `file` on a blocking thread (at most `budget`
+/// bytes of it).
+async fn read_whole(
+    read: Option<&IndexRead>,
+    file: &FileTarget,
+    budget: u64,
+) -> Result<ChunkIndex, String> {
+    let read = read.cloned().ok_or("no chunk index to read")?;
+    let runtime = tokio::runtime::Handle::current();
+    let storage = BlockingFile::new(file.clone(), read.file_len, runtime, budget);
+    let storage = Arc::new(storage);
+    let reader = Arc::clone(&storage);
+    let index = tokio::task::spawn_blocking(move || {
+        let base = read.base;
+        let from_base = Arc::new(FromBase {
+            inner: reader,
+            base,
+        });
+        read.read(&BlockCache::new(from_base, BLOCK_BYTES, BLOCKS_KEPT))
+    })
+    .await
+    .map_err(|e| format!("reading it failed: {e}"))?;
+    index.map_err(|why| match storage.exhausted() {
+        true => format!(
+            "it is larger than the {budget} bytes a metadata document may have \
+             ({METADATA_BYTES}): {why}"
+        ),
+        false => why,
+    })
 }
 
 /// Where a chunked variable's index is and what it indexes.
@@ -100,18 +149,11 @@ pub(crate) struct IndexRead {
 /// Blocks an index read keeps (its nodes are read once each; the parents stay).
 const BLOCKS_KEPT: usize = 256;
 
-impl IndexRead {
-    /// Bytes of the blocks the index is read in. A version 1 B-tree's nodes (a few KiB each,
-    /// up to 64 chunks) lie between the chunks they index, written as the chunks were: 4 KiB
-    /// blocks read a node and little else. The newer indexes (fixed and extensible arrays,
-    /// version 2 B-trees) keep their entries together: 16 KiB blocks, as the headers are read.
-    fn block_bytes(&self) -> usize {
-        match self.indexing {
-            None => 4 << 10,
-            Some(_) => 16 << 10,
-        }
-    }
+/// Bytes of the blocks an index read whole is read in: the newer indexes keep their entries
+/// together, read in blocks as the headers are.
+const BLOCK_BYTES: usize = 16 << 10;
 
+impl IndexRead {
     /// The index read from `storage`: where each stored chunk is, checked to lie inside the
     /// file. Blocking.
     fn read(&self, storage: &dyn Storage) -> Result<ChunkIndex, String> {
@@ -131,10 +173,10 @@ impl IndexRead {
                 n => n,
             };
             let range = in_file(entry.address, len, self.base, self.file_len)?;
-            index.stored.insert(linear, range);
-            if entry.filter_mask != 0 {
-                index.skipped.insert(linear, entry.filter_mask);
-            }
+            let filter_mask = entry.filter_mask;
+            index
+                .stored
+                .insert(linear, StoredChunk { range, filter_mask });
         }
         Ok(index)
     }
@@ -151,45 +193,19 @@ fn chunk_entries(storage: &dyn Storage, read: &IndexRead) -> Result<Vec<ChunkEnt
     let elem = read.empty.typesize;
     let (dims, shape) = (&read.dims[..], &read.shape[..]);
     let rank = shape.len();
-    let entries = match read.indexing.as_ref() {
-        None => hdf5_reader::btree_v1::collect_btree_v1_leaves_storage(
-            storage,
-            address,
-            offset_size,
-            length_size,
-            Some(rank as u32),
-            dims,
-            None,
-        )
-        .and_then(|leaves| {
-            (leaves.into_iter())
-                .map(|(key, chunk)| match key {
-                    hdf5_reader::btree_v1::BTreeV1Key::RawData {
-                        chunk_size,
-                        filter_mask,
-                        offsets,
-                    } => Ok(ChunkEntry {
-                        address: chunk,
-                        size: u64::from(chunk_size),
-                        filter_mask,
-                        offsets: offsets.into_iter().take(rank).collect(),
-                    }),
-                    _ => Err(hdf5_reader::error::Error::InvalidData(
-                        "a group key in a chunk B-tree".into(),
-                    )),
-                })
-                .collect()
-        }),
-        Some(ChunkIndexing::SingleChunk {
+    let indexing =
+        (read.indexing.as_ref()).ok_or("a version 1 B-tree is searched, not read whole")?;
+    let entries = match indexing {
+        ChunkIndexing::SingleChunk {
             filtered_size,
             filters,
-        }) => Ok(vec![hdf5_reader::chunk_index::single_chunk_entry(
+        } => Ok(vec![hdf5_reader::chunk_index::single_chunk_entry(
             address,
             *filtered_size,
             *filters,
             rank,
         )]),
-        Some(ChunkIndexing::BTreeV2) => hdf5_reader::chunk_index::collect_v2_chunk_entries_storage(
+        ChunkIndexing::BTreeV2 => hdf5_reader::chunk_index::collect_v2_chunk_entries_storage(
             storage,
             address,
             offset_size,
@@ -198,7 +214,7 @@ fn chunk_entries(storage: &dyn Storage, read: &IndexRead) -> Result<Vec<ChunkEnt
             dims,
             None,
         ),
-        Some(ChunkIndexing::Implicit) => hdf5_reader::chunk_index::collect_implicit_chunk_entries(
+        ChunkIndexing::Implicit => hdf5_reader::chunk_index::collect_implicit_chunk_entries(
             address,
             shape,
             dims,
@@ -206,7 +222,7 @@ fn chunk_entries(storage: &dyn Storage, read: &IndexRead) -> Result<Vec<ChunkEnt
             None,
             storage.len(),
         ),
-        Some(ChunkIndexing::FixedArray { .. }) => {
+        ChunkIndexing::FixedArray { .. } => {
             hdf5_reader::fixed_array::collect_fixed_array_chunk_entries_storage(
                 storage,
                 address,
@@ -217,7 +233,7 @@ fn chunk_entries(storage: &dyn Storage, read: &IndexRead) -> Result<Vec<ChunkEnt
                 None,
             )
         }
-        Some(ChunkIndexing::ExtensibleArray { .. }) => {
+        ChunkIndexing::ExtensibleArray { .. } => {
             hdf5_reader::extensible_array::collect_extensible_array_chunk_entries_storage(
                 storage,
                 address,

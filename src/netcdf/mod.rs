@@ -6,7 +6,8 @@
 //! netCDF-4 file's HDF5 metadata as a Zarr v3 group (its chunks the HDF5 chunks, its codecs
 //! the HDF5 filters; `blocking.rs` is the file as the HDF5 parser reads it, `block_cache.rs`
 //! the blocks of it kept; `lazy_index.rs`
-//! a variable's chunk index, read when a query first needs it), both into a
+//! a variable's chunk index, read when a query first needs it, `chunk_btree.rs` a version 1
+//! B-tree searched chunk by chunk), both into a
 //! `layout.rs` (`hdf5_codecs.rs`: HDF5's lz4 and szip filters as Zarr codecs); `store.rs` serves that group to the Zarr reader from ranged reads of the file. So pushdown, statistics, CF
 //! decoding, collections and clusters are the Zarr tables' own. `table.rs` is the public
 //! [`NetCDFTable`] and its factory, `options.rs` its `OPTIONS`, `kind.rs` its entry in the list
@@ -14,6 +15,7 @@
 
 mod block_cache;
 mod blocking;
+mod chunk_btree;
 pub(crate) mod classic;
 pub(crate) mod hdf5_codecs;
 mod kind;

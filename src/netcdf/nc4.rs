@@ -669,7 +669,6 @@ pub(crate) fn place(
                 let index = ChunkIndex {
                     grid: vec![1; rank],
                     stored: HashMap::new(),
-                    skipped: HashMap::new(),
                     filters: Vec::new(),
                     typesize: elem,
                 };
@@ -727,7 +726,6 @@ pub(crate) fn place(
             let empty = ChunkIndex {
                 grid,
                 stored: HashMap::new(),
-                skipped: HashMap::new(),
                 filters: stored.filters.iter().map(|f| f.id).collect(),
                 typesize: elem,
             };

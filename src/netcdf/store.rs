@@ -262,28 +262,27 @@ impl NetcdfBackend {
             return Ok(None);
         };
         if let Source::Chunks(lazy) = source {
-            let index = lazy.get(&self.file, self.metadata_bytes).await;
-            let index = index.map_err(|why| {
+            let template = lazy.template();
+            let Some(at) = chunk_indices(indices, template.grid.len()) else {
+                return Ok(None);
+            };
+            if template.linear(&at).is_none() {
+                return Ok(None);
+            }
+            let stored = lazy.chunk(&self.file, self.metadata_bytes, &at).await;
+            let stored = stored.map_err(|why| {
                 let variable = match name {
                     "" => "its dataset".to_string(),
                     name => format!("variable '{name}'"),
                 };
                 format!("{}: {variable}: its chunk index: {why}", self.shown)
             })?;
-            return Ok(Self::stored_chunk(index, indices));
+            return Ok(stored.map(|chunk| match chunk.filter_mask {
+                0 => Object::Stored(chunk.range),
+                mask => Object::Skipped(chunk.range, template, mask),
+            }));
         }
         Ok(self.object_in(source, indices))
-    }
-
-    /// Chunk `indices` (`3.0.1`) of a variable stored in chunks, when it was written.
-    fn stored_chunk<'a>(index: &'a ChunkIndex, indices: &str) -> Option<Object<'a>> {
-        let at = chunk_indices(indices, index.grid.len())?;
-        let linear = index.linear(&at)?;
-        let range = index.stored.get(&linear)?.clone();
-        match index.skipped.get(&linear) {
-            Some(&mask) => Some(Object::Skipped(range, index, mask)),
-            None => Some(Object::Stored(range)),
-        }
     }
 
     /// Chunk `indices` of a variable stored in rows or held in memory.

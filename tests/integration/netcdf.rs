@@ -378,7 +378,8 @@ async fn damaged_and_crafted_files_are_errors_naming_the_file() {
         (
             "btree_loop.nc",
             looping,
-            "variable 'time': its chunk index: invalid data: B-tree v1 traversal revisits node",
+            "variable 'time': its chunk index: its B-tree node at byte 13522 is at level 1, \
+             where its parent's children are at level 0",
         ),
         (
             "btree_outside.nc",
@@ -580,7 +581,10 @@ async fn chunk_indexes_are_read_when_a_query_needs_them() {
     let err = all_rows(&ctx, "SELECT sum(temp) FROM t").await.unwrap_err();
     assert!(
         err.contains(&location)
-            && err.contains("variable 'temp': its chunk index: invalid B-tree signature"),
+            && err.contains(
+                "variable 'temp': its chunk index: its B-tree node at byte 17666: \
+                             invalid B-tree signature"
+            ),
         "{err}"
     );
 }

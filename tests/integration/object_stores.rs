@@ -787,9 +787,14 @@ async fn a_one_percent_range_of_a_netcdf4_file_on_s3_reads_little_more_than_one_
     );
 
     // 1% of the file: 2 of its 200 times, one chunk of 100. Opening: the first 16 KiB, then
-    // the blocks of headers; the first query: the blocks of the variable's index nodes, then
-    // the chunk.
+    // the blocks of headers; the first query: the nodes of the variable's chunk B-tree on the
+    // way to the chunk (its root and one leaf: 100 chunks make two leaves), then the chunk.
     let one_percent = file_bytes / 100;
+    eprintln!("open {at_open} B in {open_requests}, first query {in_query} B in {query_requests}");
+    assert!(
+        query_requests <= 3,
+        "the query fetched {in_query} bytes in {query_requests} requests"
+    );
     assert!(
         at_open + in_query <= 4 * one_percent,
         "opening fetched {at_open} bytes in {open_requests} requests, the query {in_query} in \

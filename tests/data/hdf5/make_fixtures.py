@@ -30,6 +30,10 @@ Files:
   77 and an unwritten chunk), `/g` (a group read as a dataset: `level`, 12 bits from bit 1
   of an int16 with a fill value, over the dimension scale `z`), and `/compound` (such an
   integer as a compound's member: not read).
+- `btree.h5`: chunk B-trees (version 1, as netCDF-C writes them) several levels deep: nodes of
+  at most 4 entries (`istore_k` 2, where libhdf5's default is 32): `/grid` (24 x 20 int32 in
+  chunks of 2 x 3, written in a shuffled order, a quarter of them never written: the fill
+  value 7) and `/line` (100 float64 in chunks of 1, gzip, every third never written: NaN).
 - `scales.h5`: h5py's dimension scales and attributes in the netCDF-4 data model (`time`,
   `station`, `temp`): a group read as a dataset, compared with xarray (h5netcdf engine).
 
@@ -39,6 +43,7 @@ hex, nested compounds as objects, array members as lists) and its attributes; fo
 `scales.h5:/`, xarray's `to_dataframe().reset_index()` as in `netcdf/expected.json`.
 """
 
+import ctypes
 import json
 from pathlib import Path
 
@@ -279,6 +284,32 @@ with h5py.File(fresh("bits.h5"), "w") as f:
 record("bits.h5", "/bits")
 record("bits.h5", "/bits_be")
 record_group("bits.h5", "/g")
+
+# ---------------------------------------------------------------- btree.h5
+# Small B-tree nodes make a tree of several levels from a few chunks (ndfusion searches it
+# chunk by chunk, reading the nodes on the way).
+# h5py has no binding for H5Pset_istore_k: called in the libhdf5 h5py loaded.
+libhdf5 = ctypes.CDLL(next((Path(h5py.__file__).parent.parent / "h5py.libs").glob("libhdf5-*")))
+fcpl = h5py.h5p.create(h5py.h5p.FILE_CREATE)
+assert libhdf5.H5Pset_istore_k(ctypes.c_int64(fcpl.id), ctypes.c_uint(2)) >= 0
+fid = h5py.h5f.create(bytes(fresh("btree.h5")), h5py.h5f.ACC_TRUNC, fcpl=fcpl)
+with h5py.File(fid) as f:
+    grid = f.create_dataset("grid", shape=(24, 20), chunks=(2, 3), dtype="i4", fillvalue=7)
+    values = np.arange(480, dtype="i4").reshape(24, 20) * 3 - 500
+    chunks = [(i, j) for i in range(12) for j in range(7)]
+    rng = np.random.default_rng(43)
+    rng.shuffle(chunks)
+    for i, j in chunks[: 3 * len(chunks) // 4]:
+        at = np.s_[2 * i : 2 * i + 2, 3 * j : 3 * j + 3]
+        grid[at] = values[at]
+    line = f.create_dataset(
+        "line", shape=(100,), chunks=(1,), dtype="f8", compression="gzip", fillvalue=np.nan
+    )
+    for i in rng.permutation(100):
+        if i % 3:
+            line[i] = i / 4
+record("btree.h5", "/grid")
+record("btree.h5", "/line")
 
 # ---------------------------------------------------------------- scales.h5
 with h5py.File(fresh("scales.h5"), "w") as f:
