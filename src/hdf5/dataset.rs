@@ -66,11 +66,7 @@ pub(crate) fn dataset_layout(
 
 /// A layout holding one array, at the root.
 fn root_array(zarr_json: Value, source: Source) -> Layout {
-    let mut layout = Layout {
-        documents: Default::default(),
-        variables: Default::default(),
-        order: Vec::new(),
-    };
+    let mut layout = Layout::default();
     layout
         .documents
         .insert("zarr.json".into(), zarr_json.to_string().into_bytes());

@@ -248,6 +248,7 @@ fn from_header(
         documents,
         variables,
         order,
+        left_out: Vec::new(),
     })
 }
 

@@ -12,7 +12,7 @@ use super::classic::Rows;
 use super::lazy_index::LazyIndex;
 
 /// A file as a Zarr group.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Layout {
     /// The metadata documents by key (`.zgroup`, `name/.zarray`, ...; `zarr.json`, ...).
     pub documents: BTreeMap<String, Vec<u8>>,
@@ -20,6 +20,8 @@ pub(crate) struct Layout {
     pub variables: HashMap<String, Source>,
     /// The variables in the file's order (xarray's order of columns).
     pub order: Vec<String>,
+    /// Why variables were left out (types xarray's default engine leaves out), for the log.
+    pub left_out: Vec<String>,
 }
 
 /// Where one variable's chunks are.

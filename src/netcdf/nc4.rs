@@ -11,7 +11,7 @@
 //! chunks, not the CF `_FillValue` (which stays an attribute), and its codec chain can say
 //! "shuffle, then deflate" after the bytes codec.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -96,11 +96,7 @@ pub(crate) fn nc4_layout(
         }
     };
 
-    let mut out = Layout {
-        documents: BTreeMap::new(),
-        variables: HashMap::new(),
-        order: Vec::new(),
-    };
+    let mut out = Layout::default();
     let mut consolidated = Map::new();
     let needed = named_by_others(variables);
     // A variable's path in the HDF5 file.
@@ -118,10 +114,14 @@ pub(crate) fn nc4_layout(
         }
         let named = wanted.is_some_and(|w| w.iter().any(|v| v == name));
         if let (Some(why), false) = (left_out_by_netcdf4_python(&var.dtype), named) {
-            log::warn!(
-                "variable '{name}' left out: its type is {why}, which netCDF4-python (xarray's \
-                 default engine) leaves out; name it in `variables` to read it"
-            );
+            // Said only of a table of every variable: one naming its variables shows no
+            // others anyway.
+            if wanted.is_none() {
+                out.left_out.push(format!(
+                    "variable '{name}' left out: its type is {why}, which netCDF4-python \
+                     (xarray's default engine) leaves out; name it in `variables` to read it"
+                ));
+            }
             continue;
         }
         let read = match var.dtype {
@@ -1021,6 +1021,23 @@ mod tests {
         // A nesting deeper than the bound is left out, not recursed on.
         let deep = (0..40).fold(NcType::Int, |t, _| compound(t));
         assert!(left_out_by_netcdf4_python(&deep).is_some());
+    }
+
+    #[test]
+    fn variables_left_out_are_listed_for_the_log() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/netcdf/skipped.nc");
+        let bytes = std::fs::read(path).unwrap();
+        let storage = || -> DynStorage { Arc::new(hdf5_reader::BytesStorage::new(bytes.clone())) };
+        let layout = nc4_layout(storage(), 1 << 24, None, None).unwrap();
+        let left_out: Vec<&str> = (layout.left_out.iter())
+            .map(|why| why.split('\'').nth(1).unwrap())
+            .collect();
+        assert_eq!(left_out, ["pairs", "blob", "flags", "tagged", "ragged"]);
+        assert!(!layout.order.contains(&"flags".to_string()));
+        let wanted = ["flags".to_string()];
+        let layout = nc4_layout(storage(), 1 << 24, None, Some(&wanted)).unwrap();
+        assert!(layout.left_out.is_empty(), "{:?}", layout.left_out);
+        assert!(layout.order.contains(&"flags".to_string()));
     }
 
     #[test]

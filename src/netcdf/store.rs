@@ -144,6 +144,9 @@ pub(crate) fn store_over(
     layout: Layout,
     limits: crate::limits::Limits,
 ) -> ZarrStore {
+    for why in &layout.left_out {
+        log::warn!("{location}: {why}");
+    }
     let backend = NetcdfBackend {
         shown: location.to_string(),
         file,
