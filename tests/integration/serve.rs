@@ -195,6 +195,31 @@ async fn statements_prepared_statements_and_the_catalog() {
     );
     prepared.close().await.unwrap();
 
+    // A prepared statement without parameters (JDBC prepares every statement), run twice,
+    // then closed: its handle is gone.
+    let sql = "SELECT count(*) AS n, max(temp) AS t FROM demo WHERE lat = 20";
+    let mut prepared = client.prepare(sql.into(), None).await.unwrap();
+    assert_eq!(prepared.parameter_schema().unwrap().fields().len(), 0);
+    for _ in 0..2 {
+        let info = prepared.execute().await.unwrap();
+        let ticket = info.endpoint[0].ticket.clone().unwrap();
+        let batches: Vec<RecordBatch> =
+            (client.do_get(ticket).await.unwrap().try_collect().await).unwrap();
+        assert_eq!(
+            pretty_format_batches(&batches).unwrap().to_string(),
+            in_process(sql).await
+        );
+    }
+    let info = prepared.execute().await.unwrap();
+    prepared.close().await.unwrap();
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let closed = match client.do_get(ticket).await {
+        Ok(stream) => stream.try_collect::<Vec<RecordBatch>>().await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    let err = closed.unwrap_err().to_string();
+    assert!(err.contains("prepared statement"), "{err}");
+
     // The catalog.
     let info = client.get_catalogs().await.unwrap();
     let catalogs = collect(&mut client, info).await;
