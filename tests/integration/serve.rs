@@ -363,6 +363,7 @@ async fn statements_that_change_the_server_are_refused_or_kept_inside_allow() {
         ("CREATE VIEW v AS SELECT 1", "CREATE VIEW"),
         ("COPY (SELECT 1) TO '/tmp/x.csv'", "COPY"),
         ("EXPLAIN ANALYZE COPY (SELECT 1) TO '/tmp/x.csv'", "COPY"),
+        ("INSERT INTO demo SELECT * FROM demo LIMIT 1", "INSERT"),
     ] {
         let err = query(&mut client, sql).await.unwrap_err();
         assert!(err.contains(PERMISSION_DENIED), "{sql}: {err}");
