@@ -8,7 +8,8 @@
 //! streams the batches as the plan makes them ([`query`]: admission, the deadline, the log
 //! line). Prepared statements ([`prepared`]) keep their SQL and bound parameters on the
 //! server under a random handle. The catalog calls ([`catalog`]) describe the server's
-//! session.
+//! session. A client ends an answer being sent by dropping its stream, or from another call
+//! by its `FlightInfo` (`CancelFlightInfo`, `CancelQuery`: [`cancel`]).
 //!
 //! Every query runs in its own copy of the server's session state: the tables (the catalog
 //! is shared, so a table a client creates with `--allow-ddl` is everyone's) and the memory
@@ -16,6 +17,7 @@
 //! changes only its own statement.
 
 mod auth;
+mod cancel;
 mod catalog;
 mod policy;
 mod prepared;

@@ -22,6 +22,7 @@ use futures::{FutureExt, Stream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 
+use super::cancel::{Registered, Running};
 use super::{policy, ServeSettings};
 
 /// Characters of a statement a log line shows.
@@ -34,6 +35,8 @@ pub(super) struct Queries {
     client_state: SessionState,
     settings: ServeSettings,
     admission: Option<Arc<Semaphore>>,
+    /// The answers being sent, for `CancelFlightInfo`.
+    running: Arc<Running>,
 }
 
 impl Queries {
@@ -57,7 +60,13 @@ impl Queries {
             client_state,
             settings,
             admission,
+            running: Arc::default(),
         }
+    }
+
+    /// Ends the answers being sent to `tickets` (a cancelled `FlightInfo`'s); how many.
+    pub(super) fn cancel<'a>(&self, tickets: impl IntoIterator<Item = &'a [u8]>) -> usize {
+        self.running.cancel(tickets)
     }
 
     pub(super) fn ctx(&self) -> &SessionContext {
@@ -81,12 +90,14 @@ impl Queries {
         Ok(plan)
     }
 
-    /// Runs `sql` (with `parameters` bound) for `client`; the stream of its answer.
+    /// Runs `sql` (with `parameters` bound) for `client`; the stream of its answer, which
+    /// a `CancelFlightInfo` naming `ticket` ends.
     pub(super) async fn run(
         &self,
         sql: &str,
         parameters: Option<ParamValues>,
         client: String,
+        ticket: Option<Vec<u8>>,
     ) -> Result<QueryStream, Status> {
         let permit = match &self.admission {
             None => None,
@@ -98,6 +109,7 @@ impl Queries {
                 ))
             })?),
         };
+        let cancel = ticket.map(|ticket| self.running.register(ticket));
         let log = QueryLog::new(client, sql);
         let deadline = self.settings.query_timeout.map(|t| Instant::now() + t);
         let start = self.start(sql, parameters);
@@ -121,6 +133,7 @@ impl Queries {
             deadline: deadline.map(|at| Box::pin(tokio::time::sleep_until(at.into()))),
             timeout: self.settings.query_timeout,
             _permit: permit,
+            cancel,
             log: Some(log),
             done: false,
         })
@@ -185,6 +198,8 @@ pub(super) struct QueryStream {
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
     timeout: Option<Duration>,
     _permit: Option<OwnedSemaphorePermit>,
+    /// Its entry among the answers a client may cancel.
+    cancel: Option<Registered>,
     log: Option<QueryLog>,
     done: bool,
 }
@@ -213,6 +228,16 @@ impl Stream for QueryStream {
             if deadline.poll_unpin(cx).is_ready() {
                 let status = timed_out(self.timeout);
                 self.finish("timed out");
+                return Poll::Ready(Some(Err(status)));
+            }
+        }
+        let cancelled = (self.cancel.as_mut()).and_then(|c| c.cancelled.as_mut());
+        if let Some(Poll::Ready(outcome)) = cancelled.map(|c| c.poll_unpin(cx)) {
+            // Fired (a client cancelled) or closed (nobody can any more): polled no more.
+            self.cancel.as_mut().map(|c| c.cancelled.take());
+            if outcome.is_ok() {
+                self.finish("cancelled (CancelFlightInfo)");
+                let status = Status::cancelled("the query was cancelled (CancelFlightInfo)");
                 return Poll::Ready(Some(Err(status)));
             }
         }

@@ -9,15 +9,17 @@ use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightService;
 use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
 use arrow_flight::sql::{
-    ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
-    ActionCreatePreparedStatementResult, CommandGetCatalogs, CommandGetDbSchemas,
-    CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables, CommandPreparedStatementQuery,
-    CommandPreparedStatementUpdate, CommandStatementQuery, CommandStatementUpdate,
-    DoPutPreparedStatementResult, ProstMessageExt, SqlInfo, TicketStatementQuery,
+    ActionCancelQueryRequest, ActionCancelQueryResult, ActionClosePreparedStatementRequest,
+    ActionCreatePreparedStatementRequest, ActionCreatePreparedStatementResult, CommandGetCatalogs,
+    CommandGetDbSchemas, CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables,
+    CommandPreparedStatementQuery, CommandPreparedStatementUpdate, CommandStatementQuery,
+    CommandStatementUpdate, DoPutPreparedStatementResult, ProstMessageExt, SqlInfo,
+    TicketStatementQuery,
 };
 use arrow_flight::{
-    Action, FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse,
-    IpcMessage, SchemaAsIpc, Ticket,
+    Action, ActionType, CancelFlightInfoRequest, CancelFlightInfoResult, CancelStatus,
+    FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, IpcMessage,
+    SchemaAsIpc, Ticket,
 };
 use datafusion::arrow::array::{Array, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema};
@@ -37,6 +39,12 @@ use super::ServeSettings;
 
 type DoGetStream = <FlightSqlEndpoint as FlightService>::DoGetStream;
 
+/// Bytes of the random id before the statement in a statement's ticket.
+const TICKET_ID_BYTES: usize = 16;
+
+/// Flight's action that cancels the answers of a `FlightInfo`.
+const CANCEL_FLIGHT_INFO: &str = "CancelFlightInfo";
+
 /// ndfusion's Flight SQL service.
 pub(super) struct FlightSqlEndpoint {
     queries: Arc<Queries>,
@@ -53,14 +61,33 @@ impl FlightSqlEndpoint {
         }
     }
 
+    /// The answer to `sql` for `DoGet` of `ticket` (which a `CancelFlightInfo` names).
     async fn answer(
         &self,
         sql: &str,
         parameters: Option<ParamValues>,
-        client: String,
+        request: &Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        let stream = self.queries.run(sql, parameters, client).await?;
+        let ticket = request.get_ref().ticket.to_vec();
+        let stream = (self
+            .queries
+            .run(sql, parameters, client(request), Some(ticket)))
+        .await?;
         Ok(Response::new(encode(stream)))
+    }
+
+    /// Ends the answers being sent to the tickets of a `FlightInfo` a client cancels.
+    fn cancel(&self, info: &FlightInfo) -> Result<(), Status> {
+        let tickets = (info.endpoint.iter())
+            .filter_map(|e| e.ticket.as_ref())
+            .map(|t| t.ticket.as_ref());
+        match self.queries.cancel(tickets) {
+            0 => Err(Status::not_found(
+                "the FlightInfo names no answer being sent (it has ended, or its DoGet has \
+                 not started)",
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Runs a statement to its end; the number of rows it changed (`count`, as DataFusion's
@@ -71,7 +98,7 @@ impl FlightSqlEndpoint {
         parameters: Option<ParamValues>,
         client: String,
     ) -> Result<i64, Status> {
-        let stream = self.queries.run(sql, parameters, client).await?;
+        let stream = self.queries.run(sql, parameters, client, None).await?;
         let batches: Vec<RecordBatch> = stream.try_collect().await?;
         let count = (batches.iter())
             .filter_map(|b| b.column_by_name("count"))
@@ -234,10 +261,15 @@ impl FlightSqlService for FlightSqlEndpoint {
     ) -> Result<Response<FlightInfo>, Status> {
         let plan = self.queries.plan(&query.query).await?;
         let schema = plan.schema().as_arrow().clone();
-        // The ticket is the statement itself: `DoGet` plans and checks it again, so a
-        // ticket a client writes itself gains nothing.
+        // The ticket is a random id and the statement itself: `DoGet` plans and checks it
+        // again, so a ticket a client writes itself gains nothing; the id tells this run
+        // from other clients' runs of the same statement (`CancelFlightInfo`).
+        let mut handle = vec![0u8; TICKET_ID_BYTES];
+        getrandom::getrandom(&mut handle)
+            .map_err(|e| Status::internal(format!("no random ticket id: {e}")))?;
+        handle.extend_from_slice(query.query.as_bytes());
         let ticket = TicketStatementQuery {
-            statement_handle: query.query.into_bytes().into(),
+            statement_handle: handle.into(),
         };
         flight_info(
             &schema,
@@ -251,8 +283,10 @@ impl FlightSqlService for FlightSqlEndpoint {
         ticket: TicketStatementQuery,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        let sql = utf8(&ticket.statement_handle, "statement")?;
-        self.answer(&sql, None, client(&request)).await
+        let sql = (ticket.statement_handle.get(TICKET_ID_BYTES..))
+            .ok_or_else(|| Status::invalid_argument("the ticket is shorter than its id"))?;
+        let sql = utf8(sql, "statement")?;
+        self.answer(&sql, None, &request).await
     }
 
     async fn do_action_create_prepared_statement(
@@ -317,7 +351,7 @@ impl FlightSqlService for FlightSqlEndpoint {
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
         let prepared = self.prepared.get(&query.prepared_statement_handle)?;
-        (self.answer(&prepared.sql, prepared.parameters, client(&request))).await
+        (self.answer(&prepared.sql, prepared.parameters, &request)).await
     }
 
     async fn do_action_close_prepared_statement(
@@ -326,6 +360,51 @@ impl FlightSqlService for FlightSqlEndpoint {
         _request: Request<Action>,
     ) -> Result<(), Status> {
         self.prepared.close(&query.prepared_statement_handle)
+    }
+
+    /// Flight SQL's `CancelQuery` (deprecated for `CancelFlightInfo`; older clients send it).
+    async fn do_action_cancel_query(
+        &self,
+        query: ActionCancelQueryRequest,
+        _request: Request<Action>,
+    ) -> Result<ActionCancelQueryResult, Status> {
+        let info = FlightInfo::decode(query.info)
+            .map_err(|e| Status::invalid_argument(format!("the FlightInfo to cancel: {e}")))?;
+        self.cancel(&info)?;
+        // Flight SQL's `CancelResult` (which arrow-flight 58 does not export) numbers its
+        // values as Flight's `CancelStatus` does.
+        Ok(ActionCancelQueryResult {
+            result: CancelStatus::Cancelled.into(),
+        })
+    }
+
+    /// Flight's own actions Flight SQL does not dispatch: `CancelFlightInfo`.
+    async fn do_action_fallback(
+        &self,
+        request: Request<Action>,
+    ) -> Result<Response<<Self as FlightService>::DoActionStream>, Status> {
+        let action = request.into_inner();
+        if action.r#type != CANCEL_FLIGHT_INFO {
+            return Err(Status::invalid_argument(format!(
+                "no action '{}' (this server's actions: ListActions)",
+                action.r#type
+            )));
+        }
+        let cancel = CancelFlightInfoRequest::decode(action.body)
+            .map_err(|e| Status::invalid_argument(format!("{CANCEL_FLIGHT_INFO}: {e}")))?;
+        let info = (cancel.info.as_ref())
+            .ok_or_else(|| Status::invalid_argument("CancelFlightInfo names no FlightInfo"))?;
+        self.cancel(info)?;
+        let result = CancelFlightInfoResult::new(CancelStatus::Cancelled);
+        let body = arrow_flight::Result::new(result.encode_to_vec());
+        Ok(Response::new(Box::pin(futures::stream::iter([Ok(body)]))))
+    }
+
+    async fn list_custom_actions(&self) -> Option<Vec<Result<ActionType, Status>>> {
+        Some(vec![Ok(ActionType {
+            r#type: CANCEL_FLIGHT_INFO.into(),
+            description: "Ends the answers being sent for a FlightInfo's tickets.".into(),
+        })])
     }
 
     async fn do_put_statement_update(

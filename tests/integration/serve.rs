@@ -1,7 +1,7 @@
 //! `ndfusion serve` on 127.0.0.1, driven by arrow-flight's Flight SQL client: statement
 //! queries, prepared statements with parameters, the catalog calls, the token and TLS, the
-//! refusals, a client that goes away mid-stream, the timeout, the concurrency limit, 32
-//! clients at once and SIGTERM. (ADBC's Python driver: python/tests/test_serve.py.)
+//! refusals, a client that goes away mid-stream or cancels by `FlightInfo`, the timeout, the
+//! concurrency limit, 32 clients at once and SIGTERM. (ADBC's Python driver: python/tests/test_serve.py.)
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -473,6 +473,90 @@ async fn a_client_that_goes_away_stops_its_query() {
         .unwrap();
     assert!(answer.contains("72"), "{answer}");
     assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+/// A client cancels an answer being sent by its `FlightInfo` (Flight's `CancelFlightInfo`,
+/// Flight SQL's older `CancelQuery`): the stream ends with CANCELLED, the query's
+/// slot is free at once, another client's run of the same statement goes on, and a
+/// `FlightInfo` with nothing being sent is NOT_FOUND.
+#[tokio::test]
+async fn a_client_cancels_an_answer_by_its_flight_info() {
+    use arrow_flight::sql::{ActionCancelQueryRequest, ActionCancelQueryResult, ProstMessageExt};
+    use arrow_flight::{Action, CancelFlightInfoRequest, CancelFlightInfoResult, CancelStatus};
+    use prost::Message;
+
+    let server = Server::start(&["--max-concurrent-queries", "2"], &[]);
+    let mut client = server.client().await;
+    let mut bystander = server.client().await;
+    let mut canceller = server.client().await;
+    let start = |client: &mut FlightSqlServiceClient<Channel>| {
+        let mut client = client.clone();
+        async move {
+            let info = client.execute(ENDLESS.into(), None).await.unwrap();
+            let ticket = info.endpoint[0].ticket.clone().unwrap();
+            let mut stream = client.do_get(ticket).await.unwrap();
+            assert!(stream.try_next().await.unwrap().unwrap().num_rows() > 0);
+            (info, stream)
+        }
+    };
+    let (info, mut stream) = start(&mut client).await;
+    let (_, mut other) = start(&mut bystander).await;
+
+    let cancel = |info: &arrow_flight::FlightInfo| {
+        let body = CancelFlightInfoRequest::new(info.clone()).encode_to_vec();
+        Action::new("CancelFlightInfo", body)
+    };
+    let mut results = canceller.do_action(cancel(&info)).await.unwrap();
+    let result = results.try_next().await.unwrap().unwrap();
+    let result = CancelFlightInfoResult::decode(result.body).unwrap();
+    assert_eq!(result.status, CancelStatus::Cancelled as i32);
+    let err = error_at_end(&mut stream).await;
+    assert!(err.contains("cancelled (CancelFlightInfo)"), "{err}");
+    server
+        .wait_for_log("outcome=\"cancelled (CancelFlightInfo)\"")
+        .await;
+    // Its slot is free (the bystander holds the other), the bystander's stream goes on.
+    let answer = query(&mut canceller, "SELECT count(*) AS n FROM demo")
+        .await
+        .unwrap();
+    assert!(answer.contains("72"), "{answer}");
+    assert!(other.try_next().await.unwrap().unwrap().num_rows() > 0);
+
+    // Nothing being sent for that FlightInfo any more.
+    let err = canceller.do_action(cancel(&info)).await.unwrap_err();
+    assert!(
+        err.to_string().contains("names no answer being sent"),
+        "{err}"
+    );
+
+    // Flight SQL's CancelQuery ends the bystander's.
+    drop(other);
+    let info = bystander.execute(ENDLESS.into(), None).await.unwrap();
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let mut other = bystander.do_get(ticket).await.unwrap();
+    assert!(other.try_next().await.unwrap().unwrap().num_rows() > 0);
+    let request = ActionCancelQueryRequest {
+        info: info.encode_to_vec().into(),
+    };
+    let action = Action::new("CancelQuery", request.as_any().encode_to_vec());
+    let mut results = canceller.do_action(action).await.unwrap();
+    let result = results.try_next().await.unwrap().unwrap();
+    let any = arrow_flight::sql::Any::decode(result.body).unwrap();
+    let result: ActionCancelQueryResult = any.unpack().unwrap().unwrap();
+    assert_eq!(result.result, CancelStatus::Cancelled as i32);
+    let err = error_at_end(&mut other).await;
+    assert!(err.contains("cancelled"), "{err}");
+}
+
+/// The error a cancelled answer's stream ends with (after the batches already on the way).
+async fn error_at_end(stream: &mut arrow_flight::decode::FlightRecordBatchStream) -> String {
+    loop {
+        match stream.try_next().await {
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("the cancelled stream ended without an error"),
+            Err(e) => break e.to_string(),
+        }
+    }
 }
 
 /// One memory pool for all queries: a query that holds chunks leaves too little for a second
