@@ -1,10 +1,11 @@
 """`ndfusion serve` (built by `cargo test`, which runs before these tests) queried through ADBC's
 Flight SQL driver 1.13, as a notebook would: its DB-API (`execute` with and without parameters,
-`fetch_arrow_table`, `adbc_get_objects`, `adbc_get_table_schema`), basic auth with the token as
-the password and a bearer header; the answers are the command line's."""
+`fetch_arrow_table`, `adbc_get_objects`, `adbc_get_table_schema`, `adbc_cancel`), basic auth
+with the token as the password and a bearer header; the answers are the command line's."""
 
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -137,3 +138,35 @@ def test_token_and_tls(tls_server):
                                                    **kwargs}) as conn:
                 with conn.cursor() as cur:
                     cur.execute("SELECT 1")
+
+
+def test_adbc_cancel_ends_the_query_on_the_server(tmp_path):
+    """`adbc_cancel` from another thread, mid-stream: the reader gets an error at once and the
+    server ends the query (its log line), as for a client gone away."""
+    log = tmp_path / "serve.log"
+    for address in start(log):
+        with connect(address, username="anyone", password=TOKEN) as conn:
+            cur = conn.cursor()
+            streaming, errors = threading.Event(), []
+
+            def read():
+                try:
+                    cur.execute("SELECT value FROM generate_series(1, 400000000)")
+                    for _ in cur.fetch_record_batch():
+                        streaming.set()
+                except Exception as e:  # noqa: BLE001 - the error is the point
+                    errors.append(e)
+                streaming.set()
+
+            reader = threading.Thread(target=read)
+            reader.start()
+            assert streaming.wait(60)
+            cur.adbc_cancel()
+            reader.join(30)
+            assert not reader.is_alive()
+            assert errors and "cancel" in str(errors[0]).lower(), errors
+            cur.close()
+        deadline = time.monotonic() + 20
+        while 'outcome="cancelled by the client"' not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
