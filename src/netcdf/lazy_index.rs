@@ -31,15 +31,17 @@ pub(crate) enum LazyIndex {
     Whole {
         index: OnceCell<ChunkIndex>,
         read: Option<Box<IndexRead>>,
+        empty: ChunkIndex,
     },
-    /// A version 1 B-tree, searched for each chunk; `empty` its grid, filters and type size.
+    /// A version 1 B-tree, searched for each chunk.
     Searched { tree: ChunkBTree, empty: ChunkIndex },
 }
 
 impl LazyIndex {
-    /// An index known without reading one.
+    /// An index known without reading one (of a variable never written: no chunk stored).
     pub(crate) fn ready(index: ChunkIndex) -> Self {
         LazyIndex::Whole {
+            empty: index.clone(),
             index: OnceCell::new_with(Some(index)),
             read: None,
         }
@@ -51,6 +53,7 @@ impl LazyIndex {
         if read.indexing.is_some() {
             return LazyIndex::Whole {
                 index: OnceCell::new(),
+                empty: read.empty.clone(),
                 read: Some(Box::new(read)),
             };
         }
@@ -64,13 +67,7 @@ impl LazyIndex {
     /// filters skipped is restored with).
     pub(crate) fn template(&self) -> &ChunkIndex {
         match self {
-            LazyIndex::Whole {
-                read: Some(read), ..
-            } => &read.empty,
-            LazyIndex::Whole { index, read: None } => {
-                index.get().expect("an index without a read is made ready")
-            }
-            LazyIndex::Searched { empty, .. } => empty,
+            LazyIndex::Whole { empty, .. } | LazyIndex::Searched { empty, .. } => empty,
         }
     }
 
@@ -85,7 +82,7 @@ impl LazyIndex {
     ) -> Result<Option<StoredChunk>, String> {
         match self {
             LazyIndex::Searched { tree, .. } => tree.chunk(file, budget, at).await,
-            LazyIndex::Whole { index, read } => {
+            LazyIndex::Whole { index, read, .. } => {
                 let index = index.get_or_try_init(|| read_whole(read.as_deref(), file, budget));
                 let index = index.await?;
                 let linear = index.linear(at);
