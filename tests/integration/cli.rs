@@ -586,3 +586,40 @@ fn a_copy_larger_than_the_memory_limit_writes_in_a_small_process() {
         "count(*),sum(t.twice),max(t.half)\n10000000,100000010000000,5000000.0\n"
     );
 }
+
+/// ndfusion's own warnings reach the command line's user on stderr (a netCDF variable xarray
+/// leaves out, left out too); other libraries' log records do not, unless RUST_LOG asks.
+#[test]
+fn ndfusion_warnings_are_shown_on_stderr() {
+    let create = "CREATE EXTERNAL TABLE t STORED AS NETCDF \
+                  LOCATION 'tests/data/netcdf/skipped.nc'";
+    let args = [
+        "--quiet",
+        "--format",
+        "csv",
+        "-c",
+        create,
+        "-c",
+        "SELECT count(*) AS n FROM t",
+    ];
+    let out = ndfusion(&args, None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "n\n3\n");
+    let err = stderr(&out);
+    let warnings: Vec<&str> = err.lines().collect();
+    assert_eq!(warnings.len(), 5, "{err}");
+    assert!(
+        warnings[1].starts_with(
+            "Warning: tests/data/netcdf/skipped.nc: variable 'blob' left out: its type is opaque"
+        ),
+        "{err}"
+    );
+    // Named in `variables`, nothing is left out, nothing said.
+    let named = format!("{create} OPTIONS ('variables' 'plain')");
+    let out = ndfusion(&["--quiet", "-c", &named], None);
+    assert!(
+        out.status.success() && stderr(&out).is_empty(),
+        "{}",
+        stderr(&out)
+    );
+}

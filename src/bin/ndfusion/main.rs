@@ -44,10 +44,11 @@ fn main() {
     };
     let code = match args.process.take() {
         Some(process) => {
-            process_log::init();
+            process_log::init(false);
             runtime.block_on(cli::run_process(process, &args.security))
         }
         None => {
+            process_log::init(true);
             let code = runtime.block_on(run(args, &matches));
             // A statement stopped by Ctrl-C removes what it wrote on a blocking thread:
             // let that finish before the process ends.
