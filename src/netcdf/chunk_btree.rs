@@ -22,7 +22,7 @@ use hdf5_reader::io::Cursor;
 use tokio::sync::OnceCell;
 
 use super::lazy_index::IndexRead;
-use super::nc4::in_file;
+use super::nc4::{in_file, is_undefined};
 use super::store::read;
 use crate::limits::METADATA_BYTES;
 use crate::zarr::store::FileTarget;
@@ -152,6 +152,19 @@ impl ChunkBTree {
         node.await.cloned()
     }
 
+    /// Counts `bytes` about to be fetched against `budget` (what is fetched, so a node that
+    /// claims few entries still pays for the block read to find out).
+    fn spend(&self, bytes: u64, budget: u64) -> Result<(), String> {
+        let spent = (self.spent.fetch_add(bytes, Ordering::Relaxed)).saturating_add(bytes);
+        if spent > budget {
+            return Err(format!(
+                "it is larger than the {budget} bytes a metadata document may have \
+                 ({METADATA_BYTES})"
+            ));
+        }
+        Ok(())
+    }
+
     /// Reads and checks the node at `address`: in one request when it holds up to 64 entries
     /// (netCDF-C's and libhdf5's default nodes), else in two.
     async fn read_node(
@@ -168,6 +181,7 @@ impl ChunkBTree {
         let node_len = |entries: u64| header + (entries + 1) * key + entries * offset;
         let start = in_file(address, header, self.base, self.file_len)?.start;
         let first = node_len(64).min(self.file_len - start);
+        self.spend(first, budget)?;
         let mut bytes = read(file, start..start + first).await?.to_vec();
         let entries = match bytes.get(6..8) {
             Some(&[low, high]) => u64::from(u16::from_le_bytes([low, high])),
@@ -179,17 +193,8 @@ impl ChunkBTree {
         };
         let len = node_len(entries);
         in_file(address, len, self.base, self.file_len)?;
-        let spent = self
-            .spent
-            .fetch_add(len, Ordering::Relaxed)
-            .saturating_add(len);
-        if spent > budget {
-            return Err(format!(
-                "it is larger than the {budget} bytes a metadata document may have \
-                 ({METADATA_BYTES})"
-            ));
-        }
         if len > first {
+            self.spend(len - first, budget)?;
             bytes.extend_from_slice(&read(file, start + first..start + len).await?);
         }
         if (bytes.len() as u64) < len {
@@ -242,12 +247,6 @@ fn searched(parsed: BTreeV1Node, rank: usize) -> Result<Arc<Node>, String> {
         keys,
         children,
     }))
-}
-
-/// Whether `address` is HDF5's undefined address (all ones in the file's offset size).
-fn is_undefined(address: u64, offset_size: u8) -> bool {
-    let bits = u32::from(offset_size) * 8;
-    address == u64::MAX || (bits < 64 && address == (1u64 << bits) - 1)
 }
 
 #[cfg(test)]

@@ -23,28 +23,25 @@ use super::nc4::in_file;
 use crate::limits::METADATA_BYTES;
 use crate::zarr::store::FileTarget;
 
-/// A variable's chunk index: known when the table opened (never written, or not chunked),
-/// read whole when first needed, or searched chunk by chunk.
+/// A variable's chunk index: none (never written, or not chunked), read whole when first
+/// needed, or searched chunk by chunk.
 #[derive(Debug)]
 pub(crate) enum LazyIndex {
-    /// The index whole: `index` known at open, or made from `read` when first needed.
+    /// A variable with no chunk stored: its grid, filters and type size.
+    Unwritten(ChunkIndex),
+    /// The index `read` locates, read whole when first needed.
     Whole {
         index: OnceCell<ChunkIndex>,
-        read: Option<Box<IndexRead>>,
-        empty: ChunkIndex,
+        read: Box<IndexRead>,
     },
     /// A version 1 B-tree, searched for each chunk.
     Searched { tree: ChunkBTree, empty: ChunkIndex },
 }
 
 impl LazyIndex {
-    /// An index known without reading one (of a variable never written: no chunk stored).
-    pub(crate) fn ready(index: ChunkIndex) -> Self {
-        LazyIndex::Whole {
-            empty: index.clone(),
-            index: OnceCell::new_with(Some(index)),
-            read: None,
-        }
+    /// The index of a variable with no chunk stored (`empty`'s).
+    pub(crate) fn unwritten(empty: ChunkIndex) -> Self {
+        LazyIndex::Unwritten(empty)
     }
 
     /// An index to read when first needed: searched when it is a version 1 B-tree, else read
@@ -53,8 +50,7 @@ impl LazyIndex {
         if read.indexing.is_some() {
             return LazyIndex::Whole {
                 index: OnceCell::new(),
-                empty: read.empty.clone(),
-                read: Some(Box::new(read)),
+                read: Box::new(read),
             };
         }
         LazyIndex::Searched {
@@ -67,26 +63,29 @@ impl LazyIndex {
     /// filters skipped is restored with).
     pub(crate) fn template(&self) -> &ChunkIndex {
         match self {
-            LazyIndex::Whole { empty, .. } | LazyIndex::Searched { empty, .. } => empty,
+            LazyIndex::Unwritten(empty) | LazyIndex::Searched { empty, .. } => empty,
+            LazyIndex::Whole { read, .. } => &read.empty,
         }
     }
 
     /// Where chunk `at` (its indices in the grid) is stored, `None` when it was never
-    /// written; the index (or the nodes on the way) read from `file` the first time, at most
-    /// `budget` bytes of it.
+    /// written or is outside the grid; the index (or the nodes on the way) read from `file`
+    /// the first time, at most `budget` bytes of it.
     pub(crate) async fn chunk(
         &self,
         file: &FileTarget,
         budget: u64,
         at: &[u64],
     ) -> Result<Option<StoredChunk>, String> {
+        let Some(linear) = self.template().linear(at) else {
+            return Ok(None);
+        };
         match self {
+            LazyIndex::Unwritten(_) => Ok(None),
             LazyIndex::Searched { tree, .. } => tree.chunk(file, budget, at).await,
-            LazyIndex::Whole { index, read, .. } => {
-                let index = index.get_or_try_init(|| read_whole(read.as_deref(), file, budget));
-                let index = index.await?;
-                let linear = index.linear(at);
-                Ok(linear.and_then(|linear| index.stored.get(&linear)).cloned())
+            LazyIndex::Whole { index, read } => {
+                let index = index.get_or_try_init(|| read_whole(read, file, budget));
+                Ok(index.await?.stored.get(&linear).cloned())
             }
         }
     }
@@ -95,11 +94,11 @@ impl LazyIndex {
 /// The index `read` locates, read whole from `file` on a blocking thread (at most `budget`
 /// bytes of it).
 async fn read_whole(
-    read: Option<&IndexRead>,
+    read: &IndexRead,
     file: &FileTarget,
     budget: u64,
 ) -> Result<ChunkIndex, String> {
-    let read = read.cloned().ok_or("no chunk index to read")?;
+    let read = read.clone();
     let runtime = tokio::runtime::Handle::current();
     let storage = BlockingFile::new(file.clone(), read.file_len, runtime, budget);
     let storage = Arc::new(storage);

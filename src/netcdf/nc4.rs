@@ -664,7 +664,7 @@ pub(crate) fn place(
             let row_bytes = row_bytes.ok_or_else(overflow)?;
             let rows = shape.first().copied().unwrap_or(1);
             let total = row_bytes.checked_mul(rows).ok_or_else(overflow)?;
-            if is_undefined(h5, *address) {
+            if is_undefined(*address, h5.superblock().offset_size) {
                 // Never written: every element is the fill value.
                 let index = ChunkIndex {
                     grid: vec![1; rank],
@@ -674,7 +674,7 @@ pub(crate) fn place(
                 };
                 (
                     shape.to_vec(),
-                    Source::Chunks(Box::new(LazyIndex::ready(index))),
+                    Source::Chunks(Box::new(LazyIndex::unwritten(index))),
                     Vec::new(),
                 )
             } else {
@@ -729,9 +729,9 @@ pub(crate) fn place(
                 filters: stored.filters.iter().map(|f| f.id).collect(),
                 typesize: elem,
             };
-            let index = match is_undefined(h5, *address) {
+            let index = match is_undefined(*address, h5.superblock().offset_size) {
                 // Never written: every chunk is the fill value.
-                true => LazyIndex::ready(empty),
+                true => LazyIndex::unwritten(empty),
                 // Read when a query first needs a chunk (`lazy_index.rs`).
                 false => LazyIndex::pending(IndexRead {
                     address: *address,
@@ -773,8 +773,8 @@ pub(crate) fn in_file(at: u64, len: u64, base: u64, file_len: u64) -> Result<Ran
 }
 
 /// storage was allocated.
-fn is_undefined(h5: &Hdf5File, address: u64) -> bool {
-    let bits = u32::from(h5.superblock().offset_size) * 8;
+pub(crate) fn is_undefined(address: u64, offset_size: u8) -> bool {
+    let bits = u32::from(offset_size) * 8;
     address == u64::MAX || (bits < 64 && address == (1u64 << bits) - 1)
 }
 

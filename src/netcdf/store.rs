@@ -269,9 +269,6 @@ impl NetcdfBackend {
             let Some(at) = chunk_indices(indices, template.grid.len()) else {
                 return Ok(None);
             };
-            if template.linear(&at).is_none() {
-                return Ok(None);
-            }
             let stored = lazy.chunk(&self.file, self.metadata_bytes, &at).await;
             let stored = stored.map_err(|why| {
                 let variable = match name {

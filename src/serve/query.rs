@@ -234,7 +234,9 @@ impl Stream for QueryStream {
         let cancelled = (self.cancel.as_mut()).and_then(|c| c.cancelled.as_mut());
         if let Some(Poll::Ready(outcome)) = cancelled.map(|c| c.poll_unpin(cx)) {
             // Fired (a client cancelled) or closed (nobody can any more): polled no more.
-            self.cancel.as_mut().map(|c| c.cancelled.take());
+            if let Some(cancel) = self.cancel.as_mut() {
+                cancel.cancelled = None;
+            }
             if outcome.is_ok() {
                 self.finish("cancelled (CancelFlightInfo)");
                 let status = Status::cancelled("the query was cancelled (CancelFlightInfo)");
