@@ -546,6 +546,50 @@ async fn a_client_cancels_an_answer_by_its_flight_info() {
     assert_eq!(result.result, CancelStatus::Cancelled as i32);
     let err = error_at_end(&mut other).await;
     assert!(err.contains("cancelled"), "{err}");
+
+    // What a client sends is checked: a body that is no request, a request without a
+    // FlightInfo, an action the server does not have, a statement ticket shorter than its id.
+    for (action, want) in [
+        (
+            Action::new("CancelFlightInfo", b"\xff\xff".to_vec()),
+            "CancelFlightInfo: ",
+        ),
+        (
+            Action::new(
+                "CancelFlightInfo",
+                CancelFlightInfoRequest { info: None }.encode_to_vec(),
+            ),
+            "CancelFlightInfo names no FlightInfo",
+        ),
+        (
+            Action::new(
+                "CancelQuery",
+                ActionCancelQueryRequest {
+                    info: b"\xff\xff".to_vec().into(),
+                }
+                .as_any()
+                .encode_to_vec(),
+            ),
+            "the FlightInfo to cancel",
+        ),
+        (
+            Action::new("DropEverything", Vec::new()),
+            "no action 'DropEverything'",
+        ),
+    ] {
+        let err = canceller.do_action(action).await.unwrap_err().to_string();
+        assert!(err.contains(want), "{err}");
+    }
+    let short = arrow_flight::sql::TicketStatementQuery {
+        statement_handle: b"abc".to_vec().into(),
+    };
+    let ticket = arrow_flight::Ticket::new(short.as_any().encode_to_vec());
+    let err = match canceller.do_get(ticket).await {
+        Ok(mut stream) => stream.try_next().await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    let err = err.unwrap_err().to_string();
+    assert!(err.contains("the ticket is shorter than its id"), "{err}");
 }
 
 /// The error a cancelled answer's stream ends with (after the batches already on the way).
