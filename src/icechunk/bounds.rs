@@ -1,8 +1,13 @@
 //! Icechunk reads its own files whole (the repository's `repo` file, a snapshot, its
-//! manifests): each one's size is checked before Icechunk reads it, against the bound of a
-//! metadata document (`ndfusion.max_metadata_bytes`, 64 MiB by default), so a crafted repository cannot
-//! make a table allocate what it likes. Native chunks ndfusion reads itself, a byte range of
-//! a `chunks/` file at a time ([`RepositoryFiles::read`]).
+//! manifests) and decompresses them (zstd) into what their frames claim: each one is checked
+//! before Icechunk reads it, against the bound of a metadata document
+//! (`ndfusion.max_metadata_bytes`, 64 MiB by default), so a crafted repository cannot make a
+//! table allocate what it likes. The check reads the file's front (its size and first bytes,
+//! one ranged GET remotely): the file's size, and the size its zstd frame declares, must be
+//! within the bound; a frame that declares none (older writers) is decompressed here, bounded,
+//! before Icechunk decompresses it unbounded. A snapshot's manifests must also have the sizes
+//! the snapshot gives them (Icechunk allocates that much before reading one). Native chunks
+//! ndfusion reads itself, a byte range of a `chunks/` file at a time ([`RepositoryFiles::read`]).
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -10,16 +15,57 @@ use std::path::PathBuf;
 use zarrs::storage::Bytes;
 
 use futures::{StreamExt, TryStreamExt};
+use icechunk::format::format_constants::{
+    CompressionAlgorithmBin, ICECHUNK_COMPRESSION_OFFSET, ICECHUNK_FILE_HEADER_LEN,
+    ICECHUNK_FORMAT_MAGIC_BYTES,
+};
 use icechunk::format::SnapshotId;
 use icechunk::Repository;
-use object_store::ObjectStoreExt;
+use object_store::{GetOptions, GetRange, ObjectStoreExt};
 
 use crate::error::{Error, Result};
 use crate::limits::{Limits, METADATA_BYTES};
 use crate::storage::{resolve, RemoteStore, Resolved, StorageOptions};
+use crate::zarr::read::decompress::{Bound, Compressor, DecompressError};
 
-/// Manifests whose sizes are asked for at once (remote: HEAD requests).
-const SIZES_IN_FLIGHT: usize = 16;
+/// Manifests checked at once (remote: a ranged GET each).
+const CHECKS_IN_FLIGHT: usize = 16;
+
+/// How much of a file's front a check reads: Icechunk's 39-byte header and the zstd frame's
+/// header after it (at most 18 bytes: RFC 8878, 3.1.1.1).
+const FRONT_BYTES: u64 = 64;
+
+/// A file's size and its first (up to [`FRONT_BYTES`]) bytes.
+struct Front {
+    size: u64,
+    bytes: Bytes,
+}
+
+/// What the front of a file says of the size it decompresses to.
+#[derive(Debug, PartialEq)]
+enum Declared {
+    /// Not a zstd-compressed Icechunk file: Icechunk refuses it itself, before decompressing.
+    NotCompressed,
+    /// The frame's header gives its decompressed size.
+    Size(u64),
+    /// The frame's header gives none (or cannot be read): only decompressing it tells.
+    Unsaid,
+}
+
+impl Declared {
+    fn of(front: &[u8]) -> Declared {
+        let compressed = front.starts_with(ICECHUNK_FORMAT_MAGIC_BYTES)
+            && front.get(ICECHUNK_COMPRESSION_OFFSET)
+                == Some(&(CompressionAlgorithmBin::Zstd as u8));
+        let Some(frame) = front.get(ICECHUNK_FILE_HEADER_LEN..).filter(|_| compressed) else {
+            return Declared::NotCompressed;
+        };
+        match zstd::zstd_safe::get_frame_content_size(frame) {
+            Ok(Some(size)) => Declared::Size(size),
+            _ => Declared::Unsaid,
+        }
+    }
+}
 
 /// The files of one repository, as ndfusion sees them (not through Icechunk).
 #[derive(Debug, Clone)]
@@ -59,23 +105,60 @@ impl RepositoryFiles {
         self.limits
     }
 
-    /// The size of `file` (`repo`, `snapshots/<id>`); `None` when there is none.
-    async fn size(&self, file: &str) -> Result<Option<u64>> {
+    /// `file`'s path as messages show it.
+    fn shown(&self, file: &str) -> String {
+        format!("{}/{file}", self.location.trim_end_matches('/'))
+    }
+
+    /// The size and front of `file` (`repo`, `snapshots/<id>`); `None` when there is none.
+    /// Remotely one ranged GET, whose answer also gives the object's size.
+    async fn front(&self, file: &str) -> Result<Option<Front>> {
         let failed = |reason: String| Error::NotFound {
-            location: format!("{}/{file}", self.location.trim_end_matches('/')),
+            location: self.shown(file),
             reason,
         };
         match &self.at {
-            FilesAt::Local(root) => match std::fs::metadata(root.join(file)) {
-                Ok(m) => Ok(Some(m.len())),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(failed(e.to_string())),
-            },
-            FilesAt::Remote(remote) => match remote.store.head(&remote.path(file)).await {
-                Ok(meta) => Ok(Some(meta.size)),
-                Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(failed(crate::error::with_root_cause(&e))),
-            },
+            FilesAt::Local(root) => {
+                let read = || -> std::io::Result<Front> {
+                    let f = std::fs::File::open(root.join(file))?;
+                    let size = f.metadata()?.len();
+                    let len = size.min(FRONT_BYTES) as usize;
+                    let bytes = crate::storage::read_file_range(&f, 0, len)?;
+                    Ok(Front {
+                        size,
+                        bytes: Bytes::from(bytes),
+                    })
+                };
+                match read() {
+                    Ok(front) => Ok(Some(front)),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(failed(e.to_string())),
+                }
+            }
+            FilesAt::Remote(remote) => {
+                let path = remote.path(file);
+                let options = GetOptions {
+                    range: Some(GetRange::Bounded(0..FRONT_BYTES)),
+                    ..GetOptions::default()
+                };
+                let got = match remote.store.get_opts(&path, options).await {
+                    Ok(got) => got,
+                    Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                    // An empty object has no byte 0 to ask for (HTTP 416): its size says it.
+                    Err(e) => match remote.store.head(&path).await {
+                        Ok(meta) if meta.size == 0 => {
+                            return Ok(Some(Front {
+                                size: 0,
+                                bytes: Bytes::new(),
+                            }))
+                        }
+                        _ => return Err(failed(crate::error::with_root_cause(&e))),
+                    },
+                };
+                let size = got.meta.size;
+                let bytes = (got.bytes().await).map_err(|e| failed(e.to_string()))?;
+                Ok(Some(Front { size, bytes }))
+            }
         }
     }
 
@@ -129,28 +212,88 @@ impl RepositoryFiles {
         }
     }
 
-    /// An error when `file` is larger than a metadata document may be.
-    async fn check(&self, file: &str) -> Result<()> {
+    /// An error when `file`, or what it decompresses to, is larger than a metadata document
+    /// may be. Returns the file's size (`None`: there is no such file).
+    async fn check(&self, file: &str) -> Result<Option<u64>> {
         let max = self.limits.metadata_bytes;
-        match self.size(file).await? {
-            Some(size) if size > max => Err(Error::InvalidMetadata {
-                path: format!("{}/{file}", self.location.trim_end_matches('/')),
-                reason: format!(
-                    "the file is {size} bytes, more than the {max} an Icechunk file may have \
-                     ({METADATA_BYTES}); it is not read"
-                ),
-            }),
-            _ => Ok(()),
+        let Some(front) = self.front(file).await? else {
+            return Ok(None);
+        };
+        let refused = |what: String| Error::InvalidMetadata {
+            path: self.shown(file),
+            reason: format!(
+                "{what} the {max} an Icechunk file may have ({METADATA_BYTES}); it is not read"
+            ),
+        };
+        if front.size > max {
+            return Err(refused(format!(
+                "the file is {} bytes, more than",
+                front.size
+            )));
         }
+        match Declared::of(&front.bytes) {
+            Declared::NotCompressed => {}
+            Declared::Size(size) if size > max => {
+                return Err(refused(format!(
+                    "the file decompresses to {size} bytes, more than"
+                )));
+            }
+            Declared::Size(_) => {}
+            Declared::Unsaid => {
+                let whole = self.read_whole(file, front.size).await?;
+                let frame = whole.get(ICECHUNK_FILE_HEADER_LEN..).unwrap_or_default();
+                match Compressor::Zstd.decompress(frame, Bound::AtMost(max as usize)) {
+                    Ok(_) => {}
+                    Err(DecompressError::TooLong { .. }) => {
+                        return Err(refused("the file decompresses to more than".to_string()));
+                    }
+                    Err(e) => {
+                        return Err(Error::InvalidMetadata {
+                            path: self.shown(file),
+                            reason: format!("its zstd frame cannot be decompressed: {e}"),
+                        })
+                    }
+                }
+            }
+        }
+        Ok(Some(front.size))
+    }
+
+    /// All `size` bytes of `file`, which its front gave as its size (and the limit allows).
+    async fn read_whole(&self, file: &str, size: u64) -> Result<Bytes> {
+        let failed = |reason: String| Error::NotFound {
+            location: self.shown(file),
+            reason,
+        };
+        let bytes = match &self.at {
+            FilesAt::Local(root) => {
+                let read = || -> std::io::Result<Vec<u8>> {
+                    let f = std::fs::File::open(root.join(file))?;
+                    crate::storage::read_file_range(&f, 0, size as usize)
+                };
+                Bytes::from(read().map_err(|e| failed(e.to_string()))?)
+            }
+            FilesAt::Remote(remote) => (remote.store.get_range(&remote.path(file), 0..size))
+                .await
+                .map_err(|e| failed(crate::error::with_root_cause(&e)))?,
+        };
+        if bytes.len() as u64 != size {
+            return Err(failed(format!(
+                "the file changed while it was checked ({size} bytes, then {})",
+                bytes.len()
+            )));
+        }
+        Ok(bytes)
     }
 
     /// Before Icechunk reads the repository's description (every version it resolves).
     pub(crate) async fn check_repo_file(&self) -> Result<()> {
-        self.check("repo").await
+        self.check("repo").await.map(|_| ())
     }
 
-    /// Before Icechunk reads snapshot `id` and then its manifests: the snapshot's size, then
-    /// (the snapshot parsed) each manifest's.
+    /// Before Icechunk reads snapshot `id` and then its manifests: the snapshot, then (the
+    /// snapshot parsed) each manifest, which must also have the size the snapshot gives it
+    /// (Icechunk allocates that size before reading it; 0 is an older writer's "unknown").
     pub(crate) async fn check_snapshot(&self, repo: &Repository, id: &SnapshotId) -> Result<()> {
         self.check(&format!("snapshots/{id}")).await?;
         let manifests = repo
@@ -162,11 +305,101 @@ impl RepositoryFiles {
             })?;
         let checks = manifests.map(|m| {
             let file = format!("manifests/{}", m.id);
-            async move { self.check(&file).await }
+            async move {
+                let size = self.check(&file).await?;
+                match size {
+                    Some(size) if m.size_bytes != 0 && m.size_bytes != size => {
+                        Err(Error::InvalidMetadata {
+                            path: self.shown(&file),
+                            reason: format!(
+                                "snapshot {id} gives the manifest {} bytes; the file has {size}",
+                                m.size_bytes
+                            ),
+                        })
+                    }
+                    _ => Ok(()),
+                }
+            }
         });
         futures::stream::iter(checks)
-            .buffer_unordered(SIZES_IN_FLIGHT)
+            .buffer_unordered(CHECKS_IN_FLIGHT)
             .try_collect::<()>()
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// An Icechunk file: its header (a manifest, zstd) and `frame`.
+    fn file(frame: &[u8]) -> Vec<u8> {
+        let mut bytes = ICECHUNK_FORMAT_MAGIC_BYTES.to_vec();
+        bytes.extend([b' '; 24]);
+        bytes.extend([2, 2, CompressionAlgorithmBin::Zstd as u8]);
+        assert_eq!(bytes.len(), ICECHUNK_FILE_HEADER_LEN);
+        bytes.extend(frame);
+        bytes
+    }
+
+    fn without_size(data: &[u8]) -> Vec<u8> {
+        let mut encoder = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+        encoder.include_contentsize(false).unwrap();
+        encoder.write_all(data).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    fn front(bytes: &[u8]) -> &[u8] {
+        &bytes[..bytes.len().min(FRONT_BYTES as usize)]
+    }
+
+    #[test]
+    fn the_front_says_what_a_frame_declares() {
+        let declared = file(&zstd::bulk::compress(&[7; 1000], 3).unwrap());
+        assert_eq!(Declared::of(front(&declared)), Declared::Size(1000));
+        let unsaid = file(&without_size(&[7; 1000]));
+        assert_eq!(Declared::of(front(&unsaid)), Declared::Unsaid);
+        // A frame header cut short or damaged: only decompressing tells.
+        assert_eq!(Declared::of(&unsaid[..41]), Declared::Unsaid);
+        // Not an Icechunk file, or not a zstd one: Icechunk refuses it itself.
+        assert_eq!(Declared::of(b"{\"not\": 1}"), Declared::NotCompressed);
+        let mut stored = declared.clone();
+        stored[ICECHUNK_COMPRESSION_OFFSET] = CompressionAlgorithmBin::None as u8;
+        assert_eq!(Declared::of(front(&stored)), Declared::NotCompressed);
+    }
+
+    #[tokio::test]
+    async fn a_check_decompresses_a_frame_without_a_size_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = |metadata_bytes| RepositoryFiles {
+            location: "repo".into(),
+            at: FilesAt::Local(dir.path().to_path_buf()),
+            limits: Limits {
+                metadata_bytes,
+                ..Limits::default()
+            },
+        };
+        let bytes = file(&without_size(&[7; 1000]));
+        std::fs::write(dir.path().join("repo"), &bytes).unwrap();
+        assert_eq!(
+            files(1000).check("repo").await.unwrap(),
+            Some(bytes.len() as u64)
+        );
+        let err = files(999).check("repo").await.unwrap_err().to_string();
+        assert!(
+            err.contains("repo/repo") && err.contains("decompresses to more than the 999"),
+            "{err}"
+        );
+        // A frame that is no zstd: an error naming the file, before Icechunk reads it.
+        let mut damaged = bytes.clone();
+        damaged[ICECHUNK_FILE_HEADER_LEN] ^= 0xff;
+        std::fs::write(dir.path().join("repo"), &damaged).unwrap();
+        let err = files(1000).check("repo").await.unwrap_err().to_string();
+        assert!(
+            err.contains("its zstd frame cannot be decompressed"),
+            "{err}"
+        );
+        assert_eq!(files(1000).check("absent").await.unwrap(), None);
     }
 }

@@ -29,21 +29,28 @@ pub(crate) async fn open_repository(
         location: location.to_string(),
         reason: e.to_string(),
     };
-    let exists = Repository::exists(std::sync::Arc::clone(&backend), None)
-        .await
-        .map_err(|e| failed(&e))?;
-    if !exists {
-        return Err(Error::NotFound {
-            location: location.to_string(),
-            reason: "not an Icechunk repository (no repository information or `main` branch \
-                     there)"
-                .into(),
-        });
-    }
-    let repo = Repository::open(backend)
+    // Opened straight away; only a failure asks whether a repository is there at all (one
+    // round of requests fewer on an object store for every table that opens).
+    let repo = match Repository::open(std::sync::Arc::clone(&backend))
         .execute()
         .await
-        .map_err(|e| failed(&e))?;
+    {
+        Ok(repo) => repo,
+        Err(e) => {
+            let exists = Repository::exists(backend, None)
+                .await
+                .map_err(|e| failed(&e))?;
+            return Err(match exists {
+                true => failed(&e),
+                false => Error::NotFound {
+                    location: location.to_string(),
+                    reason: "not an Icechunk repository (no repository information or `main` \
+                             branch there)"
+                        .into(),
+                },
+            });
+        }
+    };
     if grants.is_empty() {
         return Ok((repo, files));
     }

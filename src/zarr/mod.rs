@@ -26,7 +26,7 @@ pub(crate) mod metadata;
 pub(crate) mod node_table;
 mod options;
 mod plan;
-mod read;
+pub(crate) mod read;
 pub(crate) mod store;
 pub(crate) mod table;
 mod write;

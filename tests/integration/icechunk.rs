@@ -836,3 +836,155 @@ async fn oversized_icechunk_files_are_refused_before_they_are_read() {
         );
     }
 }
+
+/// An Icechunk file replaced by `frame` after its own 39-byte header (magic, writer, spec
+/// version, file type, compression), as a crafted repository would hold it.
+fn reframe(path: &Path, frame: impl Fn(&[u8]) -> Vec<u8>) {
+    let bytes = std::fs::read(path).unwrap();
+    let body = zstd::decode_all(&bytes[39..]).unwrap();
+    let mut crafted = bytes[..39].to_vec();
+    crafted.extend(frame(&body));
+    std::fs::write(path, crafted).unwrap();
+}
+
+/// `data` as a zstd frame whose header does not give its decompressed size (as writers before
+/// icechunk 2.3 wrote them).
+fn frame_without_size(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+    encoder.include_contentsize(false).unwrap();
+    encoder.write_all(data).unwrap();
+    encoder.finish().unwrap()
+}
+
+/// Icechunk decompresses its files into what their zstd frames claim (and, without a claim,
+/// as long as they go on): a small file that decompresses past the bound of a metadata
+/// document is refused before Icechunk reads it, whether its frame says so or not; a snapshot
+/// that gives a manifest another size than its file's (Icechunk allocates that size) is an
+/// error naming both. Frames without a size, as older writers wrote them, still read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn icechunk_files_that_decompress_past_the_bound_are_refused() {
+    let want = expected();
+    let tip = want["ocean"]["commits"]["points2"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let files = |repo: &Path, dir: &str| -> Vec<PathBuf> {
+        (std::fs::read_dir(repo.join(dir)).unwrap())
+            .map(|e| e.unwrap().path())
+            .collect()
+    };
+    let open = |location: String, storage: Vec<(&'static str, String)>| async move {
+        let ctx = new_session_context();
+        let mut options = storage;
+        options.push(("path", "surface".into()));
+        let sql = format!(
+            "CREATE EXTERNAL TABLE d STORED AS ICECHUNK LOCATION '{location}' {}",
+            options_sql(&options)
+        );
+        (ctx.sql(&sql).await.map(|_| ctx), location)
+    };
+    let local = |copy: &Path| open(copy.display().to_string(), Vec::new());
+    // 64 MiB + 1 of zeros: a frame of a few KiB, declaring its size or not.
+    let zeros = vec![0u8; (64 << 20) + 1];
+    let declared = zstd::bulk::compress(&zeros, 1).unwrap();
+    let unsaid = frame_without_size(&zeros);
+    let bombs = [
+        (
+            "decompresses to 67108865 bytes, more than the 67108864",
+            &declared,
+        ),
+        ("decompresses to more than the 67108864", &unsaid),
+    ];
+    for (said, bomb) in bombs {
+        for file in ["/repo", "/snapshots/", "/manifests/"] {
+            let (_tmp, copy) = ocean_copy();
+            let paths = match file {
+                "/repo" => vec![copy.join("repo")],
+                "/snapshots/" => vec![copy.join("snapshots").join(&tip)],
+                _ => files(&copy, "manifests"),
+            };
+            for path in paths {
+                reframe(&path, |_| bomb.clone());
+            }
+            let (created, location) = local(&copy).await;
+            let err = Error::user_message(&created.err().expect("refused"));
+            assert!(
+                err.contains(&format!("{location}{file}"))
+                    && err.contains(said)
+                    && err.contains("NDFUSION_MAX_METADATA_BYTES"),
+                "{file}: {err}"
+            );
+        }
+    }
+
+    // The repository's description and snapshots rewritten without their frames' sizes: the
+    // same rows (not the manifests: the snapshots give their sizes, which rewriting changes).
+    let (_tmp, copy) = ocean_copy();
+    let mut all = vec![copy.join("repo")];
+    all.extend(files(&copy, "snapshots"));
+    for path in &all {
+        reframe(path, frame_without_size);
+    }
+    let (created, _) = local(&copy).await;
+    let ctx = created.unwrap();
+    let sql = "SELECT temp FROM d ORDER BY time, lat DESC, lon";
+    let rows = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    assert_eq!(
+        temps(&rows),
+        xarray_temps(&want["ocean"]["versions"]["main"])
+    );
+
+    // The tip's snapshot giving one of its manifests 2^40 bytes (the size of one manifest
+    // file, found once in the snapshot, replaced).
+    let (_tmp, copy) = ocean_copy();
+    let snapshot = copy.join("snapshots").join(&tip);
+    let body = zstd::decode_all(&std::fs::read(&snapshot).unwrap()[39..]).unwrap();
+    let sizes = files(&copy, "manifests")
+        .iter()
+        .map(|m| std::fs::metadata(m).unwrap().len().to_le_bytes())
+        .collect::<Vec<_>>();
+    let size = (sizes.iter())
+        .find(|s| body.windows(8).filter(|w| w == &s.as_slice()).count() == 1)
+        .copied()
+        .expect("a manifest size the snapshot holds once");
+    reframe(&snapshot, |body| {
+        let at = body.windows(8).position(|w| w == size).unwrap();
+        let mut body = body.to_vec();
+        body[at..at + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        zstd::bulk::compress(&body, 3).unwrap()
+    });
+    let claim = format!(
+        "snapshot {tip} gives the manifest 1099511627776 bytes; the file has {}",
+        u64::from_le_bytes(size)
+    );
+    let (created, location) = local(&copy).await;
+    let err = Error::user_message(&created.err().expect("refused"));
+    assert!(
+        err.contains(&format!("{location}/manifests/")) && err.contains(&claim),
+        "{err}"
+    );
+
+    // On S3 (a ranged GET of each file's front), where the claimed size would be the capacity
+    // Icechunk reserves for the server's answer: the same errors.
+    let (_bombed_tmp, bombed) = ocean_copy();
+    for path in files(&bombed, "manifests") {
+        reframe(&path, |_| unsaid.clone());
+    }
+    let server = servers::seaweedfs(BUCKET);
+    let store = s3_store(&server);
+    servers::upload(&store, &copy, "claimed.icechunk").await;
+    servers::upload(&store, &bombed, "bombed.icechunk").await;
+    for (name, said) in [
+        ("claimed.icechunk", claim.as_str()),
+        ("bombed.icechunk", "decompresses to more than the 67108864"),
+    ] {
+        let location = format!("s3://{BUCKET}/{name}");
+        let (created, _) = open(location.clone(), s3_options(&server)).await;
+        let err = Error::user_message(&created.err().expect("refused"));
+        assert!(
+            err.contains(&format!("{location}/manifests/")) && err.contains(said),
+            "{name}: {err}"
+        );
+    }
+}
