@@ -35,10 +35,19 @@ const CHECKS_IN_FLIGHT: usize = 16;
 /// header after it (at most 18 bytes: RFC 8878, 3.1.1.1).
 const FRONT_BYTES: u64 = 64;
 
-/// A file's size and its first (up to [`FRONT_BYTES`]) bytes.
+/// A file's size, its first (up to [`FRONT_BYTES`]) bytes, and its ETag where the store gives
+/// one (object stores do; local files: none).
 struct Front {
     size: u64,
     bytes: Bytes,
+    e_tag: Option<String>,
+}
+
+/// A file that passed its check.
+#[derive(Debug)]
+struct Checked {
+    size: u64,
+    e_tag: Option<String>,
 }
 
 /// What the front of a file says of the size it decompresses to.
@@ -127,6 +136,7 @@ impl RepositoryFiles {
                     Ok(Front {
                         size,
                         bytes: Bytes::from(bytes),
+                        e_tag: None,
                     })
                 };
                 match read() {
@@ -150,14 +160,15 @@ impl RepositoryFiles {
                             return Ok(Some(Front {
                                 size: 0,
                                 bytes: Bytes::new(),
+                                e_tag: meta.e_tag,
                             }))
                         }
                         _ => return Err(failed(crate::error::with_root_cause(&e))),
                     },
                 };
-                let size = got.meta.size;
+                let (size, e_tag) = (got.meta.size, got.meta.e_tag.clone());
                 let bytes = (got.bytes().await).map_err(|e| failed(e.to_string()))?;
-                Ok(Some(Front { size, bytes }))
+                Ok(Some(Front { size, bytes, e_tag }))
             }
         }
     }
@@ -213,8 +224,8 @@ impl RepositoryFiles {
     }
 
     /// An error when `file`, or what it decompresses to, is larger than a metadata document
-    /// may be. Returns the file's size (`None`: there is no such file).
-    async fn check(&self, file: &str) -> Result<Option<u64>> {
+    /// may be. Returns what the check saw of it (`None`: there is no such file).
+    async fn check(&self, file: &str) -> Result<Option<Checked>> {
         let max = self.limits.metadata_bytes;
         let Some(front) = self.front(file).await? else {
             return Ok(None);
@@ -256,7 +267,10 @@ impl RepositoryFiles {
                 }
             }
         }
-        Ok(Some(front.size))
+        Ok(Some(Checked {
+            size: front.size,
+            e_tag: front.e_tag,
+        }))
     }
 
     /// All `size` bytes of `file`, which its front gave as its size (and the limit allows).
@@ -287,8 +301,10 @@ impl RepositoryFiles {
     }
 
     /// Before Icechunk reads the repository's description (every version it resolves).
-    pub(crate) async fn check_repo_file(&self) -> Result<()> {
-        self.check("repo").await.map(|_| ())
+    /// Returns the file's ETag where the store gives one: it changes whenever a branch or a
+    /// tag moves (Icechunk's version 2 layout keeps them in that file).
+    pub(crate) async fn check_repo_file(&self) -> Result<Option<String>> {
+        Ok(self.check("repo").await?.and_then(|checked| checked.e_tag))
     }
 
     /// Before Icechunk reads snapshot `id` and then its manifests: the snapshot, then (the
@@ -306,7 +322,7 @@ impl RepositoryFiles {
         let checks = manifests.map(|m| {
             let file = format!("manifests/{}", m.id);
             async move {
-                let size = self.check(&file).await?;
+                let size = self.check(&file).await?.map(|checked| checked.size);
                 match size {
                     Some(size) if m.size_bytes != 0 && m.size_bytes != size => {
                         Err(Error::InvalidMetadata {
@@ -382,10 +398,8 @@ mod tests {
         };
         let bytes = file(&without_size(&[7; 1000]));
         std::fs::write(dir.path().join("repo"), &bytes).unwrap();
-        assert_eq!(
-            files(1000).check("repo").await.unwrap(),
-            Some(bytes.len() as u64)
-        );
+        let checked = files(1000).check("repo").await.unwrap().unwrap();
+        assert_eq!((checked.size, checked.e_tag), (bytes.len() as u64, None));
         let err = files(999).check("repo").await.unwrap_err().to_string();
         assert!(
             err.contains("repo/repo") && err.contains("decompresses to more than the 999"),
@@ -400,6 +414,6 @@ mod tests {
             err.contains("its zstd frame cannot be decompressed"),
             "{err}"
         );
-        assert_eq!(files(1000).check("absent").await.unwrap(), None);
+        assert!(files(1000).check("absent").await.unwrap().is_none());
     }
 }

@@ -204,7 +204,9 @@ impl TableProvider for HistoryTable {
 
 impl HistoryTable {
     async fn log(&self) -> Result<RecordBatch> {
-        let (repo, _) = open_repository(&self.location, &self.storage, &[]).await?;
+        let repo = open_repository(&self.location, &self.storage, &[])
+            .await?
+            .repo;
         let failed = |e: &dyn std::fmt::Display| Error::NotFound {
             location: self.location.clone(),
             reason: format!("listing the snapshots of branch '{}': {e}", self.branch),
@@ -249,7 +251,9 @@ impl HistoryTable {
     }
 
     async fn refs(&self) -> Result<RecordBatch> {
-        let (repo, _) = open_repository(&self.location, &self.storage, &[]).await?;
+        let repo = open_repository(&self.location, &self.storage, &[])
+            .await?
+            .repo;
         let failed = |e: &dyn std::fmt::Display| Error::NotFound {
             location: self.location.clone(),
             reason: format!("listing branches and tags: {e}"),

@@ -12,19 +12,27 @@ use crate::icechunk::bounds::RepositoryFiles;
 use crate::storage::ContainerGrant;
 use crate::storage::{local_folder, Location, Service, StorageOptions};
 
+/// A repository opened, with its files as ndfusion sees them (to check them before Icechunk
+/// reads them).
+pub(crate) struct OpenRepository {
+    pub repo: Repository,
+    pub files: RepositoryFiles,
+    /// The `repo` file's ETag (object stores) as it was checked before Icechunk read it.
+    pub repo_tag: Option<String>,
+}
+
 /// Opens the repository at `location` (a local folder, `s3://`, `gs://` or `az://` prefix)
 /// with `storage`'s settings; `grants` are the virtual chunk containers its chunks may be
-/// read from (none: virtual chunks are refused). Also returns its files as ndfusion sees
-/// them, to check sizes before Icechunk reads them.
+/// read from (none: virtual chunks are refused).
 pub(crate) async fn open_repository(
     location: &str,
     storage: &StorageOptions,
     grants: &[ContainerGrant],
-) -> Result<(Repository, RepositoryFiles)> {
+) -> Result<OpenRepository> {
     // First: a bad NDFUSION_MAX_* variable is reported before anything is read.
     let files = RepositoryFiles::new(location, storage)?;
     let backend = repository_storage(location, storage).await?;
-    files.check_repo_file().await?;
+    let repo_tag = files.check_repo_file().await?;
     let failed = |e: &dyn std::fmt::Display| Error::NotFound {
         location: location.to_string(),
         reason: e.to_string(),
@@ -52,11 +60,19 @@ pub(crate) async fn open_repository(
         }
     };
     if grants.is_empty() {
-        return Ok((repo, files));
+        return Ok(OpenRepository {
+            repo,
+            files,
+            repo_tag,
+        });
     }
     let (config, credentials) = authorize(location, repo.config(), grants, storage)?;
     let repo = (repo.reopen(Some(config), Some(credentials)).await).map_err(|e| failed(&e))?;
-    Ok((repo, files))
+    Ok(OpenRepository {
+        repo,
+        files,
+        repo_tag,
+    })
 }
 
 /// The repository's virtual chunk containers as the table allows them: each grant names a

@@ -50,7 +50,7 @@ pub struct IcechunkTable {
     files: RepositoryFiles,
     schema: SchemaRef,
     /// The snapshot read last, with its table (re-opened when a branch moves).
-    current: Mutex<Arc<AtSnapshot>>,
+    current: Mutex<Current>,
     /// How to open the table again (a cluster's scheduler does).
     source: Arc<TableSource>,
 }
@@ -63,6 +63,17 @@ impl std::fmt::Debug for IcechunkTable {
             .field("path", &self.options.path())
             .finish()
     }
+}
+
+/// The snapshot a table reads now, and the `repo` file's ETag it was resolved under.
+#[derive(Debug)]
+struct Current {
+    at: Arc<AtSnapshot>,
+    /// While the `repo` file keeps this ETag (an object store's; local files give none), no
+    /// branch has moved: a query on a branch then reads `at` without resolving the tip again,
+    /// one round trip fewer. A commit landing between the check and Icechunk's read only
+    /// makes the next query resolve again.
+    repo_tag: Option<String>,
 }
 
 /// The table at one snapshot.
@@ -106,12 +117,16 @@ impl IcechunkTable {
     pub async fn open_with(location: &str, options: IcechunkOptions) -> Result<Self> {
         let version = options.version()?;
         let grants = options.grants()?;
-        let (repo, files) = open_repository(location, options.zarr().storage(), &grants).await?;
+        let opened = open_repository(location, options.zarr().storage(), &grants).await?;
+        let (repo, files) = (opened.repo, opened.files);
         let snapshot = version.resolve(&repo, location).await?;
         let at = open_at(&repo, &files, location, &options, snapshot).await?;
         Ok(IcechunkTable {
             schema: at.table.provider().schema(),
-            current: Mutex::new(Arc::new(at)),
+            current: Mutex::new(Current {
+                at: Arc::new(at),
+                repo_tag: opened.repo_tag,
+            }),
             source: TableSource::new(IcechunkOpened {
                 location: location.to_string(),
                 options: options.clone(),
@@ -135,7 +150,11 @@ impl IcechunkTable {
     }
 
     fn lock(&self) -> Arc<AtSnapshot> {
-        Arc::clone(&self.current.lock().unwrap_or_else(|e| e.into_inner()))
+        Arc::clone(&self.current().at)
+    }
+
+    fn current(&self) -> std::sync::MutexGuard<'_, Current> {
+        self.current.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The table at the version's snapshot now: the one read last unless the branch moved.
@@ -144,9 +163,16 @@ impl IcechunkTable {
         if !self.version.moves() {
             return Ok(current);
         }
-        self.files.check_repo_file().await?;
+        let repo_tag = self.files.check_repo_file().await?;
+        {
+            let now = self.current();
+            if repo_tag.is_some() && now.repo_tag == repo_tag {
+                return Ok(Arc::clone(&now.at));
+            }
+        }
         let tip = self.version.resolve(&self.repo, &self.location).await?;
         if tip == current.snapshot {
+            self.current().repo_tag = repo_tag;
             return Ok(current);
         }
         let at = open_at(&self.repo, &self.files, &self.location, &self.options, tip).await?;
@@ -164,7 +190,10 @@ impl IcechunkTable {
             });
         }
         let at = Arc::new(at);
-        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&at);
+        *self.current() = Current {
+            at: Arc::clone(&at),
+            repo_tag,
+        };
         Ok(at)
     }
 }
