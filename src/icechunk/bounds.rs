@@ -252,9 +252,20 @@ impl RepositoryFiles {
             Declared::Size(_) => {}
             Declared::Unsaid => {
                 let whole = self.read_whole(file, front.size).await?;
-                let frame = whole.get(ICECHUNK_FILE_HEADER_LEN..).unwrap_or_default();
-                match Compressor::Zstd.decompress(frame, Bound::AtMost(max as usize)) {
-                    Ok(_) => {}
+                // Up to `max` bytes made and dropped: off the async workers.
+                let decompressed = tokio::task::spawn_blocking(move || {
+                    let frame = whole.get(ICECHUNK_FILE_HEADER_LEN..).unwrap_or_default();
+                    Compressor::Zstd
+                        .decompress(frame, Bound::AtMost(max as usize))
+                        .map(|_| ())
+                })
+                .await
+                .map_err(|e| Error::InvalidMetadata {
+                    path: self.shown(file),
+                    reason: format!("decompressing it failed: {e}"),
+                })?;
+                match decompressed {
+                    Ok(()) => {}
                     Err(DecompressError::TooLong { .. }) => {
                         return Err(refused("the file decompresses to more than".to_string()));
                     }
@@ -281,11 +292,16 @@ impl RepositoryFiles {
         };
         let bytes = match &self.at {
             FilesAt::Local(root) => {
-                let read = || -> std::io::Result<Vec<u8>> {
-                    let f = std::fs::File::open(root.join(file))?;
+                let path = root.join(file);
+                let read = move || -> std::io::Result<Vec<u8>> {
+                    let f = std::fs::File::open(path)?;
                     crate::storage::read_file_range(&f, 0, size as usize)
                 };
-                Bytes::from(read().map_err(|e| failed(e.to_string()))?)
+                match tokio::task::spawn_blocking(read).await {
+                    Ok(Ok(bytes)) => Bytes::from(bytes),
+                    Ok(Err(e)) => return Err(failed(e.to_string())),
+                    Err(e) => return Err(failed(e.to_string())),
+                }
             }
             FilesAt::Remote(remote) => (remote.store.get_range(&remote.path(file), 0..size))
                 .await
