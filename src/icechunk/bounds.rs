@@ -316,6 +316,19 @@ impl RepositoryFiles {
         Ok(bytes)
     }
 
+    /// Before Icechunk opens the repository: its description, and what Icechunk's opening
+    /// reads whole whatever the repository's layout (it probes the version 1 layout's
+    /// `config.yaml` and `main` branch alongside), checked at once. Returns the description's
+    /// ETag, as [`check_repo_file`](Self::check_repo_file) does.
+    pub(crate) async fn check_before_open(&self) -> Result<Option<String>> {
+        let (repo_tag, _, _) = futures::try_join!(
+            self.check_repo_file(),
+            self.check("config.yaml"),
+            self.check("refs/branch.main/ref.json"),
+        )?;
+        Ok(repo_tag)
+    }
+
     /// Before Icechunk reads the repository's description (every version it resolves).
     /// Returns the file's ETag where the store gives one: it changes whenever a branch or a
     /// tag moves (Icechunk's version 2 layout keeps them in that file).

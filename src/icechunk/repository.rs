@@ -32,7 +32,7 @@ pub(crate) async fn open_repository(
     // First: a bad NDFUSION_MAX_* variable is reported before anything is read.
     let files = RepositoryFiles::new(location, storage)?;
     let backend = repository_storage(location, storage).await?;
-    let repo_tag = files.check_repo_file().await?;
+    let repo_tag = files.check_before_open().await?;
     let failed = |e: &dyn std::fmt::Display| Error::NotFound {
         location: location.to_string(),
         reason: e.to_string(),

@@ -817,6 +817,24 @@ async fn oversized_icechunk_files_are_refused_before_they_are_read() {
             "/manifests/",
             Box::new(|repo: &Path| manifests(repo).iter().for_each(|m| grow(m))),
         ),
+        // Files of the version 1 layout, which Icechunk's opening reads whole whatever the
+        // repository's layout.
+        (
+            "/config.yaml",
+            Box::new(|repo: &Path| {
+                std::fs::File::create(repo.join("config.yaml")).unwrap();
+                grow(&repo.join("config.yaml"))
+            }),
+        ),
+        (
+            "/refs/branch.main/ref.json",
+            Box::new(|repo: &Path| {
+                let file = repo.join("refs/branch.main/ref.json");
+                std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+                std::fs::File::create(&file).unwrap();
+                grow(&file)
+            }),
+        ),
     ];
     for (file, damage) in cases {
         let (_tmp, copy) = ocean_copy();
