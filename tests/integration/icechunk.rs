@@ -1005,4 +1005,19 @@ async fn icechunk_files_that_decompress_past_the_bound_are_refused() {
             "{name}: {err}"
         );
     }
+    // An empty object has no front to ask for (S3 answers 416): its size is asked instead,
+    // and an empty `config.yaml` (which a version 2 repository does not use) opens as none.
+    let (_empty_tmp, empty) = ocean_copy();
+    std::fs::write(empty.join("config.yaml"), b"").unwrap();
+    servers::upload(&store, &empty, "empty_probe.icechunk").await;
+    let location = format!("s3://{BUCKET}/empty_probe.icechunk");
+    let (created, _) = open(location, s3_options(&server)).await;
+    let ctx = created.expect("an empty config.yaml is no error");
+    let rows = ctx
+        .sql("SELECT temp FROM d ORDER BY time, lat DESC, lon")
+        .await;
+    assert_eq!(
+        temps(&rows.unwrap().collect().await.unwrap()),
+        xarray_temps(&expected()["ocean"]["versions"]["main"])
+    );
 }
