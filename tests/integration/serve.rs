@@ -67,7 +67,10 @@ impl Server {
         let start = Instant::now();
         while server.address.is_empty() {
             let log = server.log();
-            if let Some(line) = log.lines().find(|l| l.contains("Flight SQL on ")) {
+            // Whole lines only: stderr is unbuffered, so the line may be read as it is written
+            // (`... Flight SQL on 127.0.0.1` before its `:port`).
+            let whole = &log[..log.rfind('\n').map_or(0, |end| end + 1)];
+            if let Some(line) = whole.lines().find(|l| l.contains("Flight SQL on ")) {
                 server.address = line.rsplit(' ').next().unwrap().to_string();
             } else if let Ok(Some(status)) = server.child.try_wait() {
                 panic!("ndfusion serve exited ({status}):\n{log}");
