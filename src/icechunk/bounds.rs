@@ -37,16 +37,10 @@ const FRONT_BYTES: u64 = 64;
 
 /// A file's size, its first (up to [`FRONT_BYTES`]) bytes, and its ETag where the store gives
 /// one (object stores do; local files: none).
+#[derive(Debug)]
 struct Front {
     size: u64,
     bytes: Bytes,
-    e_tag: Option<String>,
-}
-
-/// A file that passed its check.
-#[derive(Debug)]
-struct Checked {
-    size: u64,
     e_tag: Option<String>,
 }
 
@@ -224,8 +218,8 @@ impl RepositoryFiles {
     }
 
     /// An error when `file`, or what it decompresses to, is larger than a metadata document
-    /// may be. Returns what the check saw of it (`None`: there is no such file).
-    async fn check(&self, file: &str) -> Result<Option<Checked>> {
+    /// may be. Returns its front (`None`: there is no such file).
+    async fn check(&self, file: &str) -> Result<Option<Front>> {
         let max = self.limits.metadata_bytes;
         let Some(front) = self.front(file).await? else {
             return Ok(None);
@@ -278,10 +272,7 @@ impl RepositoryFiles {
                 }
             }
         }
-        Ok(Some(Checked {
-            size: front.size,
-            e_tag: front.e_tag,
-        }))
+        Ok(Some(front))
     }
 
     /// All `size` bytes of `file`, which its front gave as its size (and the limit allows).
@@ -333,7 +324,7 @@ impl RepositoryFiles {
     /// Returns the file's ETag where the store gives one: it changes whenever a branch or a
     /// tag moves (Icechunk's version 2 layout keeps them in that file).
     pub(crate) async fn check_repo_file(&self) -> Result<Option<String>> {
-        Ok(self.check("repo").await?.and_then(|checked| checked.e_tag))
+        Ok(self.check("repo").await?.and_then(|front| front.e_tag))
     }
 
     /// Before Icechunk reads snapshot `id` and then its manifests: the snapshot, then (the
@@ -351,7 +342,7 @@ impl RepositoryFiles {
         let checks = manifests.map(|m| {
             let file = format!("manifests/{}", m.id);
             async move {
-                let size = self.check(&file).await?.map(|checked| checked.size);
+                let size = self.check(&file).await?.map(|front| front.size);
                 match size {
                     Some(size) if m.size_bytes != 0 && m.size_bytes != size => {
                         Err(Error::InvalidMetadata {

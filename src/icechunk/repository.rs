@@ -59,15 +59,13 @@ pub(crate) async fn open_repository(
             });
         }
     };
-    if grants.is_empty() {
-        return Ok(OpenRepository {
-            repo,
-            files,
-            repo_tag,
-        });
-    }
-    let (config, credentials) = authorize(location, repo.config(), grants, storage)?;
-    let repo = (repo.reopen(Some(config), Some(credentials)).await).map_err(|e| failed(&e))?;
+    let repo = match grants {
+        [] => repo,
+        grants => {
+            let (config, credentials) = authorize(location, repo.config(), grants, storage)?;
+            (repo.reopen(Some(config), Some(credentials)).await).map_err(|e| failed(&e))?
+        }
+    };
     Ok(OpenRepository {
         repo,
         files,

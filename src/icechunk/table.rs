@@ -172,7 +172,12 @@ impl IcechunkTable {
         }
         let tip = self.version.resolve(&self.repo, &self.location).await?;
         if tip == current.snapshot {
-            self.current().repo_tag = repo_tag;
+            // The tag goes with the snapshot it was resolved to, not with one another query
+            // has put there meanwhile.
+            let mut now = self.current();
+            if now.at.snapshot == tip {
+                now.repo_tag = repo_tag;
+            }
             return Ok(current);
         }
         let at = open_at(&self.repo, &self.files, &self.location, &self.options, tip).await?;
