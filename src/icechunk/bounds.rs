@@ -173,48 +173,23 @@ impl RepositoryFiles {
     /// past the file's end is an error naming the file; nothing is allocated beyond what the
     /// file holds.
     pub(crate) async fn read(&self, file: &str, range: Range<u64>) -> Result<Bytes> {
-        let shown = format!("{}/{file}", self.location.trim_end_matches('/'));
-        let failed = |reason: String| Error::NotFound {
-            location: shown.clone(),
-            reason,
+        let held = match self.read_range(file, range.clone()).await? {
+            Ok(bytes) => return Ok(bytes),
+            Err(held) => held,
         };
-        match &self.at {
-            FilesAt::Local(root) => {
-                let path = root.join(file);
-                let read = move || -> std::io::Result<std::result::Result<Bytes, u64>> {
-                    let f = std::fs::File::open(&path)?;
-                    let size = f.metadata()?.len();
-                    if range.start > range.end || range.end > size {
-                        return Ok(Err(size));
-                    }
-                    let len = (range.end - range.start) as usize;
-                    let buf = crate::storage::read_file_range(&f, range.start, len)?;
-                    Ok(Ok(Bytes::from(buf)))
-                };
-                let wanted = format!("{range:?}");
-                match tokio::task::spawn_blocking(read).await {
-                    Ok(Ok(Ok(bytes))) => Ok(bytes),
-                    Ok(Ok(Err(size))) => Err(failed(format!(
-                        "the manifest places a chunk at bytes {wanted} of a file of {size} bytes"
-                    ))),
-                    Ok(Err(e)) => Err(failed(e.to_string())),
-                    Err(e) => Err(failed(e.to_string())),
-                }
+        let reason = match self.over_network() {
+            true => format!(
+                "the manifest places a chunk at bytes {range:?}, of which the store returned \
+                 {held}"
+            ),
+            false => {
+                format!("the manifest places a chunk at bytes {range:?} of a file of {held} bytes")
             }
-            FilesAt::Remote(remote) => {
-                let path = remote.path(file);
-                let wanted = range.end.saturating_sub(range.start);
-                match remote.store.get_range(&path, range.clone()).await {
-                    Ok(bytes) if bytes.len() as u64 == wanted => Ok(bytes),
-                    Ok(bytes) => Err(failed(format!(
-                        "the manifest places a chunk at bytes {range:?}, of which the store \
-                         returned {}",
-                        bytes.len()
-                    ))),
-                    Err(e) => Err(failed(crate::error::with_root_cause(&e))),
-                }
-            }
-        }
+        };
+        Err(Error::NotFound {
+            location: self.shown(file),
+            reason,
+        })
     }
 
     /// An error when `file`, or what it decompresses to, is larger than a metadata document
@@ -277,34 +252,55 @@ impl RepositoryFiles {
 
     /// All `size` bytes of `file`, which its front gave as its size (and the limit allows).
     async fn read_whole(&self, file: &str, size: u64) -> Result<Bytes> {
+        match self.read_range(file, 0..size).await? {
+            Ok(bytes) => Ok(bytes),
+            Err(held) => Err(Error::NotFound {
+                location: self.shown(file),
+                reason: format!(
+                    "the file changed while it was checked ({size} bytes, then {held})"
+                ),
+            }),
+        }
+    }
+
+    /// Bytes `range` of `file`, or (`Err`) how many there are when fewer: locally the file's
+    /// size, looked at before anything is allocated; remotely the bytes the store returned.
+    async fn read_range(
+        &self,
+        file: &str,
+        range: Range<u64>,
+    ) -> Result<std::result::Result<Bytes, u64>> {
         let failed = |reason: String| Error::NotFound {
             location: self.shown(file),
             reason,
         };
-        let bytes = match &self.at {
+        match &self.at {
             FilesAt::Local(root) => {
                 let path = root.join(file);
-                let read = move || -> std::io::Result<Vec<u8>> {
-                    let f = std::fs::File::open(path)?;
-                    crate::storage::read_file_range(&f, 0, size as usize)
+                let read = move || -> std::io::Result<std::result::Result<Bytes, u64>> {
+                    let f = std::fs::File::open(&path)?;
+                    let size = f.metadata()?.len();
+                    if range.start > range.end || range.end > size {
+                        return Ok(Err(size));
+                    }
+                    let len = (range.end - range.start) as usize;
+                    let buf = crate::storage::read_file_range(&f, range.start, len)?;
+                    Ok(Ok(Bytes::from(buf)))
                 };
                 match tokio::task::spawn_blocking(read).await {
-                    Ok(Ok(bytes)) => Bytes::from(bytes),
-                    Ok(Err(e)) => return Err(failed(e.to_string())),
-                    Err(e) => return Err(failed(e.to_string())),
+                    Ok(read) => read.map_err(|e| failed(e.to_string())),
+                    Err(e) => Err(failed(e.to_string())),
                 }
             }
-            FilesAt::Remote(remote) => (remote.store.get_range(&remote.path(file), 0..size))
-                .await
-                .map_err(|e| failed(crate::error::with_root_cause(&e)))?,
-        };
-        if bytes.len() as u64 != size {
-            return Err(failed(format!(
-                "the file changed while it was checked ({size} bytes, then {})",
-                bytes.len()
-            )));
+            FilesAt::Remote(remote) => {
+                let wanted = range.end.saturating_sub(range.start);
+                match remote.store.get_range(&remote.path(file), range).await {
+                    Ok(bytes) if bytes.len() as u64 == wanted => Ok(Ok(bytes)),
+                    Ok(bytes) => Ok(Err(bytes.len() as u64)),
+                    Err(e) => Err(failed(crate::error::with_root_cause(&e))),
+                }
+            }
         }
-        Ok(bytes)
     }
 
     /// Before Icechunk opens the repository: its description, and what Icechunk's opening

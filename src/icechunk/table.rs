@@ -17,7 +17,7 @@ use icechunk::Repository;
 use crate::error::{Error, Result};
 use crate::icechunk::bounds::RepositoryFiles;
 use crate::icechunk::options::IcechunkOptions;
-use crate::icechunk::repository::open_repository;
+use crate::icechunk::repository::{open_repository, OpenRepository};
 use crate::icechunk::store::IcechunkStore;
 use crate::icechunk::version::Version;
 use crate::table_options::check_external_table;
@@ -117,15 +117,18 @@ impl IcechunkTable {
     pub async fn open_with(location: &str, options: IcechunkOptions) -> Result<Self> {
         let version = options.version()?;
         let grants = options.grants()?;
-        let opened = open_repository(location, options.zarr().storage(), &grants).await?;
-        let (repo, files) = (opened.repo, opened.files);
+        let OpenRepository {
+            repo,
+            files,
+            repo_tag,
+        } = open_repository(location, options.zarr().storage(), &grants).await?;
         let snapshot = version.resolve(&repo, location).await?;
         let at = open_at(&repo, &files, location, &options, snapshot).await?;
         Ok(IcechunkTable {
             schema: at.table.provider().schema(),
             current: Mutex::new(Current {
                 at: Arc::new(at),
-                repo_tag: opened.repo_tag,
+                repo_tag,
             }),
             source: TableSource::new(IcechunkOpened {
                 location: location.to_string(),
