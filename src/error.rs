@@ -140,6 +140,16 @@ pub enum Error {
         source: DataFusionError,
     },
 
+    /// An aggregate of the query failed while a grid scan's cells were folded into it.
+    #[error("{aggregate}: {source}")]
+    Aggregate {
+        /// The aggregate, as EXPLAIN shows it.
+        aggregate: String,
+        /// DataFusion's error.
+        #[source]
+        source: DataFusionError,
+    },
+
     /// A Lance table without the lance-nd marker.
     #[error("{uri} is a Lance table without the lance-nd marker (schema metadata lance_nd:format = \"1\"); refusing to treat it as lance-nd")]
     NotLanceNd {

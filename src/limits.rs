@@ -217,7 +217,13 @@ impl Limits {
 pub struct SessionLimits {
     /// What `SET` gave, by [`LIMITS`]' order; `None`: the process's default.
     set: [Option<u64>; LIMITS.len()],
+    /// `SET ndfusion.grid_aggregate = false`: aggregates over a grid's dimensions are left to
+    /// DataFusion's hash aggregate (not a limit: a switch, for comparing the two).
+    grid_aggregate: Option<bool>,
 }
+
+/// The key of the grid aggregate's switch, after `ndfusion.`.
+const GRID_AGGREGATE: &str = "grid_aggregate";
 
 impl SessionLimits {
     /// A session reading under `limits`, whatever the environment says.
@@ -226,7 +232,18 @@ impl SessionLimits {
         for (i, value) in set.iter_mut().enumerate() {
             *value = Some(limits.value(i));
         }
-        SessionLimits { set }
+        SessionLimits {
+            set,
+            grid_aggregate: None,
+        }
+    }
+
+    /// Whether the session folds aggregates over a grid's dimensions into dense
+    /// accumulators (`SET ndfusion.grid_aggregate`, on unless set off).
+    pub(crate) fn grid_aggregate(config: &ConfigOptions) -> bool {
+        (config.extensions.get::<SessionLimits>())
+            .and_then(|s| s.grid_aggregate)
+            .unwrap_or(true)
     }
 
     /// The limits in force: the session's, over the process's defaults.
@@ -273,10 +290,19 @@ impl ExtensionOptions for SessionLimits {
                 .to_string(),
             )
         };
+        if key == GRID_AGGREGATE {
+            let on = match value.trim().to_ascii_lowercase().as_str() {
+                "true" | "on" => true,
+                "false" | "off" => false,
+                _ => return Err(refused(format!("{value:?} is not true or false"))),
+            };
+            self.grid_aggregate = Some(on);
+            return Ok(());
+        }
         let Some(i) = LIMITS.iter().position(|l| l.key == key) else {
-            let known: Vec<String> = LIMITS
-                .iter()
-                .map(|l| format!("ndfusion.{}", l.key))
+            let known: Vec<String> = (LIMITS.iter().map(|l| l.key))
+                .chain([GRID_AGGREGATE])
+                .map(|key| format!("ndfusion.{key}"))
                 .collect();
             return Err(refused(format!(
                 "no such setting; known: {}",
@@ -288,15 +314,23 @@ impl ExtensionOptions for SessionLimits {
         Ok(())
     }
 
-    /// Every limit with the value in force (none when the environment's cannot be read).
+    /// Every limit with the value in force (none when the environment's cannot be read),
+    /// then the grid aggregate's switch.
     fn entries(&self) -> Vec<ConfigEntry> {
         let limits = self.limits().ok();
+        let switch = ConfigEntry {
+            key: format!("{}.{GRID_AGGREGATE}", Self::PREFIX),
+            value: Some(self.grid_aggregate.unwrap_or(true).to_string()),
+            description: "whether GROUP BY over a grid's dimensions folds chunks into dense \
+                          accumulators (true) or runs DataFusion's hash aggregate (false)",
+        };
         (LIMITS.iter().enumerate())
             .map(|(i, limit)| ConfigEntry {
                 key: format!("{}.{}", Self::PREFIX, limit.key),
                 value: limits.map(|l| l.value(i).to_string()),
                 description: limit.description,
             })
+            .chain([switch])
             .collect()
     }
 }

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use datafusion::execution::memory_pool::MemoryPool;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
@@ -9,7 +10,7 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::limits::SessionLimits;
-use crate::scan::{RunAggregates, ScanDerivedColumns};
+use crate::scan::{GridAggregates, RunAggregates, ScanDerivedColumns};
 use crate::table_kind::{table_kinds, TableKind};
 
 /// The `STORED AS` name of Zarr tables.
@@ -102,9 +103,9 @@ pub fn new_session_context_with_runtime(
 ) -> SessionContext {
     let state = SessionStateBuilder::new()
         .with_config(config)
-        .with_runtime_env(runtime)
+        .with_runtime_env(Arc::clone(&runtime))
         .with_default_features()
-        .with_physical_optimizer_rules(physical_optimizer_rules())
+        .with_physical_optimizer_rules(physical_optimizer_rules(Arc::clone(&runtime.memory_pool)))
         .build();
     let ctx = SessionContext::new_with_state(state);
     register_table_factories(&ctx);
@@ -113,13 +114,19 @@ pub fn new_session_context_with_runtime(
 
 /// DataFusion's physical optimizer rules with ndfusion's: `ScanDerivedColumns` just before
 /// `AggregateStatistics` (which then answers aggregates of what the scan computed from its
-/// metadata), `RunAggregates` after all of them.
-fn physical_optimizer_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
+/// metadata), `GridAggregates` just after it (before DataFusion distributes the plan: a grid
+/// aggregate gives one partition, its parents are distributed as they need), `RunAggregates`
+/// after all of them (for the aggregates left to DataFusion). `pool` is the session's memory
+/// pool: a grid aggregate that would not fit in it is left to DataFusion.
+fn physical_optimizer_rules(
+    pool: Arc<dyn MemoryPool>,
+) -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = PhysicalOptimizer::new().rules;
     let at = (rules.iter())
         .position(|r| r.name() == "aggregate_statistics")
         .unwrap_or(0);
     rules.insert(at, Arc::new(ScanDerivedColumns));
+    rules.insert(at + 2, Arc::new(GridAggregates::single(pool)));
     rules.push(Arc::new(RunAggregates));
     rules
 }
@@ -130,7 +137,8 @@ mod tests {
 
     #[test]
     fn derived_columns_come_just_before_aggregate_statistics() {
-        let names: Vec<String> = (physical_optimizer_rules().iter())
+        let pool = Arc::new(datafusion::execution::memory_pool::UnboundedMemoryPool::default());
+        let names: Vec<String> = (physical_optimizer_rules(pool).iter())
             .map(|r| r.name().to_string())
             .collect();
         let at = names
@@ -138,6 +146,7 @@ mod tests {
             .position(|n| n == "ScanDerivedColumns")
             .unwrap();
         assert_eq!(names[at + 1], "aggregate_statistics", "{names:?}");
+        assert_eq!(names[at + 2], "GridAggregates", "{names:?}");
         assert_eq!(names.last().unwrap(), "RunAggregates");
     }
 }

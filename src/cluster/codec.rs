@@ -17,26 +17,35 @@ use std::sync::Arc;
 use ballista_core::serde::{BallistaLogicalExtensionCodec, BallistaPhysicalExtensionCodec};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::TableProvider;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{DataFusionError, Result, TableReference};
 use datafusion::datasource::file_format::FileFormatFactory;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{AggregateUDF, Expr, Extension, LogicalPlan, ScalarUDF, WindowUDF};
+use datafusion::physical_plan::aggregates::AggregateExec;
+use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::{displayable, ExecutionPlan};
 use datafusion_proto::bytes::Serializeable;
 use datafusion_proto::logical_plan::LogicalExtensionCodec;
+use datafusion_proto::physical_plan::AsExecutionPlan;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
+use datafusion_proto::protobuf::PhysicalPlanNode;
 use serde::{Deserialize, Serialize};
 
 use super::allowed::AllowedLocations;
 use super::plan_guard::check_plan;
-use crate::scan::{OriginSlot, ScanExec, TargetTaskBytes};
+use crate::scan::{GridAggregateExec, OriginSlot, ScanExec, TargetTaskBytes};
 use crate::table_kind::{reopening, source_of, Opening};
 use crate::table_source::{ScanOrigin, TableSource};
 
 /// Marks ndfusion's messages; Ballista's are protobuf, which never starts with this byte
 /// (field 9 of wire type 6 does not exist).
 const MAGIC: &[u8] = b"NDFUSION1";
+
+/// Marks a grid aggregate: the partial aggregate it folds follows, as DataFusion's protobuf,
+/// with an empty plan where its scan (the node's one input) goes.
+const GRID_AGGREGATE: &[u8] = b"NDFUSION-GRID1";
 
 /// A table as it travels.
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -206,6 +215,12 @@ impl PhysicalExtensionCodec for NdfusionPhysicalCodec {
         inputs: &[Arc<dyn ExecutionPlan>],
         ctx: &TaskContext,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        if let Some(message) = buf.strip_prefix(GRID_AGGREGATE) {
+            for input in inputs {
+                check_plan(input.as_ref(), &self.allowed)?;
+            }
+            return self.decode_grid_aggregate(message, inputs, ctx);
+        }
         let Some(message) = buf.strip_prefix(MAGIC) else {
             // Ballista's nodes (the shuffle writer at the root of every task): what runs below.
             for input in inputs {
@@ -232,6 +247,9 @@ impl PhysicalExtensionCodec for NdfusionPhysicalCodec {
     }
 
     fn try_encode(&self, node: Arc<dyn ExecutionPlan>, buf: &mut Vec<u8>) -> Result<()> {
+        if let Some(grid) = node.downcast_ref::<GridAggregateExec>() {
+            return self.encode_grid_aggregate(grid, buf);
+        }
         let Some(slot) = origin_slot(node.as_ref()) else {
             return self.inner.try_encode(node, buf);
         };
@@ -272,6 +290,63 @@ impl PhysicalExtensionCodec for NdfusionPhysicalCodec {
 
     fn try_encode_udwf(&self, node: &WindowUDF, buf: &mut Vec<u8>) -> Result<()> {
         self.inner.try_encode_udwf(node, buf)
+    }
+}
+
+impl NdfusionPhysicalCodec {
+    /// A partial grid aggregate as the partial aggregate it folds, its scan left out (it
+    /// travels as the node's input).
+    fn encode_grid_aggregate(&self, grid: &GridAggregateExec, buf: &mut Vec<u8>) -> Result<()> {
+        let Some(partial) = grid.partial_aggregate() else {
+            return Err(DataFusionError::Internal(
+                "a grid aggregate of one partition does not run on a cluster".into(),
+            ));
+        };
+        let placeholder = |node: Arc<dyn ExecutionPlan>| match node.downcast_ref::<ScanExec>() {
+            Some(scan) => Ok(Transformed::yes(
+                Arc::new(EmptyExec::new(scan.schema())) as Arc<dyn ExecutionPlan>
+            )),
+            None => Ok(Transformed::no(node)),
+        };
+        let aggregate = (Arc::clone(partial) as Arc<dyn ExecutionPlan>)
+            .transform_up(placeholder)
+            .data()?;
+        let node = PhysicalPlanNode::try_from_physical_plan(aggregate, self)?;
+        buf.extend_from_slice(GRID_AGGREGATE);
+        node.try_encode(buf)
+    }
+
+    /// The grid aggregate of `message` over `inputs` (its scan): the partial aggregate with
+    /// the scan in its place, folded again (planning is deterministic given the scan); the
+    /// partial aggregate as DataFusion runs it if it no longer folds.
+    fn decode_grid_aggregate(
+        &self,
+        message: &[u8],
+        inputs: &[Arc<dyn ExecutionPlan>],
+        ctx: &TaskContext,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let [scan] = inputs else {
+            return Err(DataFusionError::Internal(
+                "a grid aggregate has one input".into(),
+            ));
+        };
+        let node = PhysicalPlanNode::try_decode(message)?;
+        let aggregate = node.try_into_physical_plan(ctx, self)?;
+        let with_scan = |node: Arc<dyn ExecutionPlan>| match node.downcast_ref::<EmptyExec>() {
+            Some(_) => Ok(Transformed::yes(Arc::clone(scan))),
+            None => Ok(Transformed::no(node)),
+        };
+        let aggregate = aggregate.transform_up(with_scan).data()?;
+        let Some(partial) = aggregate.downcast_ref::<AggregateExec>() else {
+            return Err(DataFusionError::Internal(
+                "a grid aggregate did not hold an aggregate".into(),
+            ));
+        };
+        let partial = Arc::new(partial.clone());
+        Ok(match GridAggregateExec::partial(&partial)? {
+            Some(grid) => Arc::new(grid),
+            None => partial,
+        })
     }
 }
 

@@ -50,7 +50,7 @@ pub(crate) use security::check_token;
 pub use security::{ClusterSecurity, TOKEN_ENV};
 
 use crate::error::{Error, Result};
-use crate::scan::TargetTaskBytes;
+use crate::scan::{GridAggregates, TargetTaskBytes};
 
 /// A session configuration for a cluster client: Ballista's settings and ndfusion's codecs,
 /// and the token and TLS of `security` on every link it opens.
@@ -300,7 +300,10 @@ fn scheduler_session_builder(
     Arc::new(move |config: SessionConfig| {
         let config = task_bytes.on(config);
         let state = ballista_core::utils::default_session_builder(config)?;
+        // Partial aggregates over grid scans fold their cells (the final aggregates stay:
+        // a shuffle brings their groups together).
         Ok(SessionStateBuilder::new_from_existing(state)
+            .with_physical_optimizer_rule(Arc::new(GridAggregates::partial()))
             .with_physical_optimizer_rule(Arc::new(plan_guard::PlanGuard {
                 allowed: allowed.clone(),
             }))

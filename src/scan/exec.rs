@@ -35,6 +35,7 @@ use datafusion::physical_plan::{
 use futures::{StreamExt, TryStreamExt};
 
 use super::batches::{limit_rows, on_unit_end, slices};
+use super::cells::{FoldTarget, GridSource};
 use super::origin::{OriginSlot, ScanCall};
 use super::read_buffers::ReadBuffers;
 use super::source::{OpenPartition, PartitionUnits, ScanSource, SortKey, UnitRead};
@@ -141,6 +142,95 @@ impl ScanExec {
         Some(Arc::new(self.derived(source, |o| o.reversed())))
     }
 
+    /// The grid the scan reads, for a grid aggregate (see [`ScanSource::grid`]).
+    pub(crate) fn grid(&self) -> Option<&dyn GridSource> {
+        self.source.grid()
+    }
+
+    /// Partition `partition` read with its cells handed to `target`'s fold as they are
+    /// decoded: the stream yields no batch and ends when every unit has been folded. The
+    /// units are read as `execute` reads them (in flight, reserved, counted, pruned by
+    /// dynamic filters), and EXPLAIN ANALYZE shows their counters on this scan.
+    pub(crate) fn execute_folding(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+        target: &FoldTarget,
+    ) -> Result<SendableRecordBatchStream> {
+        if self.source.grid().is_none() {
+            return internal_err!("{} reads no grid to fold", self.source.shape().name);
+        }
+        self.stream(partition, context, Some(target))
+    }
+
+    /// The stream of `partition`: its batches, or none when its cells go to `fold`.
+    fn stream(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+        fold: Option<&FoldTarget>,
+    ) -> Result<SendableRecordBatchStream> {
+        let shape = self.source.shape();
+        let (name, partitions, unit_name) = (shape.name, shape.partitions, shape.units);
+        if partition >= partitions {
+            return internal_err!("{name} has {partitions} partitions, not {partition}");
+        }
+        let PartitionUnits {
+            units,
+            unit_count,
+            in_flight,
+            unit_bytes,
+            table,
+            batch_size,
+            limit,
+        } = self.source.open(OpenPartition {
+            index: partition,
+            context: &context,
+            metrics: &self.metrics,
+            dynamic_filter: self.dynamic_filter.as_ref(),
+            fold,
+        })?;
+        let units = count_units(units, unit_count, unit_name, &self.metrics, partition);
+        let wanted = in_flight.min(unit_count);
+        let (in_flight, buffers) = match unit_bytes {
+            Some(bytes) => {
+                let buffers = ReadBuffers::reserve(
+                    context.memory_pool(),
+                    &self.metrics,
+                    partition,
+                    partitions,
+                    format!("{name}[{partition}]"),
+                    &table,
+                    bytes,
+                    wanted,
+                )?;
+                (buffers.in_flight, Some(buffers))
+            }
+            None => (wanted.max(1), None),
+        };
+        let stream = futures::stream::iter(units)
+            .buffered(in_flight)
+            .try_flatten()
+            // The buffers stay reserved while the stream reads.
+            .inspect(move |_| {
+                let _ = &buffers;
+            });
+        let stream = match batch_size {
+            Some(size) => stream
+                .map_ok(move |batch| {
+                    futures::stream::iter(slices(&[batch], size).into_iter().map(Ok))
+                })
+                .try_flatten()
+                .boxed(),
+            None => stream.boxed(),
+        };
+        let stream = limit_rows(stream, limit);
+        Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(shape.schema),
+            stream,
+        ))))
+    }
+
     /// The scan call that planned this scan (set by the table).
     pub(crate) fn origin(&self) -> &OriginSlot {
         &self.origin
@@ -205,64 +295,7 @@ impl ExecutionPlan for ScanExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let shape = self.source.shape();
-        let (name, partitions, unit_name) = (shape.name, shape.partitions, shape.units);
-        if partition >= partitions {
-            return internal_err!("{name} has {partitions} partitions, not {partition}");
-        }
-        let PartitionUnits {
-            units,
-            unit_count,
-            in_flight,
-            unit_bytes,
-            table,
-            batch_size,
-            limit,
-        } = self.source.open(OpenPartition {
-            index: partition,
-            context: &context,
-            metrics: &self.metrics,
-            dynamic_filter: self.dynamic_filter.as_ref(),
-        })?;
-        let units = count_units(units, unit_count, unit_name, &self.metrics, partition);
-        let wanted = in_flight.min(unit_count);
-        let (in_flight, buffers) = match unit_bytes {
-            Some(bytes) => {
-                let buffers = ReadBuffers::reserve(
-                    context.memory_pool(),
-                    &self.metrics,
-                    partition,
-                    partitions,
-                    format!("{name}[{partition}]"),
-                    &table,
-                    bytes,
-                    wanted,
-                )?;
-                (buffers.in_flight, Some(buffers))
-            }
-            None => (wanted.max(1), None),
-        };
-        let stream = futures::stream::iter(units)
-            .buffered(in_flight)
-            .try_flatten()
-            // The buffers stay reserved while the stream reads.
-            .inspect(move |_| {
-                let _ = &buffers;
-            });
-        let stream = match batch_size {
-            Some(size) => stream
-                .map_ok(move |batch| {
-                    futures::stream::iter(slices(&[batch], size).into_iter().map(Ok))
-                })
-                .try_flatten()
-                .boxed(),
-            None => stream.boxed(),
-        };
-        let stream = limit_rows(stream, limit);
-        Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(shape.schema),
-            stream,
-        ))))
+        self.stream(partition, context, None)
     }
 
     fn supports_limit_pushdown(&self) -> bool {

@@ -5,9 +5,11 @@
 
 mod batch_channel;
 mod batches;
+mod cells;
 mod derived_columns;
 mod dynamic_filter;
 mod exec;
+mod grid_aggregate;
 mod order_policy;
 mod origin;
 mod projection;
@@ -18,9 +20,13 @@ mod task_size;
 
 pub(crate) use batch_channel::{held_bytes, rows_made, spawn_batches, BatchSender};
 pub(crate) use batches::{reversed_unit, row_count};
+pub(crate) use cells::{CellFold, CellRuns, FoldTarget, GridSource};
 pub(crate) use derived_columns::ScanDerivedColumns;
 pub(crate) use dynamic_filter::{pruned_unit, LeadGate, UnitPruner};
 pub(crate) use exec::ScanExec;
+#[cfg_attr(not(feature = "cluster"), allow(unused_imports))]
+pub(crate) use grid_aggregate::GridAggregateExec;
+pub(crate) use grid_aggregate::GridAggregates;
 pub(crate) use order_policy::declares_order;
 #[cfg(feature = "cluster")]
 pub(crate) use origin::OriginSlot;

@@ -18,6 +18,8 @@ use futures::stream::BoxStream;
 
 use arrow::array::RecordBatch;
 
+use super::cells::{FoldTarget, GridSource};
+
 /// The batches one unit of a partition produces.
 pub(crate) type UnitBatches = BoxStream<'static, Result<RecordBatch>>;
 
@@ -114,6 +116,12 @@ pub(crate) trait ScanSource: fmt::Debug + Send + Sync + 'static {
         None
     }
 
+    /// The grid the scan reads, when it reads one forwards, whole units at a time and without
+    /// a limit (what a grid aggregate folds: [`GridSource`]); `None` by default.
+    fn grid(&self) -> Option<&dyn GridSource> {
+        None
+    }
+
     /// Statistics of `partition` beyond the row count (none by default).
     fn statistics(&self, partition: Option<usize>) -> Result<Statistics> {
         let rows = self.num_rows(partition)?;
@@ -181,6 +189,9 @@ pub(crate) struct OpenPartition<'a> {
     /// The dynamic filters pushed into the scan, as one conjunction (only when the source
     /// [`prunes_units`](ScanSource::prunes_units)): a unit no row of which can pass is skipped.
     pub dynamic_filter: Option<&'a Arc<dyn PhysicalExpr>>,
+    /// Where the units hand their cells instead of making batches (only when the source has
+    /// a [`grid`](ScanSource::grid)): then their streams yield no batch.
+    pub fold: Option<&'a FoldTarget>,
 }
 
 /// The schema's column names, comma-separated (EXPLAIN's `projection=[...]`).

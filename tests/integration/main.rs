@@ -10,6 +10,7 @@ mod zarr_write;
 mod cli;
 mod cluster;
 mod cluster_faults;
+mod grid_aggregates;
 mod hdf5;
 mod icechunk;
 mod kerchunk;

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::error::{BoxError, Error, Result};
-use crate::scan::{held_bytes, rows_made, spawn_batches, BatchSender, UnitBatches};
+use crate::scan::{held_bytes, rows_made, spawn_batches, BatchSender, FoldTarget, UnitBatches};
 use crate::zarr::decode::columns::{ChunkColumns, ColumnsWanted};
 use crate::zarr::metadata::attributes::GlobalAttrs;
 use crate::zarr::metadata::schema::ColumnSource;
@@ -19,6 +19,7 @@ use crate::zarr::plan::gather::Gather;
 use crate::zarr::plan::row_filter::RowFilter;
 use crate::zarr::plan::selection::Selection;
 use crate::zarr::read::chunk_reader::{ChunkReader, ChunkSink};
+use crate::zarr::read::grid_scan::ReadRuns;
 use crate::zarr::read::metrics::ChunkMetrics;
 use arrow::array::{RecordBatch, RecordBatchOptions};
 use arrow::datatypes::{Schema, SchemaRef};
@@ -96,16 +97,19 @@ impl ChunkBatches {
             .saturating_add(held_bytes(elements.saturating_mul(row_bytes)))
     }
 
-    /// The batches of one chunk's selected rows, made as the stream is read.
+    /// The batches of one chunk's selected rows, made as the stream is read; or with `fold`,
+    /// its cells handed to the fold (the stream then yields none).
     pub(crate) fn read(
         self: Arc<Self>,
         read: ChunkSelection,
         metrics: ChunkMetrics,
+        fold: Option<FoldTarget>,
     ) -> UnitBatches {
         spawn_batches(|tx| async move {
             let sink = Arc::new(BatchSink {
                 batches: Arc::clone(&self),
                 tx,
+                fold,
             });
             if self.needs_values() {
                 return Arc::clone(&self.reader)
@@ -121,18 +125,23 @@ impl ChunkBatches {
         })
     }
 
-    /// The batches of `read`'s rows, found in `bytes` at `gather`, each handed to `emit`.
+    /// The batches of `read`'s rows, found in `bytes` at `gather`, each handed to `emit`; or
+    /// with `fold`, each batch of the fold's columns (unfiltered, the row filter's verdict
+    /// beside it) handed to the fold where its cells lie.
     fn batches(
         &self,
         read: &ChunkSelection,
         bytes: &[u8],
         gather: &Gather,
+        fold: Option<&FoldTarget>,
         mut emit: impl FnMut(RecordBatch) -> Result<()>,
     ) -> Result<()> {
         let chunk_error = |e: BoxError| self.reader.chunk_error(read, e);
-        // Where the rows lie, when a dimension column is wanted (several boxes: 8 bytes a row).
+        // Where the rows lie, when a dimension column is wanted or a fold places them
+        // (several boxes: 8 bytes a row).
         let filter_columns = self.filter.iter().flat_map(|f| f.columns.iter());
-        let wants_dims = self.derived.iter().any(|d| d.axis().is_some())
+        let wants_dims = fold.is_some()
+            || self.derived.iter().any(|d| d.axis().is_some())
             || (self.columns.iter().chain(filter_columns))
                 .any(|c| matches!(c, ColumnSource::Dimension(_)));
         let index = wants_dims.then(|| read.row_index());
@@ -146,7 +155,28 @@ impl ChunkBatches {
                 chunk_error: &chunk_error,
             };
             let gather = gather.slice(rows.clone());
-            let mut columns = ChunkColumns::new(wanted, read, index.as_ref(), rows, bytes, gather);
+            let mut columns =
+                ChunkColumns::new(wanted, read, index.as_ref(), rows.clone(), bytes, gather);
+            if let (Some(target), Some(index)) = (fold, &index) {
+                let keep = (self.filter.as_ref())
+                    .map(|filter| columns.mask(filter))
+                    .transpose()?;
+                let arrays = (target.columns.iter())
+                    .map(|&i| match self.columns.get(i) {
+                        Some(source) => columns.get(*source),
+                        None => (self.derived.get(i - self.columns.len()))
+                            .ok_or_else(|| Error::Internal(format!("no output column {i}")))?
+                            .values(rows.len(), |axis, values| columns.axis_values(axis, values)),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
+                let batch =
+                    RecordBatch::try_new_with_options(Arc::clone(&target.schema), arrays, &options)
+                        .map_err(|e| Error::arrow("assembling a chunk's cells", e))?;
+                let runs = ReadRuns { read, index, rows };
+                target.fold.fold(&runs, &batch, keep.as_ref())?;
+                continue;
+            }
             if let Some(filter) = &self.filter {
                 // Dimension columns exist before the rows are narrowed (so the filter narrows
                 // them too) when a derived column is made from them.
@@ -175,16 +205,19 @@ impl ChunkBatches {
     }
 }
 
-/// One chunk read's sink: its batches go to the scan as they are made.
+/// One chunk read's sink: its batches go to the scan as they are made (or its cells to the
+/// fold).
 struct BatchSink {
     batches: Arc<ChunkBatches>,
     tx: Arc<BatchSender>,
+    fold: Option<FoldTarget>,
 }
 
 impl ChunkSink for BatchSink {
     type Out = ();
 
     fn take(&self, part: &ChunkSelection, bytes: Cow<'_, [u8]>, gather: Gather) -> Result<()> {
-        (self.batches).batches(part, &bytes, &gather, |batch| self.tx.send(batch))
+        let fold = self.fold.as_ref();
+        (self.batches).batches(part, &bytes, &gather, fold, |batch| self.tx.send(batch))
     }
 }

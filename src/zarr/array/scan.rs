@@ -8,7 +8,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use futures::FutureExt;
 
-use crate::scan::UnitRead;
+use crate::scan::{FoldTarget, UnitRead};
 
 use crate::zarr::array::chunk_batches::ChunkBatches;
 use crate::zarr::metadata::schema::ColumnSource;
@@ -99,8 +99,13 @@ impl GridReader for ChunkBatches {
         ChunkMetrics::new(metrics, partition)
     }
 
-    fn read_unit(self: &Arc<Self>, unit: ChunkSelection, metrics: &ChunkMetrics) -> UnitRead {
-        let batches = Arc::clone(self).read(unit, metrics.clone());
+    fn read_unit(
+        self: &Arc<Self>,
+        unit: ChunkSelection,
+        metrics: &ChunkMetrics,
+        fold: Option<&FoldTarget>,
+    ) -> UnitRead {
+        let batches = Arc::clone(self).read(unit, metrics.clone(), fold.cloned());
         futures::future::ready(Ok(batches)).boxed()
     }
 }

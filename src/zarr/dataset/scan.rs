@@ -16,14 +16,14 @@ use futures::FutureExt;
 use super::model::{Dataset, DatasetColumn};
 use super::variable::BoxValues;
 use crate::error::{Error, Result};
-use crate::scan::{held_bytes, rows_made, spawn_batches, UnitRead};
+use crate::scan::{held_bytes, rows_made, spawn_batches, FoldTarget, UnitRead};
 use crate::zarr::plan::chunk_plan::{chunk_count, ChunkPlan};
 use crate::zarr::plan::chunk_selection::ChunkSelection;
 use crate::zarr::plan::derived_column::{ConstantColumn, DerivedColumn};
 use crate::zarr::plan::grid_statistics::{AxisColumn, AxisValues};
 use crate::zarr::plan::row_filter::RowFilter;
 use crate::zarr::plan::selection::Selection;
-use crate::zarr::read::grid_scan::{constants, GridReader, GridScan};
+use crate::zarr::read::grid_scan::{constants, GridReader, GridScan, ReadRuns};
 use crate::zarr::read::metrics::ChunkMetrics;
 
 /// The scan of a dataset.
@@ -194,9 +194,15 @@ impl GridReader for BlockReader {
     /// gathered while the decoded chunks are in this core's cache (the scan reads other blocks
     /// beside it); from an object store the variables' requests are made concurrently, then the
     /// batch is assembled on a blocking thread.
-    fn read_unit(self: &Arc<Self>, block: ChunkSelection, metrics: &BlockMetrics) -> UnitRead {
+    fn read_unit(
+        self: &Arc<Self>,
+        block: ChunkSelection,
+        metrics: &BlockMetrics,
+        fold: Option<&FoldTarget>,
+    ) -> UnitRead {
         let reader = Arc::clone(self);
         let metrics = metrics.clone();
+        let fold = fold.cloned();
         let batches = spawn_batches(|tx| async move {
             metrics.blocks_read.add(1);
             // The box of the block holding its selected cells, in grid coordinates.
@@ -225,7 +231,7 @@ impl GridReader for BlockReader {
                         .collect::<Result<Vec<_>>>()?,
                 };
                 let _timer = metrics.assemble_time.timer();
-                reader.assemble(&read, &boxes, |batch| tx.send(batch))
+                reader.assemble(&read, &boxes, fold.as_ref(), |batch| tx.send(batch))
             })
             .await
             .map_err(|e| Error::Internal(format!("block reading task failed: {e}")))?
@@ -373,21 +379,41 @@ impl BlockReader {
 
     /// The rows `read` selects, from the values of `self.variables` under it, as batches of
     /// `batch_rows` rows (before the filter) handed to `emit` one at a time (blocking: it
-    /// decodes).
+    /// decodes); or, with `fold`, each batch of the fold's columns (unfiltered, the row
+    /// filter's verdict beside it) handed to the fold where its cells lie.
     fn assemble(
         &self,
         read: &ChunkSelection,
         boxes: &[BoxValues],
+        fold: Option<&FoldTarget>,
         mut emit: impl FnMut(RecordBatch) -> Result<()>,
     ) -> Result<()> {
         let dataset = &self.dataset;
-        // Where the rows lie, when an axis column is wanted (several boxes: 8 bytes a row).
-        let wants_axes = self.derived.iter().any(|d| d.axis().is_some())
-            || (self.needed.iter()).any(|&c| matches!(dataset.columns[c], DatasetColumn::Axis(_)));
+        let projected = self.projection.len();
+        // The output columns made: all of them, or those the fold reads.
+        let made = |column: usize| fold.is_none_or(|f| f.reads(column));
+        let filter_reads = |c: usize| (self.filter.iter()).any(|f| f.columns.contains(&c));
+        // The dataset columns to make: an axis column only when made or filtered on.
+        let needed: Vec<usize> = (self.needed.iter().copied())
+            .filter(|&c| match dataset.columns[c] {
+                DatasetColumn::Axis(_) => {
+                    let output = self.projection.iter().position(|&p| p == c);
+                    output.is_some_and(made) || filter_reads(c)
+                }
+                _ => true,
+            })
+            .collect();
+        // Where the rows lie, when an axis column is wanted or a fold places them (several
+        // boxes: 8 bytes a row).
+        let derived_axes = (self.derived.iter().enumerate())
+            .any(|(i, d)| d.axis().is_some() && made(projected + i));
+        let wants_axes = fold.is_some()
+            || derived_axes
+            || (needed.iter()).any(|&c| matches!(dataset.columns[c], DatasetColumn::Axis(_)));
         let index = wants_axes.then(|| read.row_index());
         // Each variable is read once for all of its needed columns, its cells located once.
         let mut by_var: Vec<(usize, Vec<(usize, usize)>)> = Vec::new();
-        for &c in &self.needed {
+        for &c in &needed {
             if let DatasetColumn::Variable { var, column } = dataset.columns[c] {
                 match by_var.iter_mut().find(|(v, _)| *v == var) {
                     Some((_, cols)) => cols.push((c, column)),
@@ -415,7 +441,7 @@ impl BlockReader {
                     (index.as_ref()).ok_or_else(|| Error::Internal("no row index".into()))?;
                 read.axis_values_in(index, a, rows.clone(), values)
             };
-            for &c in &self.needed {
+            for &c in &needed {
                 match dataset.columns[c] {
                     DatasetColumn::Axis(a) => {
                         let coordinate = dataset.axes[a].coordinate.as_ref();
@@ -438,25 +464,54 @@ impl BlockReader {
                     values.insert(*c, array);
                 }
             }
-            let mut columns: Vec<ArrayRef> = (self.projection.iter())
-                .map(|c| Arc::clone(&values[c]))
-                .collect();
-            for d in &self.derived {
-                columns.push(d.values(rows.len(), |a, values| axis_values(a, Some(values)))?);
-            }
-            let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
-            let batch =
-                RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)
-                    .map_err(|e| Error::arrow("assembling a block's batch", e))?;
-            let batch = match &self.filter {
+            // Output column `i`, when made.
+            let output = |i: usize| -> Result<ArrayRef> {
+                match self.projection.get(i) {
+                    Some(c) => (values.get(c).cloned())
+                        .ok_or_else(|| Error::Internal(format!("column {c} was not made"))),
+                    None => (self.derived.get(i - projected))
+                        .ok_or_else(|| Error::Internal(format!("no output column {i}")))?
+                        .values(rows.len(), |a, values| axis_values(a, Some(values))),
+                }
+            };
+            let keep = match &self.filter {
                 Some(filter) => {
                     let inputs = (filter.columns.iter())
                         .map(|c| Arc::clone(&values[c]))
                         .collect();
-                    let mask = filter.keep(inputs, rows.len())?;
-                    filter_record_batch(&batch, &mask)
-                        .map_err(|e| Error::arrow("filtering a block", e))?
+                    Some(filter.keep(inputs, rows.len())?)
                 }
+                None => None,
+            };
+            let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
+            if let Some(target) = fold {
+                let columns = target.columns.iter().map(|&i| output(i));
+                let batch = RecordBatch::try_new_with_options(
+                    Arc::clone(&target.schema),
+                    columns.collect::<Result<Vec<_>>>()?,
+                    &options,
+                )
+                .map_err(|e| Error::arrow("assembling a block's cells", e))?;
+                let index =
+                    (index.as_ref()).ok_or_else(|| Error::Internal("no row index".into()))?;
+                let runs = ReadRuns {
+                    read,
+                    index,
+                    rows: rows.clone(),
+                };
+                target.fold.fold(&runs, &batch, keep.as_ref())?;
+                continue;
+            }
+            let columns = (0..self.schema.fields().len()).map(output);
+            let batch = RecordBatch::try_new_with_options(
+                Arc::clone(&self.schema),
+                columns.collect::<Result<Vec<_>>>()?,
+                &options,
+            )
+            .map_err(|e| Error::arrow("assembling a block's batch", e))?;
+            let batch = match &keep {
+                Some(mask) => filter_record_batch(&batch, mask)
+                    .map_err(|e| Error::arrow("filtering a block", e))?,
                 None => batch,
             };
             if batch.num_rows() > 0 || self.filter.is_none() {

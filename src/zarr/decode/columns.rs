@@ -4,7 +4,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::ArrayRef;
+use arrow::array::{ArrayRef, BooleanArray};
 
 use crate::error::{BoxError, Error, Result};
 use crate::zarr::decode::error::DecodeError;
@@ -143,6 +143,21 @@ impl<'a> ChunkColumns<'a> {
                     .map_err(error)
             }
         }
+    }
+
+    /// Decodes the filter's columns and evaluates it, leaving the rows as they are: the rows it
+    /// keeps (its columns stay decoded for the columns asked for next).
+    pub(crate) fn mask(&mut self, filter: &RowFilter) -> Result<BooleanArray> {
+        let inputs = (filter.columns.iter())
+            .map(|source| self.get(*source))
+            .collect::<Result<Vec<_>>>()?;
+        let mask = filter.keep(inputs.clone(), self.rows)?;
+        for (source, array) in filter.columns.iter().zip(inputs) {
+            if !self.decoded.iter().any(|(s, _)| s == source) {
+                self.decoded.push((*source, array));
+            }
+        }
+        Ok(mask)
     }
 
     /// Decodes the filter's columns, evaluates it, and narrows the rows to the matches.

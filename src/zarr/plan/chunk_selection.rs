@@ -286,6 +286,76 @@ impl ChunkSelection {
         }
     }
 
+    /// The selected rows `rows` (their numbers in C order, inside `0..self.rows`), located by
+    /// `index` (this read's `row_index`), as runs along the last dimension: `f(row, at, len)`
+    /// for each, in row order, where rows `row..row + len` (numbered from `rows.start`) are
+    /// the cells at array index `at` and the `len - 1` after it along the last dimension. A
+    /// box's runs are its last dimension's ranges; several boxes' are their consecutive
+    /// elements. Nothing is made per row.
+    pub(crate) fn for_each_run(
+        &self,
+        index: &RowIndex,
+        rows: Range<usize>,
+        f: &mut dyn FnMut(usize, &[u64], usize),
+    ) {
+        let rows = rows.start.min(self.rows)..rows.end.min(self.rows);
+        let n = self.shape.len();
+        if rows.is_empty() {
+            return;
+        }
+        let Some(last) = n.checked_sub(1) else {
+            // A scalar: its one cell.
+            return f(0, &[], rows.len());
+        };
+        let mut at = vec![0u64; n];
+        match index {
+            RowIndex::Box(axes) => {
+                if axes.iter().any(|a| a.len == 0) {
+                    return;
+                }
+                // Rows per index of each dimension.
+                let mut inner = vec![1u64; n];
+                for d in (0..last).rev() {
+                    inner[d] = inner[d + 1] * axes[d + 1].len;
+                }
+                let (start, end) = (rows.start as u64, rows.end as u64);
+                let mut r = start;
+                while r < end {
+                    for d in 0..last {
+                        let (i, _) = axes[d].locate((r / inner[d]) % axes[d].len);
+                        at[d] = self.origin[d] + i;
+                    }
+                    let (i, left) = axes[last].locate(r % axes[last].len);
+                    at[last] = self.origin[last] + i;
+                    let len = left.min(end - r);
+                    f((r - start) as usize, &at, len as usize);
+                    r += len;
+                }
+            }
+            RowIndex::Elements(elements) => {
+                let strides = c_strides(&self.shape);
+                let size = self.shape[last];
+                let elements =
+                    &elements[rows.start.min(elements.len())..rows.end.min(elements.len())];
+                let mut r = 0;
+                while r < elements.len() {
+                    let e = elements[r];
+                    for d in 0..n {
+                        at[d] = self.origin[d] + (e / strides[d]) % self.shape[d];
+                    }
+                    let mut len = 1;
+                    while (elements.get(r + len))
+                        .is_some_and(|&next| next == e + len as u64 && next % size != 0)
+                    {
+                        len += 1;
+                    }
+                    f(r, &at, len);
+                    r += len;
+                }
+            }
+        }
+    }
+
     /// The Int64 index column of dimension `d` for the selected rows `rows` (their numbers in
     /// C order, inside `0..self.rows`), located by `index` (this read's `row_index`): one
     /// axis at a time, so a query that reads one axis pays for one.
@@ -502,6 +572,44 @@ mod tests {
                     }
                 }
                 assert_eq!(pieces, whole, "batches of {batch}");
+            }
+        }
+    }
+
+    /// Runs along the last dimension cover the rows of a batch as their index columns say:
+    /// one box of several ranges per dimension, and two boxes, in batches of every size.
+    #[test]
+    fn runs_along_the_last_dimension_are_the_rows_index_columns() {
+        let sel = Selection::from_boxes(vec![vec![
+            set(8, vec![0..2, 5..7]),
+            set(9, vec![1..2, 3..6, 8..9]),
+            set(3, vec![0..1, 2..3]),
+        ]])
+        .unwrap();
+        let one_box = list_chunk_reads(&[8, 9, 3], &[8, 9, 3], &sel)
+            .pop()
+            .unwrap();
+        for read in [one_box, two_boxes_in_one_chunk()] {
+            let whole: Vec<Vec<i64>> = read.dimension_columns().iter().map(ints).collect();
+            let index = read.row_index();
+            for batch in 1..=read.rows + 1 {
+                for start in (0..read.rows).step_by(batch) {
+                    let rows = start..(start + batch).min(read.rows);
+                    let mut seen = 0;
+                    let last = read.shape.len() - 1;
+                    read.for_each_run(&index, rows.clone(), &mut |row, at, len| {
+                        assert_eq!(row, seen, "runs in row order, batches of {batch}");
+                        for k in 0..len {
+                            let r = start + row + k;
+                            for (d, column) in whole.iter().enumerate() {
+                                let expected = at[d] as i64 + if d == last { k as i64 } else { 0 };
+                                assert_eq!(column[r], expected, "row {r}, dimension {d}");
+                            }
+                        }
+                        seen += len;
+                    });
+                    assert_eq!(seen, rows.len());
+                }
             }
         }
     }

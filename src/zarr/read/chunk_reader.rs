@@ -664,7 +664,7 @@ mod tests {
         let metrics = ChunkMetrics::new(&ExecutionPlanMetricsSet::new(), 0);
         let mut batches = Vec::new();
         for read in reads {
-            let read = Arc::clone(&reader).read(read, metrics.clone());
+            let read = Arc::clone(&reader).read(read, metrics.clone(), None);
             batches.extend(
                 read.collect::<Vec<_>>()
                     .await

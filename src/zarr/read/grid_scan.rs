@@ -17,16 +17,17 @@ use datafusion::physical_plan::DisplayFormatType;
 
 use datafusion::physical_plan::ExecutionPlan;
 
+use crate::scan::CellRuns;
 use crate::scan::{
-    column_names, declares_order, fmt_options, nth_partition, pruned_unit, reversed_unit, LeadGate,
-    OpenPartition, PartitionTarget, PartitionUnits, ScanExec, ScanShape, ScanSource, SortKey,
-    UnitPruner, UnitRead,
+    column_names, declares_order, fmt_options, nth_partition, pruned_unit, reversed_unit,
+    FoldTarget, GridSource, LeadGate, OpenPartition, PartitionTarget, PartitionUnits, ScanExec,
+    ScanShape, ScanSource, SortKey, UnitPruner, UnitRead,
 };
 use crate::zarr::options::ZarrOptions;
 use crate::zarr::plan::axis_expression::AxisExpression;
 use crate::zarr::plan::chunk_partitions::ChunkPartitions;
 use crate::zarr::plan::chunk_plan::SlabOrder;
-use crate::zarr::plan::chunk_selection::ChunkSelection;
+use crate::zarr::plan::chunk_selection::{ChunkSelection, RowIndex};
 use crate::zarr::plan::derived_column::{ConstantColumn, DerivedColumn};
 use crate::zarr::plan::grid_statistics::{
     axis_column_statistics, selected_indices, AxisColumn, AxisIndices, ValueOrder,
@@ -90,8 +91,14 @@ pub(crate) trait GridReader: fmt::Debug + Send + Sync + Sized + 'static {
     }
 
     fn metrics(metrics: &ExecutionPlanMetricsSet, partition: usize) -> Self::Metrics;
-    /// Reads one unit's selected cells.
-    fn read_unit(self: &Arc<Self>, unit: ChunkSelection, metrics: &Self::Metrics) -> UnitRead;
+    /// Reads one unit's selected cells: into batches, or handed to `fold`'s fold (then the
+    /// unit's stream yields no batch).
+    fn read_unit(
+        self: &Arc<Self>,
+        unit: ChunkSelection,
+        metrics: &Self::Metrics,
+        fold: Option<&FoldTarget>,
+    ) -> UnitRead;
 }
 
 /// What every grid scan is planned with.
@@ -331,6 +338,7 @@ impl<R: GridReader> ScanSource for GridScan<R> {
         // TopK above has its threshold before the rest are checked against it.
         let lead = self.partitions.lead_chunks(partition);
         let gate = (pruner.is_some() && lead > 0).then(|| LeadGate::new(lead));
+        let fold = open.fold.cloned();
         let units = units.enumerate().map(move |(i, unit)| {
             let read = match &pruner {
                 Some(pruner) => {
@@ -341,7 +349,8 @@ impl<R: GridReader> ScanSource for GridScan<R> {
                     let later = gate.as_ref().filter(|_| i >= lead).cloned();
                     let read = {
                         let (reader, metrics) = (Arc::clone(&reader), unit_metrics.clone());
-                        move || reader.read_unit(unit, &metrics)
+                        let fold = fold.clone();
+                        move || reader.read_unit(unit, &metrics, fold.as_ref())
                     };
                     let read = pruned_unit(read, Arc::clone(pruner), statistics, later);
                     match &gate {
@@ -349,7 +358,7 @@ impl<R: GridReader> ScanSource for GridScan<R> {
                         _ => read,
                     }
                 }
-                None => reader.read_unit(unit, &unit_metrics),
+                None => reader.read_unit(unit, &unit_metrics, fold.as_ref()),
             };
             if reversed {
                 reversed_unit(read)
@@ -511,6 +520,12 @@ impl<R: GridReader> ScanSource for GridScan<R> {
         })
     }
 
+    fn grid(&self) -> Option<&dyn GridSource> {
+        let settings = &self.settings;
+        let forwards = !settings.reversed && settings.read_first.is_none();
+        (forwards && settings.limit.is_none()).then_some(self as &dyn GridSource)
+    }
+
     fn takes_limits(&self) -> bool {
         true
     }
@@ -525,6 +540,43 @@ impl<R: GridReader> ScanSource for GridScan<R> {
             ..self.settings.clone()
         };
         Some(Arc::new(GridScan::new(Arc::clone(&self.reader), settings)))
+    }
+}
+
+impl<R: GridReader> GridSource for GridScan<R> {
+    fn shape(&self) -> Vec<u64> {
+        self.reader.grid().0
+    }
+
+    fn per_index(&self, expr: &Arc<dyn PhysicalExpr>) -> Option<(usize, ArrayRef)> {
+        let (shape, _) = self.reader.grid();
+        let columns = self.reader.axis_columns();
+        let schema = self.reader.schema();
+        let evaluated = AxisExpression::evaluate(expr, "", schema, &columns, |a| shape[a])?;
+        Some((evaluated.axis, evaluated.values))
+    }
+
+    fn indices(&self, partition: Option<usize>) -> Result<Vec<Vec<std::ops::Range<u64>>>> {
+        let indices = self.axis_indices(partition)?;
+        Ok(indices.iter().map(|a| a.set.ranges().to_vec()).collect())
+    }
+
+    fn cells(&self) -> u64 {
+        self.settings.selection.len()
+    }
+}
+
+/// Rows `rows` of a unit's read (numbered among its selected rows) as a grid aggregate sees
+/// them: runs along the grid's last axis ([`ChunkSelection::for_each_run`]).
+pub(crate) struct ReadRuns<'a> {
+    pub read: &'a ChunkSelection,
+    pub index: &'a RowIndex,
+    pub rows: std::ops::Range<usize>,
+}
+
+impl CellRuns for ReadRuns<'_> {
+    fn for_each_run(&self, f: &mut dyn FnMut(usize, &[u64], usize)) {
+        self.read.for_each_run(self.index, self.rows.clone(), f)
     }
 }
 

@@ -1,0 +1,620 @@
+//! [`GridAggregateExec`]: an aggregate over a grid scan that folds the scan's cells into
+//! dense accumulators as its units decode them ([`PartitionFold`]), in one of two places:
+//!
+//! - **partial**: in place of DataFusion's partial aggregate, one output partition per scan
+//!   partition, its groups' states as the partial aggregate gives them (the final aggregate
+//!   above merges them; a cluster's tasks run this);
+//! - **single**: in place of the partial and the final aggregate together, in one output
+//!   partition: every scan partition folds at once, their states merge group by group by
+//!   position (no hash), and the final values come out (in the group keys' order along each
+//!   axis).
+//!
+//! Either way the accumulators are DataFusion's own groups accumulators, so the answers are
+//! its aggregates'. Their memory is reserved before the scan starts; when the pool cannot
+//! give it, the query runs as DataFusion planned it.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{new_empty_array, ArrayRef, RecordBatch, UInt32Array, UInt64Array};
+use arrow::compute::take;
+use datafusion::common::runtime::SpawnedTask;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::{internal_err, DataFusionError, Result};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{
+    BaselineMetrics, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    SendableRecordBatchStream,
+};
+use futures::StreamExt;
+
+use super::fold::{dense, emitted, FoldMetrics, Folded, PartitionFold};
+use super::plan::{GridPlan, Input};
+use crate::scan::{FoldTarget, ScanExec};
+
+/// What a grid aggregate gives.
+#[derive(Debug, Clone)]
+enum Output {
+    /// The partial aggregate's states, per scan partition.
+    Partial,
+    /// The final aggregate's values, in one partition; `fallback` is DataFusion's plan of the
+    /// same (the final aggregate over the partial one's partitions).
+    Final {
+        aggregate: Arc<AggregateExec>,
+        fallback: Arc<dyn ExecutionPlan>,
+    },
+}
+
+/// An aggregate over a grid scan, folded into dense accumulators (see the module).
+#[derive(Debug)]
+pub(crate) struct GridAggregateExec {
+    /// The partial aggregate folded: its keys, aggregates and FILTERs, and its input down to
+    /// the scan.
+    partial: Arc<AggregateExec>,
+    output: Output,
+    /// The grid scan, the only child.
+    scan: Arc<dyn ExecutionPlan>,
+    plan: Arc<GridPlan>,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl GridAggregateExec {
+    /// `partial` (a partial aggregate) folded, when it can be: one output partition per scan
+    /// partition, as `partial` has.
+    pub(crate) fn partial(partial: &Arc<AggregateExec>) -> Result<Option<Self>> {
+        let Some(plan) = GridPlan::new(partial)? else {
+            return Ok(None);
+        };
+        let Some(scan) = scan_of(partial) else {
+            return Ok(None);
+        };
+        Ok(Some(GridAggregateExec {
+            partial: Arc::clone(partial),
+            output: Output::Partial,
+            scan,
+            plan: Arc::new(plan),
+            properties: Arc::clone(partial.properties()),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }))
+    }
+
+    /// `aggregate` (a final aggregate straight over a partial one) folded in one output
+    /// partition, when it can be and its accumulators would fit in `memory_limit` bytes.
+    pub(crate) fn single(
+        aggregate: &Arc<AggregateExec>,
+        memory_limit: Option<usize>,
+    ) -> Result<Option<Self>> {
+        let is_final = matches!(
+            aggregate.mode(),
+            AggregateMode::Final | AggregateMode::FinalPartitioned
+        );
+        let Some(partial) = aggregate.input().downcast_ref::<AggregateExec>() else {
+            return Ok(None);
+        };
+        // The final aggregate groups by the partial one's keys, in order (its FILTERs are the
+        // partial one's: DataFusion applies them to raw rows only).
+        let keys = partial.group_expr().expr().len();
+        let same_keys = (aggregate.group_expr().expr().iter().enumerate()).all(|(i, (e, _))| {
+            (e.downcast_ref())
+                .is_some_and(|c: &datafusion::physical_expr::expressions::Column| c.index() == i)
+        }) && aggregate.group_expr().expr().len() == keys
+            && aggregate.group_expr().is_single()
+            && aggregate.aggr_expr().len() == partial.aggr_expr().len();
+        if !is_final || !same_keys || aggregate.limit_options().is_some() {
+            return Ok(None);
+        }
+        let partial = Arc::new(partial.clone());
+        let Some(plan) = GridPlan::new(&partial)? else {
+            return Ok(None);
+        };
+        let Some(scan) = scan_of(&partial) else {
+            return Ok(None);
+        };
+        let fits = memory_limit.is_none_or(|limit| single_bytes(&plan) <= limit as u64);
+        if !fits {
+            return Ok(None);
+        }
+        let fallback = unfolded(aggregate, &partial)?;
+        let properties = PlanProperties::new(
+            aggregate.properties().equivalence_properties().clone(),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        );
+        Ok(Some(GridAggregateExec {
+            partial,
+            output: Output::Final {
+                aggregate: Arc::clone(aggregate),
+                fallback,
+            },
+            scan,
+            plan: Arc::new(plan),
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }))
+    }
+
+    /// The partial aggregate folded (for a cluster's codec, which sends it).
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn partial_aggregate(&self) -> Option<&Arc<AggregateExec>> {
+        matches!(self.output, Output::Partial).then_some(&self.partial)
+    }
+
+    fn scan(&self) -> Result<&ScanExec> {
+        match self.scan.downcast_ref::<ScanExec>() {
+            Some(scan) => Ok(scan),
+            None => internal_err!(
+                "GridAggregateExec reads {}, not a grid scan",
+                self.scan.name()
+            ),
+        }
+    }
+
+    /// What names this aggregate in errors and memory reservations.
+    fn label(&self, partition: usize) -> String {
+        format!("GridAggregateExec[{partition}]")
+    }
+
+    /// Partition `p` of the scan folded (its accumulators reserved from `reservation`), or
+    /// `None` when the pool cannot give them.
+    fn fold(
+        &self,
+        p: usize,
+        context: &Arc<TaskContext>,
+        reservation: MemoryReservation,
+    ) -> Result<Option<(Arc<PartitionFold>, SendableRecordBatchStream)>> {
+        let metrics = FoldMetrics {
+            cells: MetricBuilder::new(&self.metrics).counter("cells_folded", p),
+            time: MetricBuilder::new(&self.metrics).subset_time("fold_time", p),
+        };
+        let fold = match PartitionFold::new(
+            &self.plan,
+            p,
+            self.partial.aggr_expr(),
+            reservation,
+            self.label(p),
+            metrics,
+        ) {
+            Ok(fold) => Arc::new(fold),
+            Err(DataFusionError::ResourcesExhausted(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let target = FoldTarget {
+            columns: self.plan.columns.clone(),
+            schema: Arc::clone(&self.plan.schema),
+            fold: Arc::clone(&fold) as _,
+        };
+        let stream = self
+            .scan()?
+            .execute_folding(p, Arc::clone(context), &target)?;
+        Ok(Some((fold, stream)))
+    }
+}
+
+/// The grid scan at the bottom of `partial`'s input.
+fn scan_of(partial: &AggregateExec) -> Option<Arc<dyn ExecutionPlan>> {
+    Input::of(partial.input()).map(|input| Arc::clone(input.plan))
+}
+
+/// DataFusion's plan of the final `aggregate` over `partial` in one partition: the final
+/// aggregate over the partial one's partitions.
+fn unfolded(
+    aggregate: &AggregateExec,
+    partial: &Arc<AggregateExec>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    Ok(Arc::new(AggregateExec::try_new(
+        AggregateMode::Final,
+        aggregate.group_expr().clone(),
+        aggregate.aggr_expr().to_vec(),
+        aggregate.filter_expr().to_vec(),
+        Arc::new(CoalescePartitionsExec::new(Arc::clone(partial) as _)),
+        partial.schema(),
+    )?))
+}
+
+/// `plan` with its grid scan replaced by `scan`.
+fn with_scan(
+    plan: &Arc<AggregateExec>,
+    scan: &Arc<dyn ExecutionPlan>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    (Arc::clone(plan) as Arc<dyn ExecutionPlan>)
+        .transform_up(|node| match node.downcast_ref::<ScanExec>() {
+            Some(_) => Ok(Transformed::yes(Arc::clone(scan))),
+            None => Ok(Transformed::no(node)),
+        })
+        .data()
+}
+
+/// Bytes a single grid aggregate holds at most: every partition's accumulators and the
+/// merged ones.
+fn single_bytes(plan: &GridPlan) -> u64 {
+    let partitions: u64 = (0..plan.windows.len())
+        .map(|p| plan.partition_groups(p))
+        .fold(0, u64::saturating_add);
+    partitions
+        .saturating_add(plan.groups())
+        .saturating_mul(plan.group_bytes)
+}
+
+impl DisplayAs for GridAggregateExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let keys: Vec<&str> = (self.partial.group_expr().expr().iter())
+            .map(|(_, name)| name.as_str())
+            .collect();
+        let aggregates: Vec<&str> = (self.partial.aggr_expr().iter())
+            .map(|a| a.name())
+            .collect();
+        let mode = match self.output {
+            Output::Partial => "Partial",
+            Output::Final { .. } => "Single",
+        };
+        let shape: Vec<String> = self.plan.shape().iter().map(u32::to_string).collect();
+        let reads: Vec<&str> = (self.plan.schema.fields().iter())
+            .map(|f| f.name().as_str())
+            .collect();
+        if let DisplayFormatType::TreeRender = t {
+            writeln!(f, "mode={mode}")?;
+            return writeln!(f, "groups={}", shape.join("×"));
+        }
+        write!(
+            f,
+            "GridAggregateExec: mode={mode}, gby=[{}], aggr=[{}], groups={}, reads=[{}]",
+            keys.join(", "),
+            aggregates.join(", "),
+            shape.join("×"),
+            reads.join(", ")
+        )
+    }
+}
+
+impl ExecutionPlan for GridAggregateExec {
+    fn name(&self) -> &str {
+        "GridAggregateExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.scan]
+    }
+
+    /// The fold reads the scan's partitions itself: nothing may come between.
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let [scan] = children.as_slice() else {
+            return internal_err!("GridAggregateExec has one child");
+        };
+        let partial = with_scan(&self.partial, scan)?;
+        let Some(partial) = partial.downcast_ref::<AggregateExec>() else {
+            return internal_err!("GridAggregateExec lost its partial aggregate");
+        };
+        let partial = Arc::new(partial.clone());
+        match &self.output {
+            Output::Partial => match GridAggregateExec::partial(&partial)? {
+                Some(folded) => Ok(Arc::new(folded)),
+                None => Ok(partial),
+            },
+            Output::Final { aggregate, .. } => {
+                let aggregate =
+                    Arc::clone(aggregate).with_new_children(vec![Arc::clone(&partial) as _])?;
+                let Some(aggregate) = aggregate.downcast_ref::<AggregateExec>() else {
+                    return internal_err!("GridAggregateExec lost its final aggregate");
+                };
+                let aggregate = Arc::new(aggregate.clone());
+                match GridAggregateExec::single(&aggregate, None)? {
+                    Some(folded) => Ok(Arc::new(folded)),
+                    None => unfolded(&aggregate, &partial),
+                }
+            }
+        }
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        match &self.output {
+            Output::Partial => self.execute_partial(partition, context),
+            Output::Final {
+                aggregate,
+                fallback,
+            } => {
+                if partition != 0 {
+                    return internal_err!("GridAggregateExec has one partition, not {partition}");
+                }
+                self.execute_single(aggregate, fallback, context)
+            }
+        }
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
+
+impl GridAggregateExec {
+    fn execute_partial(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let reservation =
+            MemoryConsumer::new(self.label(partition)).register(context.memory_pool());
+        let Some((fold, mut stream)) = self.fold(partition, &context, reservation)? else {
+            // The pool cannot hold the accumulators: DataFusion's plan.
+            return self.partial.execute(partition, context);
+        };
+        let plan = Arc::clone(&self.plan);
+        let schema = self.partial.schema();
+        let baseline = BaselineMetrics::new(&self.metrics, partition);
+        let batch_size = context.session_config().batch_size();
+        let out = Arc::clone(&schema);
+        let result = async move {
+            while let Some(batch) = stream.next().await {
+                batch?;
+            }
+            drop(stream);
+            let _timer = baseline.elapsed_compute().timer();
+            let mut folded = fold.finish()?;
+            let batch = partial_states(&plan, partition, &mut folded, &out)?;
+            baseline.record_output(batch.num_rows());
+            Ok(slices(batch, batch_size))
+        };
+        let stream = futures::stream::once(result)
+            .map(|r: Result<Vec<RecordBatch>>| match r {
+                Ok(batches) => futures::stream::iter(batches.into_iter().map(Ok)).boxed(),
+                Err(e) => futures::stream::iter(vec![Err(e)]).boxed(),
+            })
+            .flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+
+    fn execute_single(
+        &self,
+        aggregate: &Arc<AggregateExec>,
+        fallback: &Arc<dyn ExecutionPlan>,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let plan = &self.plan;
+        let partitions = plan.windows.len();
+        // Everything reserved before any partition starts: each partition's accumulators,
+        // then the merged ones.
+        let pool = context.memory_pool();
+        let mut folds = Vec::with_capacity(partitions);
+        for p in 0..partitions {
+            let reservation =
+                MemoryConsumer::new(format!("GridAggregateExec[0] partition {p}")).register(pool);
+            match self.fold(p, &context, reservation)? {
+                Some(fold) => folds.push(fold),
+                None => return fallback.execute(0, context),
+            }
+        }
+        let total = usize::try_from(plan.groups())
+            .map_err(|_| DataFusionError::Internal("too many groups".into()))?;
+        let merged = MemoryConsumer::new(self.label(0)).register(pool);
+        let merged_bytes = (total as u64).saturating_mul(plan.group_bytes);
+        if merged.try_grow(merged_bytes as usize).is_err() {
+            return fallback.execute(0, context);
+        }
+        let mut accumulators = (aggregate.aggr_expr().iter())
+            .map(|a| a.create_groups_accumulator())
+            .collect::<Result<Vec<_>>>()?;
+        let mut state_counts = Vec::with_capacity(accumulators.len());
+        for (accumulator, a) in accumulators.iter_mut().zip(self.partial.aggr_expr()) {
+            // Sized, and tracking each group's values from the start (`dense`).
+            let empty = (a.state_fields()?.iter())
+                .map(|f| new_empty_array(f.data_type()))
+                .collect::<Vec<_>>();
+            accumulator.merge_batch(&empty, &[], Some(&dense()), total)?;
+            state_counts.push(empty.len());
+        }
+        let plan = Arc::clone(plan);
+        let schema = aggregate.schema();
+        let out = Arc::clone(&schema);
+        let baseline = BaselineMetrics::new(&self.metrics, 0);
+        let batch_size = context.session_config().batch_size();
+        let result = async move {
+            // Each partition folds on a task of its own; their states merge as they end.
+            let mut running: futures::stream::FuturesUnordered<_> = (folds.into_iter())
+                .enumerate()
+                .map(|(p, (fold, mut stream))| {
+                    SpawnedTask::spawn(async move {
+                        while let Some(batch) = stream.next().await {
+                            batch?;
+                        }
+                        Ok::<_, DataFusionError>((p, fold.finish()?))
+                    })
+                })
+                .collect();
+            let mut seen = vec![false; total];
+            while let Some(done) = running.next().await {
+                let (p, mut folded) =
+                    done.map_err(|e| DataFusionError::External(Box::new(e)))??;
+                let _timer = baseline.elapsed_compute().timer();
+                merge(
+                    &plan,
+                    p,
+                    &mut folded,
+                    &mut accumulators,
+                    &state_counts,
+                    &mut seen,
+                )?;
+                let bytes = accumulators.iter().map(|a| a.size()).sum::<usize>() + total;
+                if bytes > merged.size() {
+                    merged.try_resize(bytes)?;
+                }
+            }
+            let _timer = baseline.elapsed_compute().timer();
+            let values = emitted(&mut accumulators, total, false)?;
+            let batch = final_values(&plan, values, &seen, &out)?;
+            baseline.record_output(batch.num_rows());
+            drop(merged);
+            Ok(slices(batch, batch_size))
+        };
+        let stream = futures::stream::once(result)
+            .map(|r: Result<Vec<RecordBatch>>| match r {
+                Ok(batches) => futures::stream::iter(batches.into_iter().map(Ok)).boxed(),
+                Err(e) => futures::stream::iter(vec![Err(e)]).boxed(),
+            })
+            .flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}
+
+/// `batch` cut into batches of `size` rows.
+fn slices(batch: RecordBatch, size: usize) -> Vec<RecordBatch> {
+    let size = size.max(1);
+    (0..batch.num_rows())
+        .step_by(size)
+        .map(|start| batch.slice(start, size.min(batch.num_rows() - start)))
+        .collect()
+}
+
+/// The groups of a window of `shape` (groups per axis) to emit: those a row reached, in
+/// order; a plan without keys emits its one group whatever happened.
+fn reached(plan: &GridPlan, seen: &[bool]) -> Vec<u64> {
+    if plan.keys.is_empty() {
+        return vec![0];
+    }
+    (seen.iter().enumerate())
+        .filter(|(_, &s)| s)
+        .map(|(g, _)| g as u64)
+        .collect()
+}
+
+/// Per axis, the group (numbered over the whole axis) of each of `groups`, positions in a
+/// window at `origin` of `shape`.
+fn axis_ids(groups: &[u64], origin: &[u32], shape: &[u32]) -> Vec<Vec<u32>> {
+    let mut stride: u64 = shape.iter().map(|&n| u64::from(n)).product();
+    (origin.iter().zip(shape))
+        .map(|(&o, &n)| {
+            let n = u64::from(n).max(1);
+            stride /= n;
+            let stride = stride.max(1);
+            groups
+                .iter()
+                .map(|g| o + ((g / stride) % n) as u32)
+                .collect()
+        })
+        .collect()
+}
+
+/// The key columns of `groups` (their groups along each axis `ids`).
+fn key_columns(plan: &GridPlan, ids: &[Vec<u32>]) -> Result<Vec<ArrayRef>> {
+    (plan.keys.iter())
+        .map(|&(axis, k)| {
+            let Some(values) = plan.axes[axis].key(k) else {
+                return internal_err!("axis {axis} has no key {k}");
+            };
+            let ids = UInt32Array::from(ids[axis].clone());
+            Ok(take(values.as_ref(), &ids, None)?)
+        })
+        .collect()
+}
+
+/// The partial aggregate's output of partition `p`: the keys and states of its groups a row
+/// reached.
+fn partial_states(
+    plan: &GridPlan,
+    p: usize,
+    folded: &mut Folded,
+    schema: &arrow::datatypes::SchemaRef,
+) -> Result<RecordBatch> {
+    let window = &plan.windows[p];
+    let groups = folded.seen.len();
+    let states = emitted(&mut folded.accumulators, groups, true)?;
+    let reached = reached(plan, &folded.seen);
+    let origin: Vec<u32> = window.iter().map(|w| w.start).collect();
+    let shape: Vec<u32> = window.iter().map(|w| w.end - w.start).collect();
+    let ids = axis_ids(&reached, &origin, &shape);
+    let indices = UInt64Array::from(reached);
+    let mut columns = key_columns(plan, &ids)?;
+    for state in states {
+        columns.push(take(state.as_ref(), &indices, None)?);
+    }
+    Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
+}
+
+/// Partition `p`'s folded states merged into `accumulators` (over the plan's whole shape).
+fn merge(
+    plan: &GridPlan,
+    p: usize,
+    folded: &mut Folded,
+    accumulators: &mut [Box<dyn datafusion::logical_expr::GroupsAccumulator>],
+    state_counts: &[usize],
+    seen: &mut [bool],
+) -> Result<()> {
+    let window = &plan.windows[p];
+    let groups = folded.seen.len();
+    let states = emitted(&mut folded.accumulators, groups, true)?;
+    let local = reached(plan, &folded.seen);
+    let origin: Vec<u32> = window.iter().map(|w| w.start).collect();
+    let shape: Vec<u32> = window.iter().map(|w| w.end - w.start).collect();
+    let ids = axis_ids(&local, &origin, &shape);
+    // Their positions in the whole shape.
+    let whole = plan.shape();
+    let mut global = vec![0usize; local.len()];
+    let mut stride: usize = whole.iter().map(|&n| n as usize).product();
+    for (axis, &n) in whole.iter().enumerate() {
+        stride /= (n as usize).max(1);
+        for (g, &id) in global.iter_mut().zip(&ids[axis]) {
+            *g += id as usize * stride;
+        }
+    }
+    let indices = UInt64Array::from(local);
+    let states = (states.iter())
+        .map(|s| take(s.as_ref(), &indices, None))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let total = seen.len();
+    let mut at = 0;
+    for (accumulator, &count) in accumulators.iter_mut().zip(state_counts) {
+        accumulator.merge_batch(&states[at..at + count], &global, None, total)?;
+        at += count;
+    }
+    for &g in &global {
+        if let Some(s) = seen.get_mut(g) {
+            *s = true;
+        }
+    }
+    // The partition's accumulators go now.
+    folded.accumulators.clear();
+    folded.reservation.free();
+    Ok(())
+}
+
+/// The final aggregate's output: the keys and values of the groups a row reached.
+fn final_values(
+    plan: &GridPlan,
+    values: Vec<ArrayRef>,
+    seen: &[bool],
+    schema: &arrow::datatypes::SchemaRef,
+) -> Result<RecordBatch> {
+    let reached = reached(plan, seen);
+    let shape = plan.shape();
+    let origin = vec![0u32; shape.len()];
+    let ids = axis_ids(&reached, &origin, &shape);
+    let indices = UInt64Array::from(reached);
+    let mut columns = key_columns(plan, &ids)?;
+    for value in values {
+        columns.push(take(value.as_ref(), &indices, None)?);
+    }
+    Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
+}

@@ -1,0 +1,24 @@
+//! The grid aggregate: `GROUP BY` over a grid's dimensions folded chunk by chunk into dense
+//! accumulators, with no row made per cell and no hash of its keys.
+//!
+//! ```text
+//! rule.rs        GridAggregates: which aggregates become grid aggregates, and where
+//! plan.rs        GridPlan: keys per axis, arguments over the columns the fold reads, the
+//!                groups each scan partition reaches (or why the aggregate stays DataFusion's)
+//! axis_groups.rs an axis's keys evaluated per index, and each index's group along the axis
+//! fold.rs        PartitionFold: a partition's cells, as its units decode them, into
+//!                DataFusion's groups accumulators at their groups' positions
+//! exec.rs        GridAggregateExec: partial states per partition, or the partitions merged
+//!                by position into final values
+//! ```
+//!
+//! The scan hands its cells over through the vocabulary of `scan/cells.rs`.
+
+mod axis_groups;
+mod exec;
+mod fold;
+mod plan;
+mod rule;
+
+pub(crate) use exec::GridAggregateExec;
+pub(crate) use rule::GridAggregates;

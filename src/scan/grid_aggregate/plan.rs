@@ -1,0 +1,278 @@
+//! [`GridPlan`]: what a partial aggregate over a grid scan folds, decided at planning, or why
+//! it stays DataFusion's. An aggregate is folded when
+//!
+//! - its input is one grid scan ([`ScanExec::grid`]), through at most a projection (inlined)
+//!   and a filter (a mask, like the scan's own row filter);
+//! - each group key reads the column of one axis, or several keys one axis together, and
+//!   evaluates at every index of it ([`GridSource::per_index`]); no grouping sets;
+//! - each aggregate is one of [`FOLDED`], not DISTINCT, without ORDER BY, with fixed-width
+//!   states (DataFusion's own groups accumulator then folds it, so its answers are
+//!   DataFusion's);
+//! - the dense groups are no more than the cells read (a sparse union of boxes stays a
+//!   hash aggregate).
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::{internal_err, Result};
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::projection::update_expr;
+use datafusion::physical_expr::utils::collect_columns;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
+use datafusion::physical_plan::ExecutionPlan;
+
+use super::axis_groups::AxisGroups;
+use crate::scan::ScanExec;
+
+/// The aggregate functions folded: those whose state per group is a few fixed-width values.
+pub(crate) const FOLDED: [&str; 11] = [
+    "count",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "var",
+    "var_pop",
+    "stddev",
+    "stddev_pop",
+    "bool_and",
+    "bool_or",
+];
+
+/// Dense groups of a plan, at most: beyond, the plan stays DataFusion's.
+const MAX_GROUPS: u64 = 1 << 32;
+
+/// A partial aggregate's fold over a grid scan.
+pub(crate) struct GridPlan {
+    /// The grid's axes and their groups.
+    pub axes: Vec<AxisGroups>,
+    /// Per group key (in the aggregate's order): its axis and its place among that axis's
+    /// keys.
+    pub keys: Vec<(usize, usize)>,
+    /// Per aggregate: its arguments over the fold's columns.
+    pub arguments: Vec<Vec<Arc<dyn PhysicalExpr>>>,
+    /// Per aggregate: its FILTER over the fold's columns.
+    pub filters: Vec<Option<Arc<dyn PhysicalExpr>>>,
+    /// A filter between the aggregate and the scan, over the fold's columns.
+    pub predicate: Option<Arc<dyn PhysicalExpr>>,
+    /// The scan's output columns the fold reads.
+    pub columns: Vec<usize>,
+    /// Their schema.
+    pub schema: SchemaRef,
+    /// Per scan partition, per axis: the groups its cells reach.
+    pub windows: Vec<Vec<Range<u32>>>,
+    /// Bytes of the accumulators per group (states and the group's mark).
+    pub group_bytes: u64,
+}
+
+impl fmt::Debug for GridPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GridPlan")
+            .field("shape", &self.shape())
+            .field("columns", &self.columns)
+            .finish()
+    }
+}
+
+impl GridPlan {
+    /// The fold of `aggregate` (a partial aggregate), when it can be folded.
+    pub(crate) fn new(aggregate: &AggregateExec) -> Result<Option<GridPlan>> {
+        if *aggregate.mode() != AggregateMode::Partial
+            || !aggregate.group_expr().is_single()
+            || aggregate.limit_options().is_some()
+            || !aggregate.aggr_expr().iter().all(|a| folded(a))
+        {
+            return Ok(None);
+        }
+        let Some(input) = Input::of(aggregate.input()) else {
+            return Ok(None);
+        };
+        let Some(grid) = input.scan.grid() else {
+            return Ok(None);
+        };
+        // Everything over the scan's columns.
+        let keys = (aggregate.group_expr().expr().iter())
+            .map(|(e, _)| input.unproject(e))
+            .collect::<Result<Option<Vec<_>>>>()?;
+        let arguments = (aggregate.aggr_expr().iter())
+            .map(|a| {
+                (a.expressions().iter())
+                    .map(|e| input.unproject(e))
+                    .collect()
+            })
+            .collect::<Result<Option<Vec<Vec<_>>>>>()?;
+        // An aggregate without FILTER: `Some(None)`; one whose FILTER cannot be: `None`.
+        let filters = (aggregate.filter_expr().iter())
+            .map(|f| match f {
+                Some(e) => Ok(input.unproject(e)?.map(Some)),
+                None => Ok(Some(None)),
+            })
+            .collect::<Result<Option<Vec<Option<_>>>>>()?;
+        let (Some(keys), Some(arguments), Some(filters)) = (keys, arguments, filters) else {
+            return Ok(None);
+        };
+        // Each key's values per index of its axis.
+        let shape = grid.shape();
+        let mut per_axis: Vec<Vec<Arc<dyn arrow::array::Array>>> = vec![Vec::new(); shape.len()];
+        let mut placed = Vec::with_capacity(keys.len());
+        for key in &keys {
+            let Some((axis, values)) = grid.per_index(key) else {
+                return Ok(None);
+            };
+            placed.push((axis, per_axis[axis].len()));
+            per_axis[axis].push(values);
+        }
+        let read = grid.indices(None)?;
+        let axes = (per_axis.iter().enumerate())
+            .map(|(a, values)| AxisGroups::new(shape[a] as usize, values, &read[a]))
+            .collect::<Result<Vec<_>>>()?;
+        let groups = (axes.iter()).try_fold(1u64, |n, a| n.checked_mul(u64::from(a.len())));
+        match groups {
+            Some(groups) if groups <= MAX_GROUPS && groups <= grid.cells().max(1) => {}
+            _ => {
+                eprintln!("DBG groups {groups:?}");
+                return Ok(None);
+            }
+        }
+        let partitions = input.scan.properties().partitioning.partition_count();
+        let windows = (0..partitions)
+            .map(|p| {
+                let read = grid.indices(Some(p))?;
+                Ok((axes.iter().zip(&read)).map(|(a, r)| a.window(r)).collect())
+            })
+            .collect::<Result<Vec<Vec<_>>>>()?;
+        // The columns the fold reads, and the expressions over them.
+        let everything = (arguments.iter().flatten())
+            .chain(filters.iter().flatten())
+            .chain(input.predicate.iter());
+        let mut columns: Vec<usize> = everything
+            .flat_map(|e| collect_columns(e).into_iter().map(|c| c.index()))
+            .collect();
+        columns.sort_unstable();
+        columns.dedup();
+        let scan_schema = input.scan.schema();
+        let schema = Arc::new(scan_schema.project(&columns)?);
+        let over_fold = |e: &Arc<dyn PhysicalExpr>| remap(e, &columns);
+        let group_bytes = state_bytes(aggregate.aggr_expr())?.saturating_add(1);
+        Ok(Some(GridPlan {
+            axes,
+            keys: placed,
+            arguments: (arguments.iter())
+                .map(|args| args.iter().map(over_fold).collect())
+                .collect::<Result<_>>()?,
+            filters: (filters.iter())
+                .map(|f| f.as_ref().map(over_fold).transpose())
+                .collect::<Result<_>>()?,
+            predicate: input.predicate.as_ref().map(over_fold).transpose()?,
+            columns,
+            schema,
+            windows,
+            group_bytes,
+        }))
+    }
+
+    /// Groups along each axis.
+    pub(crate) fn shape(&self) -> Vec<u32> {
+        self.axes.iter().map(AxisGroups::len).collect()
+    }
+
+    /// Groups in all.
+    pub(crate) fn groups(&self) -> u64 {
+        self.shape().iter().map(|&n| u64::from(n)).product()
+    }
+
+    /// Groups of partition `p`'s window.
+    pub(crate) fn partition_groups(&self, p: usize) -> u64 {
+        (self.windows.get(p).into_iter().flatten())
+            .map(|w| u64::from(w.end - w.start))
+            .product()
+    }
+}
+
+/// Whether `aggregate` is folded: one of [`FOLDED`], plain, with fixed-width states that
+/// DataFusion's groups accumulator keeps.
+fn folded(aggregate: &AggregateFunctionExpr) -> bool {
+    let fixed = |t: &DataType| t.primitive_width().is_some() || *t == DataType::Boolean;
+    FOLDED.contains(&aggregate.fun().name())
+        && !aggregate.is_distinct()
+        && aggregate.order_bys().is_empty()
+        && aggregate.groups_accumulator_supported()
+        && (aggregate.state_fields()).is_ok_and(|f| f.iter().all(|f| fixed(f.data_type())))
+}
+
+/// Bytes per group of the aggregates' states: their widths, and a byte for each state's
+/// validity.
+fn state_bytes(aggregates: &[Arc<AggregateFunctionExpr>]) -> Result<u64> {
+    let mut bytes = 0u64;
+    for aggregate in aggregates {
+        for field in aggregate.state_fields()? {
+            let width = field.data_type().primitive_width().unwrap_or(1);
+            bytes = bytes.saturating_add(width as u64 + 1);
+        }
+    }
+    Ok(bytes)
+}
+
+/// `expr` over the scan's columns `columns`, numbered as the fold's batch numbers them.
+fn remap(expr: &Arc<dyn PhysicalExpr>, columns: &[usize]) -> Result<Arc<dyn PhysicalExpr>> {
+    Arc::clone(expr)
+        .transform_up(|e| match e.downcast_ref::<Column>() {
+            Some(c) => match columns.iter().position(|&i| i == c.index()) {
+                Some(at) => Ok(Transformed::yes(Arc::new(Column::new(c.name(), at)) as _)),
+                None => internal_err!("the grid aggregate does not read column {c}"),
+            },
+            None => Ok(Transformed::no(e)),
+        })
+        .data()
+}
+
+/// The input of a folded aggregate: a grid scan, through at most a projection (over it, or
+/// over the filter) and a filter.
+pub(crate) struct Input<'a> {
+    pub scan: &'a ScanExec,
+    /// The scan as a plan.
+    pub plan: &'a Arc<dyn ExecutionPlan>,
+    projection: Option<&'a [ProjectionExpr]>,
+    /// The filter's predicate, over the scan's columns.
+    predicate: Option<Arc<dyn PhysicalExpr>>,
+}
+
+impl<'a> Input<'a> {
+    pub(crate) fn of(plan: &'a Arc<dyn ExecutionPlan>) -> Option<Self> {
+        let mut plan = plan;
+        let mut projection = None;
+        if let Some(p) = plan.downcast_ref::<ProjectionExec>() {
+            projection = Some(p.expr());
+            plan = p.input();
+        }
+        let mut predicate = None;
+        if let Some(filter) = plan.downcast_ref::<FilterExec>() {
+            if filter.projection().is_some() {
+                return None;
+            }
+            predicate = Some(Arc::clone(filter.predicate()));
+            plan = filter.input();
+        }
+        Some(Input {
+            scan: plan.downcast_ref::<ScanExec>()?,
+            plan,
+            projection,
+            predicate,
+        })
+    }
+
+    /// `expr` over the scan's columns (`None` when it cannot be).
+    fn unproject(&self, expr: &Arc<dyn PhysicalExpr>) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+        match self.projection {
+            Some(projection) => update_expr(expr, projection, true),
+            None => Ok(Some(Arc::clone(expr))),
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! Grid aggregates (issue 67): `GROUP BY` over a grid's dimensions folded into dense
+//! accumulators answers as xarray does. tests/data/grid/make_fixtures.py wrote the fixtures
+//! (NaN cells, descending latitudes, chunks splitting every axis, a `noleap` calendar, a
+//! packed netCDF-4 variable) and, per case, the SQL and what xarray (or pandas) computes
+//! (expected.json). Each case runs with the grid aggregate and without it
+//! (`SET ndfusion.grid_aggregate = false`: DataFusion's hash aggregate), and both must give
+//! xarray's rows.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::compute::{cast, concat_batches};
+use arrow::datatypes::{DataType, Float64Type};
+use datafusion::prelude::SessionContext;
+use serde_json::Value;
+
+use ndfusion::new_session_context;
+
+const DIR: &str = "tests/data/grid";
+
+/// The fixtures' tables.
+const TABLES: [(&str, &str, &str); 5] = [
+    ("daily_v3", "ZARR", "daily_v3.zarr"),
+    ("daily_v2", "ZARR", "daily_v2.zarr"),
+    ("noleap_v3", "ZARR", "noleap_v3.zarr"),
+    ("hourly_v3", "ZARR", "hourly_v3.zarr"),
+    ("packed", "NETCDF", "packed.nc"),
+];
+
+/// A session with the fixtures' tables, the grid aggregate on or off.
+pub(crate) async fn session(grid: bool) -> SessionContext {
+    let ctx = new_session_context();
+    for (table, kind, file) in TABLES {
+        ctx.sql(&format!(
+            "CREATE EXTERNAL TABLE {table} STORED AS {kind} LOCATION '{DIR}/{file}'"
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    }
+    if !grid {
+        ctx.sql("SET ndfusion.grid_aggregate = false")
+            .await
+            .unwrap();
+    }
+    ctx
+}
+
+pub(crate) async fn collect(ctx: &SessionContext, sql: &str) -> RecordBatch {
+    let df = ctx.sql(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let schema = Arc::new(df.schema().as_arrow().clone());
+    let batches = df.collect().await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    concat_batches(&schema, &batches).unwrap()
+}
+
+/// The plan's text.
+pub(crate) async fn explain(ctx: &SessionContext, sql: &str) -> String {
+    let batch = collect(ctx, &format!("EXPLAIN {sql}")).await;
+    let plans = batch.column(1).as_string::<i32>();
+    (0..plans.len())
+        .map(|i| plans.value(i))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A cell as the comparison sees it.
+#[derive(Debug, Clone, PartialEq, PartialOrd)]
+pub(crate) enum Cell {
+    Null,
+    Bool(bool),
+    Number(f64),
+}
+
+/// The rows of `batch`, numbers as f64, sorted.
+pub(crate) fn rows(batch: &RecordBatch) -> Vec<Vec<Cell>> {
+    let columns: Vec<Vec<Cell>> = (batch.columns().iter())
+        .map(|c| match c.data_type() {
+            DataType::Boolean => {
+                let b = c.as_boolean();
+                (0..b.len())
+                    .map(|i| match b.is_null(i) {
+                        true => Cell::Null,
+                        false => Cell::Bool(b.value(i)),
+                    })
+                    .collect()
+            }
+            _ => {
+                let f = cast(c, &DataType::Float64).unwrap();
+                let f = f.as_primitive::<Float64Type>();
+                (0..f.len())
+                    .map(|i| match f.is_null(i) {
+                        true => Cell::Null,
+                        false => Cell::Number(f.value(i)),
+                    })
+                    .collect()
+            }
+        })
+        .collect();
+    let mut rows: Vec<Vec<Cell>> = (0..batch.num_rows())
+        .map(|r| columns.iter().map(|c| c[r].clone()).collect())
+        .collect();
+    sort(&mut rows);
+    rows
+}
+
+fn sort(rows: &mut [Vec<Cell>]) {
+    rows.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+}
+
+fn expected_rows(case: &Value) -> Vec<Vec<Cell>> {
+    let mut rows: Vec<Vec<Cell>> = (case["rows"].as_array().unwrap().iter())
+        .map(|row| {
+            (row.as_array().unwrap().iter())
+                .map(|v| match v {
+                    Value::Null => Cell::Null,
+                    Value::Bool(b) => Cell::Bool(*b),
+                    v => Cell::Number(v.as_f64().unwrap()),
+                })
+                .collect()
+        })
+        .collect();
+    sort(&mut rows);
+    rows
+}
+
+/// `got` equals `expected`, numbers to a relative 1e-9 (sums in another order).
+pub(crate) fn assert_close(got: &[Vec<Cell>], expected: &[Vec<Cell>], what: &str) {
+    assert_eq!(got.len(), expected.len(), "{what}: rows");
+    for (r, (g, e)) in got.iter().zip(expected).enumerate() {
+        assert_eq!(
+            g.len(),
+            e.len(),
+            "{what}: row {r} has {g:?}, expected {e:?}"
+        );
+        for (a, b) in g.iter().zip(e) {
+            let close = match (a, b) {
+                (Cell::Number(a), Cell::Number(b)) => {
+                    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+                }
+                (a, b) => a == b,
+            };
+            assert!(close, "{what}: row {r} is {g:?}, expected {e:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grid_aggregates_answer_as_xarray() {
+    let text = std::fs::read_to_string(format!("{DIR}/expected.json")).unwrap();
+    let expected: Value = serde_json::from_str(&text).unwrap();
+    let (grid, hash) = (session(true).await, session(false).await);
+    for case in expected["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let sql = case["sql"].as_str().unwrap();
+        let want = expected_rows(case);
+        let plan = explain(&grid, sql).await;
+        assert!(
+            plan.contains("GridAggregateExec: mode=Single"),
+            "{name}: {plan}"
+        );
+        let folded = rows(&collect(&grid, sql).await);
+        assert_close(&folded, &want, &format!("{name} (grid aggregate)"));
+        let plan = explain(&hash, sql).await;
+        assert!(!plan.contains("GridAggregateExec"), "{name}: {plan}");
+        let hashed = rows(&collect(&hash, sql).await);
+        assert_close(&hashed, &want, &format!("{name} (hash aggregate)"));
+    }
+}
+
+/// A grid for the property: its shape, chunks, time step and values.
+#[derive(Debug, Clone)]
+struct Grid {
+    /// Cells along time, lat, lon.
+    shape: [usize; 3],
+    chunks: [usize; 3],
+    /// The first time (days after 2001-01-01) and the step between times (hours).
+    start_day: i64,
+    step_hours: i64,
+    /// Per cell, in C order: `temp` and `n` (NULL: missing), `flag` (a boolean with missing
+    /// cells is written as floats with NaN, as xarray stores it).
+    temp: Vec<Option<f32>>,
+    n: Vec<Option<i32>>,
+    flag: Vec<bool>,
+}
+
+fn grid() -> impl proptest::strategy::Strategy<Value = Grid> {
+    use proptest::prelude::*;
+    (1usize..=24, 1usize..=5, 1usize..=6)
+        .prop_flat_map(|(nt, nlat, nlon)| {
+            let cells = nt * nlat * nlon;
+            (
+                Just([nt, nlat, nlon]),
+                (1..=nt, 1..=nlat, 1..=nlon),
+                0i64..400,
+                prop_oneof![Just(6i64), Just(24), Just(24 * 7)],
+                proptest::collection::vec(proptest::option::weighted(0.85, -40.0f32..40.0), cells),
+                proptest::collection::vec(proptest::option::weighted(0.9, -100i32..100), cells),
+                proptest::collection::vec(any::<bool>(), cells),
+            )
+        })
+        .prop_map(
+            |(shape, (ct, clat, clon), start_day, step_hours, temp, n, flag)| Grid {
+                shape,
+                chunks: [ct, clat, clon],
+                start_day,
+                step_hours,
+                temp,
+                n,
+                flag,
+            },
+        )
+}
+
+impl Grid {
+    /// The grid's cells as rows.
+    fn batch(&self) -> RecordBatch {
+        use arrow::array::TimestampNanosecondArray;
+        use arrow::array::{BooleanArray, Float32Array, Float64Array, Int32Array};
+        let [nt, nlat, nlon] = self.shape;
+        let hour = 3_600_000_000_000i64;
+        let start = 978_307_200_000_000_000i64 + self.start_day * 24 * hour;
+        let (mut time, mut lat, mut lon) = (Vec::new(), Vec::new(), Vec::new());
+        for t in 0..nt {
+            for a in 0..nlat {
+                for o in 0..nlon {
+                    time.push(start + t as i64 * self.step_hours * hour);
+                    lat.push(-10.0 + 5.0 * a as f64);
+                    lon.push(o as f64 * 30.0);
+                }
+            }
+        }
+        RecordBatch::try_from_iter(vec![
+            ("time", Arc::new(TimestampNanosecondArray::from(time)) as _),
+            ("lat", Arc::new(Float64Array::from(lat)) as _),
+            ("lon", Arc::new(Float64Array::from(lon)) as _),
+            ("temp", Arc::new(Float32Array::from(self.temp.clone())) as _),
+            ("n", Arc::new(Int32Array::from(self.n.clone())) as _),
+            ("flag", Arc::new(BooleanArray::from(self.flag.clone())) as _),
+        ])
+        .unwrap()
+    }
+}
+
+/// A query for the property: group keys (none, or of one or more axes), aggregates, and
+/// perhaps a WHERE and a FILTER.
+fn query() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    let keys = proptest::sample::subsequence(
+        vec![
+            "date_trunc('month', time)",
+            "extract(hour FROM time)",
+            "extract(dow FROM time)",
+            "time",
+            "lat",
+            "floor(lat / 10)",
+            "lon",
+            "CAST(lon AS BIGINT) % 60",
+        ],
+        0..=3,
+    );
+    let aggregates = proptest::sample::subsequence(
+        vec![
+            "avg(temp)",
+            "sum(temp)",
+            "count(temp)",
+            "count(*)",
+            "min(temp)",
+            "max(n)",
+            "sum(n)",
+            "var(temp)",
+            "stddev_pop(temp)",
+            "bool_and(flag)",
+            "bool_or(flag)",
+            "avg(temp * lat + n)",
+            "max(time)",
+            "min(temp) FILTER (WHERE flag)",
+            "count(n) FILTER (WHERE lat > 0)",
+        ],
+        1..=4,
+    );
+    let filter = prop_oneof![
+        Just(""),
+        Just("WHERE temp > 0"),
+        Just("WHERE n IS NOT NULL AND lat < 5"),
+        Just("WHERE time >= '2001-02-01'"),
+        Just("WHERE lon > 40 OR flag"),
+    ];
+    (keys, aggregates, filter).prop_map(|(keys, aggregates, filter)| {
+        let select: Vec<String> = (keys.iter())
+            .map(|k| format!("CAST({k} AS VARCHAR)"))
+            .chain(aggregates.iter().map(|a| a.to_string()))
+            .collect();
+        let group = match keys.is_empty() {
+            true => String::new(),
+            false => format!("GROUP BY {}", keys.join(", ")),
+        };
+        format!("SELECT {} FROM g {filter} {group}", select.join(", "))
+    })
+}
+
+/// Random grids, key sets, filters and aggregates: the grid aggregate answers as
+/// DataFusion's own plan does (the rule switched off).
+#[test]
+fn grid_aggregates_answer_as_datafusion_on_random_grids() {
+    use datafusion::datasource::MemTable;
+    use proptest::test_runner::{Config, TestRunner};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(24);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (grid(), proptest::collection::vec(query(), 4));
+    runner
+        .run(&strategy, |(grid, queries)| {
+            runtime.block_on(async {
+                let dir = tempfile::tempdir().unwrap();
+                let location = dir.path().join("g.zarr");
+                let writer = new_session_context();
+                let batch = grid.batch();
+                let table = MemTable::try_new(batch.schema(), vec![vec![batch]]).unwrap();
+                writer.register_table("cells", Arc::new(table)).unwrap();
+                let [ct, clat, clon] = grid.chunks;
+                let copy = format!(
+                    "COPY (SELECT * FROM cells) TO '{}' STORED AS ZARR OPTIONS \
+                     ('dimensions' 'time,lat,lon', 'chunks' 'time={ct},lat={clat},lon={clon}')",
+                    location.display()
+                );
+                collect(&writer, &copy).await;
+                let create = format!(
+                    "CREATE EXTERNAL TABLE g STORED AS ZARR LOCATION '{}'",
+                    location.display()
+                );
+                let (folded, hashed) = (new_session_context(), new_session_context());
+                collect(&folded, &create).await;
+                collect(&hashed, &create).await;
+                collect(&hashed, "SET ndfusion.grid_aggregate = false").await;
+                for sql in &queries {
+                    let plan = explain(&folded, sql).await;
+                    assert!(plan.contains("GridAggregateExec"), "{sql}: {plan}");
+                    let want = rows(&collect(&hashed, sql).await);
+                    let got = rows(&collect(&folded, sql).await);
+                    assert_close(&got, &want, &format!("{grid:?}: {sql}"));
+                }
+            });
+            Ok(())
+        })
+        .unwrap();
+}
