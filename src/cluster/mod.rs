@@ -162,9 +162,11 @@ pub async fn new_cluster_context_with(
 pub async fn new_standalone_context(parallelism: usize) -> Result<SessionContext> {
     let config = client_config(SessionConfig::new(), &ClusterSecurity::none())
         .with_ballista_standalone_parallelism(parallelism.max(1));
+    // The in-process scheduler plans with this state: its rules are a scheduler's.
     let state = SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()
+        .with_physical_optimizer_rule(Arc::new(GridAggregates::partial()))
         .build();
     let ctx = SessionContext::standalone_with_state(state)
         .await

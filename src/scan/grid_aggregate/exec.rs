@@ -15,9 +15,11 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::task::Poll;
 
 use arrow::array::{new_empty_array, ArrayRef, RecordBatch, UInt32Array, UInt64Array};
 use arrow::compute::take;
+use arrow::datatypes::SchemaRef;
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{internal_err, DataFusionError, Result};
@@ -367,24 +369,18 @@ impl GridAggregateExec {
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         let batch_size = context.session_config().batch_size();
         let out = Arc::clone(&schema);
+        let elapsed = baseline.elapsed_compute().clone();
         let result = async move {
             while let Some(batch) = stream.next().await {
                 batch?;
             }
             drop(stream);
-            let _timer = baseline.elapsed_compute().timer();
+            let _timer = elapsed.timer();
             let mut folded = fold.finish()?;
             let batch = partial_states(&plan, partition, &mut folded, &out)?;
-            baseline.record_output(batch.num_rows());
             Ok(slices(batch, batch_size))
         };
-        let stream = futures::stream::once(result)
-            .map(|r: Result<Vec<RecordBatch>>| match r {
-                Ok(batches) => futures::stream::iter(batches.into_iter().map(Ok)).boxed(),
-                Err(e) => futures::stream::iter(vec![Err(e)]).boxed(),
-            })
-            .flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+        Ok(output(schema, baseline, result))
     }
 
     fn execute_single(
@@ -430,6 +426,7 @@ impl GridAggregateExec {
         let schema = aggregate.schema();
         let out = Arc::clone(&schema);
         let baseline = BaselineMetrics::new(&self.metrics, 0);
+        let elapsed = baseline.elapsed_compute().clone();
         let batch_size = context.session_config().batch_size();
         let result = async move {
             // Each partition folds on a task of its own; their states merge as they end.
@@ -448,7 +445,7 @@ impl GridAggregateExec {
             while let Some(done) = running.next().await {
                 let (p, mut folded) =
                     done.map_err(|e| DataFusionError::External(Box::new(e)))??;
-                let _timer = baseline.elapsed_compute().timer();
+                let _timer = elapsed.timer();
                 merge(
                     &plan,
                     p,
@@ -462,21 +459,35 @@ impl GridAggregateExec {
                     merged.try_resize(bytes)?;
                 }
             }
-            let _timer = baseline.elapsed_compute().timer();
+            let _timer = elapsed.timer();
             let values = emitted(&mut accumulators, total, false)?;
             let batch = final_values(&plan, values, &seen, &out)?;
-            baseline.record_output(batch.num_rows());
             drop(merged);
             Ok(slices(batch, batch_size))
         };
-        let stream = futures::stream::once(result)
-            .map(|r: Result<Vec<RecordBatch>>| match r {
-                Ok(batches) => futures::stream::iter(batches.into_iter().map(Ok)).boxed(),
-                Err(e) => futures::stream::iter(vec![Err(e)]).boxed(),
-            })
-            .flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+        Ok(output(schema, baseline, result))
     }
+}
+
+/// The batches `result` gives (its error alone when it fails), counted as the node's output.
+fn output(
+    schema: SchemaRef,
+    baseline: BaselineMetrics,
+    result: impl std::future::Future<Output = Result<Vec<RecordBatch>>> + Send + 'static,
+) -> SendableRecordBatchStream {
+    let stream = futures::stream::once(result)
+        .map(|r| match r {
+            Ok(batches) => futures::stream::iter(batches.into_iter().map(Ok)).boxed(),
+            Err(e) => futures::stream::iter(vec![Err(e)]).boxed(),
+        })
+        .flatten()
+        .map(
+            move |batch| match baseline.record_poll(Poll::Ready(Some(batch))) {
+                Poll::Ready(Some(batch)) => batch,
+                _ => internal_err!("a batch was lost while counted"),
+            },
+        );
+    Box::pin(RecordBatchStreamAdapter::new(schema, stream))
 }
 
 /// `batch` cut into batches of `size` rows.
@@ -536,7 +547,7 @@ fn partial_states(
     plan: &GridPlan,
     p: usize,
     folded: &mut Folded,
-    schema: &arrow::datatypes::SchemaRef,
+    schema: &SchemaRef,
 ) -> Result<RecordBatch> {
     let window = &plan.windows[p];
     let groups = folded.seen.len();
@@ -605,7 +616,7 @@ fn final_values(
     plan: &GridPlan,
     values: Vec<ArrayRef>,
     seen: &[bool],
-    schema: &arrow::datatypes::SchemaRef,
+    schema: &SchemaRef,
 ) -> Result<RecordBatch> {
     let reached = reached(plan, seen);
     let shape = plan.shape();
@@ -617,4 +628,141 @@ fn final_values(
         columns.push(take(value.as_ref(), &indices, None)?);
     }
     Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::execution::memory_pool::{
+        GreedyMemoryPool, MemoryConsumer, MemoryLimit, MemoryPool,
+    };
+    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+    use datafusion::physical_plan::{collect, displayable};
+    use datafusion::prelude::{SessionConfig, SessionContext};
+
+    use super::*;
+
+    /// Every cell of the daily fixture its own group: 19,200 groups.
+    const QUERY: &str = "SELECT time, lat, lon, avg(temp), var(temp), min(temp), count(*) \
+                         FROM daily GROUP BY time, lat, lon";
+
+    /// A pool that refuses grid aggregates' reservations, as a pool other queries have
+    /// filled would, and gives everyone else what they ask.
+    #[derive(Debug)]
+    struct RefusingGridAggregates(GreedyMemoryPool);
+
+    impl fmt::Display for RefusingGridAggregates {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.name())
+        }
+    }
+
+    impl MemoryPool for RefusingGridAggregates {
+        fn name(&self) -> &str {
+            "refusing grid aggregates"
+        }
+        fn grow(&self, reservation: &MemoryReservation, additional: usize) {
+            self.0.grow(reservation, additional)
+        }
+        fn shrink(&self, reservation: &MemoryReservation, shrink: usize) {
+            self.0.shrink(reservation, shrink)
+        }
+        fn try_grow(&self, reservation: &MemoryReservation, additional: usize) -> Result<()> {
+            match reservation
+                .consumer()
+                .name()
+                .starts_with("GridAggregateExec")
+            {
+                true => Err(DataFusionError::ResourcesExhausted("refused".into())),
+                false => self.0.try_grow(reservation, additional),
+            }
+        }
+        fn reserved(&self) -> usize {
+            self.0.reserved()
+        }
+        fn memory_limit(&self) -> MemoryLimit {
+            MemoryLimit::Unknown
+        }
+    }
+
+    /// Bytes of the tests' pools: more than they need.
+    const PLENTY: usize = 1 << 30;
+
+    async fn session(pool: Arc<dyn MemoryPool>) -> SessionContext {
+        let runtime = RuntimeEnvBuilder::new().with_memory_pool(pool);
+        let config = SessionConfig::new().with_target_partitions(2);
+        let ctx = crate::new_session_context_with_runtime(config, runtime.build_arc().unwrap());
+        let create = "CREATE EXTERNAL TABLE daily STORED AS ZARR \
+                      LOCATION 'tests/data/grid/daily_v3.zarr'";
+        ctx.sql(create).await.unwrap();
+        ctx
+    }
+
+    async fn plan(ctx: &SessionContext) -> Arc<dyn ExecutionPlan> {
+        ctx.sql(QUERY)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap()
+    }
+
+    fn text(plan: &Arc<dyn ExecutionPlan>) -> String {
+        displayable(plan.as_ref()).indent(true).to_string()
+    }
+
+    /// The plan's grid aggregate, when it has one.
+    fn grid(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+        if plan.downcast_ref::<GridAggregateExec>().is_some() {
+            return Some(Arc::clone(plan));
+        }
+        plan.children().into_iter().find_map(grid)
+    }
+
+    /// The rows of `plan`, sorted.
+    async fn rows(plan: Arc<dyn ExecutionPlan>, ctx: &SessionContext) -> Vec<String> {
+        let batches = collect(plan, ctx.task_ctx()).await.unwrap();
+        let text = arrow::util::pretty::pretty_format_batches(&batches).unwrap();
+        let mut rows: Vec<String> = text.to_string().lines().map(String::from).collect();
+        rows.sort();
+        rows
+    }
+
+    fn cells_folded(node: &Arc<dyn ExecutionPlan>) -> usize {
+        let metrics = node.metrics().unwrap();
+        metrics
+            .sum_by_name("cells_folded")
+            .map_or(0, |c| c.as_usize())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn accumulators_a_pool_cannot_hold_are_left_to_datafusion() {
+        let pool: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(64 << 20));
+        let ctx = session(Arc::clone(&pool)).await;
+        let folded = plan(&ctx).await;
+        let node = grid(&folded).expect("a grid aggregate");
+        let want = rows(folded, &ctx).await;
+        assert_eq!(cells_folded(&node), 19_200);
+        // Planned while another query holds all but 1 MiB: the accumulators (2.8 MB) would
+        // not fit, the plan is DataFusion's, and answers the same once that query is gone.
+        let other = MemoryConsumer::new("another query").register(&pool);
+        other.try_grow(63 << 20).unwrap();
+        let hashed = plan(&ctx).await;
+        drop(other);
+        assert!(grid(&hashed).is_none(), "{}", text(&hashed));
+        assert_eq!(rows(hashed, &ctx).await, want);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_pool_short_when_the_query_runs_runs_datafusions_plan() {
+        let want = {
+            let ctx = session(Arc::new(GreedyMemoryPool::new(PLENTY))).await;
+            rows(plan(&ctx).await, &ctx).await
+        };
+        let pool = RefusingGridAggregates(GreedyMemoryPool::new(PLENTY));
+        let ctx = session(Arc::new(pool)).await;
+        let folded = plan(&ctx).await;
+        let node = grid(&folded).expect("a grid aggregate");
+        assert_eq!(rows(folded, &ctx).await, want);
+        assert_eq!(cells_folded(&node), 0, "{}", text(&node));
+    }
 }
