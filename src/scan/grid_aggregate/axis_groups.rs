@@ -15,6 +15,8 @@ use std::ops::Range;
 use arrow::array::{ArrayRef, UInt32Array};
 use arrow::compute::take;
 use arrow::row::{RowConverter, SortField};
+
+use super::dense::Along;
 use datafusion::common::{internal_err, Result};
 
 /// The groups along one axis.
@@ -89,6 +91,22 @@ impl AxisGroups {
         self.keys.get(k)
     }
 
+    /// How groups follow one another along runs of indices in `read` (ranges of consecutive
+    /// indices): one group for all (an axis without keys), one each in turn, or neither.
+    pub(crate) fn along(&self, read: &[Range<u64>]) -> Along {
+        if self.keys.is_empty() {
+            return Along::Same;
+        }
+        let consecutive = read.iter().all(|r| {
+            let ids = &self.ids[r.start as usize..r.end as usize];
+            ids.windows(2).all(|w| w[1] == w[0] + 1)
+        });
+        match consecutive {
+            true => Along::Consecutive,
+            false => Along::Looked,
+        }
+    }
+
     /// The groups the indices in `read` reach, as the range from the first to the last (an
     /// axis without keys: its one group, read or not).
     pub(crate) fn window(&self, read: &[Range<u64>]) -> Range<u32> {
@@ -108,6 +126,7 @@ impl AxisGroups {
 }
 
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
     use arrow::array::{AsArray, Int64Array, StringArray};

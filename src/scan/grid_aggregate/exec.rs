@@ -38,7 +38,7 @@ use datafusion::physical_plan::{
 };
 use futures::StreamExt;
 
-use super::fold::{dense, emitted, FoldMetrics, Folded, PartitionFold};
+use super::fold::{emitted, tracking, FoldMetrics, Folded, PartitionFold};
 use super::plan::{GridPlan, Input};
 use crate::scan::{FoldTarget, ScanExec};
 
@@ -377,8 +377,7 @@ impl GridAggregateExec {
             drop(stream);
             let _timer = elapsed.timer();
             let mut folded = fold.finish()?;
-            let batch = partial_states(&plan, partition, &mut folded, &out)?;
-            Ok(slices(batch, batch_size))
+            partial_states(&plan, partition, &mut folded, &out, batch_size)
         };
         Ok(output(schema, baseline, result))
     }
@@ -415,11 +414,11 @@ impl GridAggregateExec {
             .collect::<Result<Vec<_>>>()?;
         let mut state_counts = Vec::with_capacity(accumulators.len());
         for (accumulator, a) in accumulators.iter_mut().zip(self.partial.aggr_expr()) {
-            // Sized, and tracking each group's values from the start (`dense`).
+            // Sized, and tracking each group's values from the start (`tracking`).
             let empty = (a.state_fields()?.iter())
                 .map(|f| new_empty_array(f.data_type()))
                 .collect::<Vec<_>>();
-            accumulator.merge_batch(&empty, &[], Some(&dense()), total)?;
+            accumulator.merge_batch(&empty, &[], Some(&tracking()), total)?;
             state_counts.push(empty.len());
         }
         let plan = Arc::clone(plan);
@@ -461,9 +460,9 @@ impl GridAggregateExec {
             }
             let _timer = elapsed.timer();
             let values = emitted(&mut accumulators, total, false)?;
-            let batch = final_values(&plan, values, &seen, &out)?;
+            let batches = final_values(&plan, &values, &seen, &out, batch_size)?;
             drop(merged);
-            Ok(slices(batch, batch_size))
+            Ok(batches)
         };
         Ok(output(schema, baseline, result))
     }
@@ -488,15 +487,6 @@ fn output(
             },
         );
     Box::pin(RecordBatchStreamAdapter::new(schema, stream))
-}
-
-/// `batch` cut into batches of `size` rows.
-fn slices(batch: RecordBatch, size: usize) -> Vec<RecordBatch> {
-    let size = size.max(1);
-    (0..batch.num_rows())
-        .step_by(size)
-        .map(|start| batch.slice(start, size.min(batch.num_rows() - start)))
-        .collect()
 }
 
 /// The groups of a window of `shape` (groups per axis) to emit: those a row reached, in
@@ -542,26 +532,27 @@ fn key_columns(plan: &GridPlan, ids: &[Vec<u32>]) -> Result<Vec<ArrayRef>> {
 }
 
 /// The partial aggregate's output of partition `p`: the keys and states of its groups a row
-/// reached.
+/// reached, in batches of `batch_size` groups (each its own arrays: a slice of one big
+/// batch would be counted whole by every operator that holds it).
 fn partial_states(
     plan: &GridPlan,
     p: usize,
     folded: &mut Folded,
     schema: &SchemaRef,
-) -> Result<RecordBatch> {
+    batch_size: usize,
+) -> Result<Vec<RecordBatch>> {
     let window = &plan.windows[p];
-    let groups = folded.seen.len();
-    let states = emitted(&mut folded.accumulators, groups, true)?;
-    let reached = reached(plan, &folded.seen);
     let origin: Vec<u32> = window.iter().map(|w| w.start).collect();
     let shape: Vec<u32> = window.iter().map(|w| w.end - w.start).collect();
-    let ids = axis_ids(&reached, &origin, &shape);
-    let indices = UInt64Array::from(reached);
-    let mut columns = key_columns(plan, &ids)?;
-    for state in states {
-        columns.push(take(state.as_ref(), &indices, None)?);
-    }
-    Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
+    let reached = reached(plan, &folded.seen);
+    (reached.chunks(batch_size.max(1)))
+        .map(|groups| {
+            let positions: Vec<usize> = groups.iter().map(|&g| g as usize).collect();
+            let mut columns = key_columns(plan, &axis_ids(groups, &origin, &shape))?;
+            columns.extend(folded.states(&positions)?);
+            Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
+        })
+        .collect()
 }
 
 /// Partition `p`'s folded states merged into `accumulators` (over the plan's whole shape).
@@ -574,9 +565,9 @@ fn merge(
     seen: &mut [bool],
 ) -> Result<()> {
     let window = &plan.windows[p];
-    let groups = folded.seen.len();
-    let states = emitted(&mut folded.accumulators, groups, true)?;
     let local = reached(plan, &folded.seen);
+    let positions: Vec<usize> = local.iter().map(|&g| g as usize).collect();
+    let states = folded.states(&positions)?;
     let origin: Vec<u32> = window.iter().map(|w| w.start).collect();
     let shape: Vec<u32> = window.iter().map(|w| w.end - w.start).collect();
     let ids = axis_ids(&local, &origin, &shape);
@@ -590,10 +581,6 @@ fn merge(
             *g += id as usize * stride;
         }
     }
-    let indices = UInt64Array::from(local);
-    let states = (states.iter())
-        .map(|s| take(s.as_ref(), &indices, None))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
     let total = seen.len();
     let mut at = 0;
     for (accumulator, &count) in accumulators.iter_mut().zip(state_counts) {
@@ -606,28 +593,32 @@ fn merge(
         }
     }
     // The partition's accumulators go now.
-    folded.accumulators.clear();
-    folded.reservation.free();
+    folded.free();
     Ok(())
 }
 
-/// The final aggregate's output: the keys and values of the groups a row reached.
+/// The final aggregate's output: the keys and values of the groups a row reached, in batches
+/// of `batch_size` groups.
 fn final_values(
     plan: &GridPlan,
-    values: Vec<ArrayRef>,
+    values: &[ArrayRef],
     seen: &[bool],
     schema: &SchemaRef,
-) -> Result<RecordBatch> {
-    let reached = reached(plan, seen);
+    batch_size: usize,
+) -> Result<Vec<RecordBatch>> {
     let shape = plan.shape();
     let origin = vec![0u32; shape.len()];
-    let ids = axis_ids(&reached, &origin, &shape);
-    let indices = UInt64Array::from(reached);
-    let mut columns = key_columns(plan, &ids)?;
-    for value in values {
-        columns.push(take(value.as_ref(), &indices, None)?);
-    }
-    Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
+    let reached = reached(plan, seen);
+    (reached.chunks(batch_size.max(1)))
+        .map(|groups| {
+            let mut columns = key_columns(plan, &axis_ids(groups, &origin, &shape))?;
+            let indices = UInt64Array::from(groups.to_vec());
+            for value in values {
+                columns.push(take(value.as_ref(), &indices, None)?);
+            }
+            Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
+        })
+        .collect()
 }
 
 #[cfg(test)]

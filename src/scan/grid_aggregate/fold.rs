@@ -8,8 +8,10 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
-use arrow::compute::{and, prep_null_mask_filter};
+use arrow::array::{
+    new_empty_array, Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt64Array,
+};
+use arrow::compute::{and, prep_null_mask_filter, take};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
@@ -17,6 +19,7 @@ use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::metrics::{Count, Time};
 
+use super::dense::{Along, Dense, Placement, Run};
 use super::plan::GridPlan;
 use crate::error::Error;
 use crate::scan::{CellFold, CellRuns};
@@ -35,6 +38,8 @@ pub(crate) struct PartitionFold {
     plan: Arc<GridPlan>,
     /// Per axis: each index's group in the window, times the axis's stride in it.
     offsets: Vec<Vec<usize>>,
+    /// How the groups of the last axis follow one another in this partition's runs.
+    along: Along,
     /// Groups of the window.
     groups: usize,
     /// Taken when the fold finishes.
@@ -44,10 +49,26 @@ pub(crate) struct PartitionFold {
     metrics: FoldMetrics,
 }
 
+/// One aggregate's accumulator: a dense one (`dense.rs`), or DataFusion's groups accumulator
+/// (given a group per cell).
+pub(crate) enum Folder {
+    Dense(Dense),
+    DataFusion(Box<dyn GroupsAccumulator>),
+}
+
+impl Folder {
+    fn size(&self) -> usize {
+        match self {
+            Folder::Dense(d) => d.size(),
+            Folder::DataFusion(a) => a.size(),
+        }
+    }
+}
+
 /// What the fold's units share.
 struct FoldState {
     /// One per aggregate, over the window's groups.
-    accumulators: Vec<Box<dyn GroupsAccumulator>>,
+    folders: Vec<Folder>,
     /// The groups a row reached (after the filters: a group exists when a row of it passed).
     seen: Vec<bool>,
     reservation: MemoryReservation,
@@ -63,13 +84,46 @@ impl fmt::Debug for PartitionFold {
 
 /// What a partition's fold leaves: its accumulators and the groups reached.
 pub(crate) struct Folded {
-    pub accumulators: Vec<Box<dyn GroupsAccumulator>>,
+    folders: Vec<Folder>,
     pub seen: Vec<bool>,
     pub reservation: MemoryReservation,
 }
 
+impl Folded {
+    /// The aggregates' states of `groups` (positions in the window), as DataFusion's partial
+    /// aggregate gives them, in order.
+    pub(crate) fn states(&mut self, groups: &[usize]) -> Result<Vec<ArrayRef>> {
+        let all = self.seen.len();
+        let indices = UInt64Array::from_iter_values(groups.iter().map(|&g| g as u64));
+        let mut arrays = Vec::new();
+        for folder in &mut self.folders {
+            match folder {
+                Folder::Dense(dense) => arrays.extend(dense.state(groups)?),
+                Folder::DataFusion(accumulator) => {
+                    for state in accumulator.state(EmitTo::All)? {
+                        if state.len() != all {
+                            return Err(DataFusionError::Internal(format!(
+                                "an accumulator of {all} groups gave {}",
+                                state.len()
+                            )));
+                        }
+                        arrays.push(take(state.as_ref(), &indices, None)?);
+                    }
+                }
+            }
+        }
+        Ok(arrays)
+    }
+
+    /// The accumulators' memory, given back.
+    pub(crate) fn free(&mut self) {
+        self.folders.clear();
+        self.reservation.free();
+    }
+}
+
 impl PartitionFold {
-    /// The fold of partition `p` of `plan`, its accumulators made from `aggregates` (the
+    /// The fold of partition `p` of `plan`, its accumulators made for `aggregates` (the
     /// partial aggregate's) and sized now: their bytes are reserved first, from
     /// `reservation` (an error when the pool is short).
     pub(crate) fn new(
@@ -80,7 +134,7 @@ impl PartitionFold {
         name: String,
         metrics: FoldMetrics,
     ) -> Result<Self> {
-        let Some(window) = plan.windows.get(p) else {
+        let (Some(window), Some(&along)) = (plan.windows.get(p), plan.along.get(p)) else {
             return Err(DataFusionError::Internal(format!(
                 "{name}: no partition {p} in the plan"
             )));
@@ -105,24 +159,35 @@ impl PartitionFold {
                     .collect(),
             );
         }
-        let mut accumulators = (aggregates.iter())
-            .map(|a| a.create_groups_accumulator())
-            .collect::<Result<Vec<_>>>()?;
-        // Sized now, with no row: the memory is taken before the scan starts.
-        for (accumulator, arguments) in accumulators.iter_mut().zip(&plan.arguments) {
-            let empty = (arguments.iter())
-                .map(|e| Ok(arrow::array::new_empty_array(&e.data_type(&plan.schema)?)))
+        let mut folders = Vec::with_capacity(aggregates.len());
+        for (aggregate, arguments) in aggregates.iter().zip(&plan.arguments) {
+            let types = (arguments.iter())
+                .map(|e| e.data_type(&plan.schema))
                 .collect::<Result<Vec<_>>>()?;
-            accumulator.update_batch(&empty, &[], Some(&dense()), groups)?;
+            let dense = match types.as_slice() {
+                [argument] => Dense::new(aggregate, argument, groups)?,
+                _ => None,
+            };
+            folders.push(match dense {
+                Some(dense) => Folder::Dense(dense),
+                None => {
+                    let mut accumulator = aggregate.create_groups_accumulator()?;
+                    // Sized now, with no row: the memory is taken before the scan starts.
+                    let empty = types.iter().map(new_empty_array).collect::<Vec<_>>();
+                    accumulator.update_batch(&empty, &[], Some(&tracking()), groups)?;
+                    Folder::DataFusion(accumulator)
+                }
+            });
         }
-        let bytes = accumulators.iter().map(|a| a.size()).sum::<usize>() + groups;
+        let bytes = folders.iter().map(Folder::size).sum::<usize>() + groups;
         reservation.try_resize(bytes)?;
         Ok(PartitionFold {
             plan: Arc::clone(plan),
             offsets,
+            along,
             groups,
             state: Mutex::new(Some(FoldState {
-                accumulators,
+                folders,
                 seen: vec![false; groups],
                 reservation,
             })),
@@ -139,7 +204,7 @@ impl PartitionFold {
             ));
         };
         Ok(Folded {
-            accumulators: state.accumulators,
+            folders: state.folders,
             seen: state.seen,
             reservation: state.reservation,
         })
@@ -149,46 +214,79 @@ impl PartitionFold {
         (self.state.lock()).map_err(|_| DataFusionError::Internal("a grid fold panicked".into()))
     }
 
-    /// The group of each of the batch's rows.
-    fn group_indices(&self, runs: &dyn CellRuns, rows: usize) -> Result<Vec<usize>> {
-        let mut groups = vec![0usize; rows];
-        let offsets = &self.offsets;
-        let mut outside = false;
-        if let Some((last, leading)) = offsets.split_last() {
-            runs.for_each_run(&mut |row, at, len| {
+    /// The runs of a batch of `rows` rows, each with its groups: checked to lie in the
+    /// window, every row in one run.
+    fn runs(&self, cells: &dyn CellRuns, rows: usize) -> Result<Vec<Run>> {
+        let mut runs = Vec::new();
+        let (groups, along) = (self.groups, self.along);
+        let mut inside = true;
+        let mut covered = 0;
+        match self.offsets.split_last() {
+            // A scalar: its one cell.
+            None => cells.for_each_run(&mut |row, _, len| {
+                covered += len;
+                runs.push(Run {
+                    row,
+                    len,
+                    first: 0,
+                    base: 0,
+                    start: 0,
+                });
+            }),
+            Some((last, leading)) => cells.for_each_run(&mut |row, at, len| {
+                covered += len;
                 let base = (leading.iter().zip(at))
                     .map(|(o, &i)| o.get(i as usize).copied().unwrap_or(usize::MAX))
                     .fold(0usize, usize::saturating_add);
                 let start = at.get(leading.len()).copied().unwrap_or(u64::MAX) as usize;
-                let along = last.get(start..start.saturating_add(len));
-                let into = groups.get_mut(row..row + len);
-                match (along, into) {
-                    (Some(along), Some(into)) => {
-                        for (g, &o) in into.iter_mut().zip(along) {
-                            *g = base.saturating_add(o);
-                        }
-                    }
-                    _ => outside = true,
-                }
-            });
+                let Some(along_last) = last.get(start..start.saturating_add(len)) else {
+                    inside = false;
+                    return;
+                };
+                let first = base.saturating_add(along_last[0]);
+                let end = match along {
+                    Along::Same => first.saturating_add(1),
+                    Along::Consecutive => first.saturating_add(len),
+                    Along::Looked => along_last
+                        .iter()
+                        .map(|&o| base.saturating_add(o))
+                        .max()
+                        .unwrap_or(0)
+                        .saturating_add(1),
+                };
+                inside &= end <= groups;
+                runs.push(Run {
+                    row,
+                    len,
+                    first,
+                    base,
+                    start,
+                });
+            }),
         }
-        if outside || groups.iter().any(|&g| g >= self.groups) {
+        if !inside || covered != rows {
             return Err(DataFusionError::Internal(format!(
                 "{}: a cell outside the partition's groups",
                 self.name
             )));
         }
-        Ok(groups)
+        Ok(runs)
     }
 
     fn fold_batch(
         &self,
-        runs: &dyn CellRuns,
+        cells: &dyn CellRuns,
         columns: &RecordBatch,
         keep: Option<&BooleanArray>,
     ) -> Result<()> {
         let rows = columns.num_rows();
-        let groups = self.group_indices(runs, rows)?;
+        let runs = self.runs(cells, rows)?;
+        let last = self.offsets.last().map(Vec::as_slice).unwrap_or(&[]);
+        let placement = Placement {
+            runs: &runs,
+            along: self.along,
+            last,
+        };
         let plan = &self.plan;
         let keep = match (&plan.predicate, keep) {
             (Some(predicate), keep) => {
@@ -216,7 +314,7 @@ impl PartitionFold {
             .collect::<Result<Vec<_>>>()?;
         let mut state = self.lock()?;
         let Some(FoldState {
-            accumulators,
+            folders,
             seen,
             reservation,
         }) = &mut *state
@@ -226,19 +324,29 @@ impl PartitionFold {
                 self.name
             )));
         };
-        for ((accumulator, args), filter) in accumulators.iter_mut().zip(&arguments).zip(&filters) {
-            accumulator.update_batch(args, &groups, filter.as_ref(), self.groups)?;
-        }
-        match &keep {
-            Some(keep) => {
-                for (&g, kept) in groups.iter().zip(keep.values().iter()) {
-                    seen[g] |= kept;
+        // A group per cell, for DataFusion's accumulators.
+        let mut per_cell: Option<Vec<usize>> = None;
+        for ((folder, args), filter) in folders.iter_mut().zip(&arguments).zip(&filters) {
+            match folder {
+                Folder::Dense(dense) => {
+                    let Some(values) = args.first() else {
+                        return Err(DataFusionError::Internal("a dense fold of nothing".into()));
+                    };
+                    dense.update(values, filter.as_ref().map(|f| f.values()), &placement)?
+                }
+                Folder::DataFusion(accumulator) => {
+                    let groups = per_cell.get_or_insert_with(|| {
+                        let mut groups = vec![0; rows];
+                        placement.each(|g, row| groups[row] = g);
+                        groups
+                    });
+                    accumulator.update_batch(args, groups, filter.as_ref(), self.groups)?
                 }
             }
-            None => groups.iter().for_each(|&g| seen[g] = true),
         }
+        placement.mark(seen, keep.as_ref().map(|k| k.values()));
         // Dense accumulators keep their size; one that grows is held to the pool.
-        let bytes = accumulators.iter().map(|a| a.size()).sum::<usize>() + seen.len();
+        let bytes = folders.iter().map(Folder::size).sum::<usize>() + seen.len();
         if bytes > reservation.size() {
             reservation.try_resize(bytes)?;
         }
@@ -252,7 +360,7 @@ impl PartitionFold {
 /// every group up to the count given as having a value (`NullState`'s `SeenValues::All`),
 /// which a dense numbering would make of groups no value reached (a NaN average instead
 /// of NULL). A filter on that first update makes them keep a bit per group instead.
-pub(crate) fn dense() -> BooleanArray {
+pub(crate) fn tracking() -> BooleanArray {
     BooleanArray::from(Vec::<bool>::new())
 }
 

@@ -6,8 +6,11 @@
 //! plan.rs        GridPlan: keys per axis, arguments over the columns the fold reads, the
 //!                groups each scan partition reaches (or why the aggregate stays DataFusion's)
 //! axis_groups.rs an axis's keys evaluated per index, and each index's group along the axis
-//! fold.rs        PartitionFold: a partition's cells, as its units decode them, into
-//!                DataFusion's groups accumulators at their groups' positions
+//! dense.rs       dense accumulators of count, sum, avg, min, max, variance, bool_and/or:
+//!                a run of cells along the last axis reduced or added as a slice
+//! fold.rs        PartitionFold: a partition's cells, as its units decode them, into the
+//!                dense accumulators (DataFusion's groups accumulators for the rest) at
+//!                their groups' positions
 //! exec.rs        GridAggregateExec: partial states per partition, or the partitions merged
 //!                by position into final values
 //! ```
@@ -15,6 +18,7 @@
 //! The scan hands its cells over through the vocabulary of `scan/cells.rs`.
 
 mod axis_groups;
+mod dense;
 mod exec;
 mod fold;
 mod plan;

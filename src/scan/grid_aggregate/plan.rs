@@ -29,6 +29,7 @@ use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::axis_groups::AxisGroups;
+use super::dense::Along;
 use crate::scan::ScanExec;
 
 /// The aggregate functions folded: those whose state per group is a few fixed-width values.
@@ -68,6 +69,8 @@ pub(crate) struct GridPlan {
     pub schema: SchemaRef,
     /// Per scan partition, per axis: the groups its cells reach.
     pub windows: Vec<Vec<Range<u32>>>,
+    /// Per scan partition: how the last axis's groups follow one another in its runs.
+    pub along: Vec<Along>,
     /// Bytes of the accumulators per group (states and the group's mark).
     pub group_bytes: u64,
 }
@@ -142,12 +145,16 @@ impl GridPlan {
             }
         }
         let partitions = input.scan.properties().partitioning.partition_count();
-        let windows = (0..partitions)
-            .map(|p| {
-                let read = grid.indices(Some(p))?;
-                Ok((axes.iter().zip(&read)).map(|(a, r)| a.window(r)).collect())
-            })
-            .collect::<Result<Vec<Vec<_>>>>()?;
+        let mut windows = Vec::with_capacity(partitions);
+        let mut along = Vec::with_capacity(partitions);
+        for p in 0..partitions {
+            let read = grid.indices(Some(p))?;
+            windows.push((axes.iter().zip(&read)).map(|(a, r)| a.window(r)).collect());
+            along.push(match (axes.last(), read.last()) {
+                (Some(last), Some(read)) => last.along(read),
+                _ => Along::Same,
+            });
+        }
         // The columns the fold reads, and the expressions over them.
         let everything = (arguments.iter().flatten())
             .chain(filters.iter().flatten())
@@ -174,6 +181,7 @@ impl GridPlan {
             columns,
             schema,
             windows,
+            along,
             group_bytes,
         }))
     }
