@@ -121,7 +121,7 @@ QUERIES = {
              "SELECT avg(abs(d.temp - c.m)) AS v FROM d JOIN c ON extract(month FROM d.time) = c.mo AND d.lat = c.lat AND d.lon = c.lon",
         "clim = ds.temp.groupby('time.month').mean()\nr = abs(ds.temp.groupby('time.month') - clim).mean()"),
     "anomaly (window)": (
-        "d", "SELECT avg(abs(temp - avg(temp) OVER (PARTITION BY extract(month FROM time), lat, lon))) AS v FROM d",
+        "d", "SELECT avg(abs(temp - m)) AS v FROM (SELECT temp, avg(temp) OVER (PARTITION BY extract(month FROM time), lat, lon) AS m FROM d) w",
         None),
     "one cell's time series": (
         "d", "SELECT time, temp AS v FROM d WHERE lat = 0.5 AND lon = 50.05",
@@ -183,7 +183,7 @@ def duckdb(args, table, sql):
         con = duckdb.connect()
         con.sql("SET threads = 2")
         con.sql("CREATE VIEW {table} AS SELECT * FROM read_parquet('{args.data / parquet}')")
-        s, n = con.sql({wrapped(sql)!r}).fetchone()
+        s, n = con.execute({wrapped(sql)!r}).fetchone()
         print(f"{{s!r}},{{n}}")
     """)
     return run([sys.executable, "-c", script])

@@ -493,8 +493,12 @@ mod tests {
                 .iter()
                 .filter(|e| e.key.starts_with("ndfusion."))
                 .count(),
-            LIMITS.len()
+            LIMITS.len() + 1,
+            "the limits and the grid aggregate switch"
         );
+        config.set("ndfusion.grid_aggregate", "false").unwrap();
+        assert!(!SessionLimits::grid_aggregate(&config));
+        assert!(SessionLimits::grid_aggregate(&other));
         // Limits chosen whole in Rust.
         let chosen = Limits {
             glob_entries: 5,

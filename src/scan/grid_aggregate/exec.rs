@@ -17,12 +17,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::task::Poll;
 
-use arrow::array::{new_empty_array, ArrayRef, RecordBatch, UInt32Array, UInt64Array};
-use arrow::compute::take;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::runtime::SpawnedTask;
+use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
-use datafusion::common::{internal_err, DataFusionError, Result};
+use datafusion::common::{internal_err, DataFusionError, Result, Statistics};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
@@ -38,7 +37,8 @@ use datafusion::physical_plan::{
 };
 use futures::StreamExt;
 
-use super::fold::{emitted, tracking, FoldMetrics, Folded, PartitionFold};
+use super::emit::{partial_batches, Batches, Finals};
+use super::fold::{FoldMetrics, PartitionFold};
 use super::plan::{GridPlan, Input};
 use crate::scan::{FoldTarget, ScanExec};
 
@@ -350,6 +350,20 @@ impl ExecutionPlan for GridAggregateExec {
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
     }
+
+    /// At most the groups of the plan's shape (of a partition's window): what the planner
+    /// sizes joins by (a climatology of 1.2M groups is the side a join builds, not the
+    /// 10^8 cells it is joined with).
+    fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
+        let groups = match (&self.output, partition) {
+            (Output::Partial, Some(p)) => self.plan.partition_groups(p),
+            _ => self.plan.groups(),
+        };
+        let rows = usize::try_from(groups).unwrap_or(usize::MAX);
+        let statistics =
+            Statistics::new_unknown(&self.schema()).with_num_rows(Precision::Inexact(rows));
+        Ok(Arc::new(statistics))
+    }
 }
 
 impl GridAggregateExec {
@@ -366,20 +380,18 @@ impl GridAggregateExec {
         };
         let plan = Arc::clone(&self.plan);
         let schema = self.partial.schema();
-        let baseline = BaselineMetrics::new(&self.metrics, partition);
         let batch_size = context.session_config().batch_size();
         let out = Arc::clone(&schema);
-        let elapsed = baseline.elapsed_compute().clone();
-        let result = async move {
+        let batches = async move {
             while let Some(batch) = stream.next().await {
                 batch?;
             }
             drop(stream);
-            let _timer = elapsed.timer();
-            let mut folded = fold.finish()?;
-            partial_states(&plan, partition, &mut folded, &out, batch_size)
+            let folded = fold.finish()?;
+            Ok(partial_batches(plan, partition, folded, out, batch_size))
         };
-        Ok(output(schema, baseline, result))
+        let baseline = BaselineMetrics::new(&self.metrics, partition);
+        Ok(output(schema, baseline, batches))
     }
 
     fn execute_single(
@@ -402,81 +414,72 @@ impl GridAggregateExec {
                 None => return fallback.execute(0, context),
             }
         }
-        let total = usize::try_from(plan.groups())
-            .map_err(|_| DataFusionError::Internal("too many groups".into()))?;
         let merged = MemoryConsumer::new(self.label(0)).register(pool);
-        let merged_bytes = (total as u64).saturating_mul(plan.group_bytes);
-        if merged.try_grow(merged_bytes as usize).is_err() {
+        let merged_bytes = plan.groups().saturating_mul(plan.group_bytes);
+        if merged
+            .try_grow(usize::try_from(merged_bytes).unwrap_or(usize::MAX))
+            .is_err()
+        {
             return fallback.execute(0, context);
         }
-        let mut accumulators = (aggregate.aggr_expr().iter())
-            .map(|a| a.create_groups_accumulator())
+        let state_counts = (self.partial.aggr_expr().iter())
+            .map(|a| a.state_fields().map(|f| f.len()))
             .collect::<Result<Vec<_>>>()?;
-        let mut state_counts = Vec::with_capacity(accumulators.len());
-        for (accumulator, a) in accumulators.iter_mut().zip(self.partial.aggr_expr()) {
-            // Sized, and tracking each group's values from the start (`tracking`).
-            let empty = (a.state_fields()?.iter())
-                .map(|f| new_empty_array(f.data_type()))
-                .collect::<Vec<_>>();
-            accumulator.merge_batch(&empty, &[], Some(&tracking()), total)?;
-            state_counts.push(empty.len());
-        }
-        let plan = Arc::clone(plan);
-        let schema = aggregate.schema();
-        let out = Arc::clone(&schema);
-        let baseline = BaselineMetrics::new(&self.metrics, 0);
-        let elapsed = baseline.elapsed_compute().clone();
-        let batch_size = context.session_config().batch_size();
-        let result = async move {
-            // Each partition folds on a task of its own; their states merge as they end.
-            let mut running: futures::stream::FuturesUnordered<_> = (folds.into_iter())
-                .enumerate()
-                .map(|(p, (fold, mut stream))| {
-                    SpawnedTask::spawn(async move {
-                        while let Some(batch) = stream.next().await {
-                            batch?;
-                        }
-                        Ok::<_, DataFusionError>((p, fold.finish()?))
-                    })
-                })
-                .collect();
-            let mut seen = vec![false; total];
-            while let Some(done) = running.next().await {
-                let (p, mut folded) =
-                    done.map_err(|e| DataFusionError::External(Box::new(e)))??;
-                let _timer = elapsed.timer();
-                merge(
-                    &plan,
-                    p,
-                    &mut folded,
-                    &mut accumulators,
-                    &state_counts,
-                    &mut seen,
-                )?;
-                let bytes = accumulators.iter().map(|a| a.size()).sum::<usize>() + total;
-                if bytes > merged.size() {
-                    merged.try_resize(bytes)?;
-                }
-            }
-            let _timer = elapsed.timer();
-            let values = emitted(&mut accumulators, total, false)?;
-            let batches = final_values(&plan, &values, &seen, &out, batch_size)?;
-            drop(merged);
-            Ok(batches)
+        let finals = Finals {
+            plan: Arc::clone(plan),
+            finals: aggregate.aggr_expr().to_vec(),
+            state_counts,
+            schema: aggregate.schema(),
+            batch_size: context.session_config().batch_size(),
         };
-        Ok(output(schema, baseline, result))
+        let batches = async move {
+            // Each partition folds on a task of its own.
+            let running = (folds.into_iter()).map(|(fold, mut stream)| {
+                SpawnedTask::spawn(async move {
+                    while let Some(batch) = stream.next().await {
+                        batch?;
+                    }
+                    fold.finish()
+                })
+            });
+            let folded = futures::future::try_join_all(running.map(|task| async move {
+                task.await
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?
+            }))
+            .await?;
+            // The merged accumulators stay reserved while the groups are given.
+            let batches = finals.batches(folded)?.inspect(move |_| {
+                let _ = &merged;
+            });
+            Ok(Box::new(batches) as Batches)
+        };
+        let baseline = BaselineMetrics::new(&self.metrics, 0);
+        Ok(output(aggregate.schema(), baseline, batches))
     }
 }
 
-/// The batches `result` gives (its error alone when it fails), counted as the node's output.
+/// The batches `batches` gives once it is ready (its error alone when it fails), each made
+/// as the stream is read and counted as the node's output.
 fn output(
     schema: SchemaRef,
     baseline: BaselineMetrics,
-    result: impl std::future::Future<Output = Result<Vec<RecordBatch>>> + Send + 'static,
+    batches: impl std::future::Future<Output = Result<Batches>> + Send + 'static,
 ) -> SendableRecordBatchStream {
-    let stream = futures::stream::once(result)
-        .map(|r| match r {
-            Ok(batches) => futures::stream::iter(batches.into_iter().map(Ok)).boxed(),
+    let elapsed = baseline.elapsed_compute().clone();
+    let stream = futures::stream::once(batches)
+        .map(move |r| match r {
+            Ok(batches) => {
+                let elapsed = elapsed.clone();
+                // Each batch timed as it is made.
+                let timed = std::iter::from_fn({
+                    let mut batches = batches;
+                    move || {
+                        let _timer = elapsed.timer();
+                        batches.next()
+                    }
+                });
+                futures::stream::iter(timed).boxed()
+            }
             Err(e) => futures::stream::iter(vec![Err(e)]).boxed(),
         })
         .flatten()
@@ -487,138 +490,6 @@ fn output(
             },
         );
     Box::pin(RecordBatchStreamAdapter::new(schema, stream))
-}
-
-/// The groups of a window of `shape` (groups per axis) to emit: those a row reached, in
-/// order; a plan without keys emits its one group whatever happened.
-fn reached(plan: &GridPlan, seen: &[bool]) -> Vec<u64> {
-    if plan.keys.is_empty() {
-        return vec![0];
-    }
-    (seen.iter().enumerate())
-        .filter(|(_, &s)| s)
-        .map(|(g, _)| g as u64)
-        .collect()
-}
-
-/// Per axis, the group (numbered over the whole axis) of each of `groups`, positions in a
-/// window at `origin` of `shape`.
-fn axis_ids(groups: &[u64], origin: &[u32], shape: &[u32]) -> Vec<Vec<u32>> {
-    let mut stride: u64 = shape.iter().map(|&n| u64::from(n)).product();
-    (origin.iter().zip(shape))
-        .map(|(&o, &n)| {
-            let n = u64::from(n).max(1);
-            stride /= n;
-            let stride = stride.max(1);
-            groups
-                .iter()
-                .map(|g| o + ((g / stride) % n) as u32)
-                .collect()
-        })
-        .collect()
-}
-
-/// The key columns of `groups` (their groups along each axis `ids`).
-fn key_columns(plan: &GridPlan, ids: &[Vec<u32>]) -> Result<Vec<ArrayRef>> {
-    (plan.keys.iter())
-        .map(|&(axis, k)| {
-            let Some(values) = plan.axes[axis].key(k) else {
-                return internal_err!("axis {axis} has no key {k}");
-            };
-            let ids = UInt32Array::from(ids[axis].clone());
-            Ok(take(values.as_ref(), &ids, None)?)
-        })
-        .collect()
-}
-
-/// The partial aggregate's output of partition `p`: the keys and states of its groups a row
-/// reached, in batches of `batch_size` groups (each its own arrays: a slice of one big
-/// batch would be counted whole by every operator that holds it).
-fn partial_states(
-    plan: &GridPlan,
-    p: usize,
-    folded: &mut Folded,
-    schema: &SchemaRef,
-    batch_size: usize,
-) -> Result<Vec<RecordBatch>> {
-    let window = &plan.windows[p];
-    let origin: Vec<u32> = window.iter().map(|w| w.start).collect();
-    let shape: Vec<u32> = window.iter().map(|w| w.end - w.start).collect();
-    let reached = reached(plan, &folded.seen);
-    (reached.chunks(batch_size.max(1)))
-        .map(|groups| {
-            let positions: Vec<usize> = groups.iter().map(|&g| g as usize).collect();
-            let mut columns = key_columns(plan, &axis_ids(groups, &origin, &shape))?;
-            columns.extend(folded.states(&positions)?);
-            Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
-        })
-        .collect()
-}
-
-/// Partition `p`'s folded states merged into `accumulators` (over the plan's whole shape).
-fn merge(
-    plan: &GridPlan,
-    p: usize,
-    folded: &mut Folded,
-    accumulators: &mut [Box<dyn datafusion::logical_expr::GroupsAccumulator>],
-    state_counts: &[usize],
-    seen: &mut [bool],
-) -> Result<()> {
-    let window = &plan.windows[p];
-    let local = reached(plan, &folded.seen);
-    let positions: Vec<usize> = local.iter().map(|&g| g as usize).collect();
-    let states = folded.states(&positions)?;
-    let origin: Vec<u32> = window.iter().map(|w| w.start).collect();
-    let shape: Vec<u32> = window.iter().map(|w| w.end - w.start).collect();
-    let ids = axis_ids(&local, &origin, &shape);
-    // Their positions in the whole shape.
-    let whole = plan.shape();
-    let mut global = vec![0usize; local.len()];
-    let mut stride: usize = whole.iter().map(|&n| n as usize).product();
-    for (axis, &n) in whole.iter().enumerate() {
-        stride /= (n as usize).max(1);
-        for (g, &id) in global.iter_mut().zip(&ids[axis]) {
-            *g += id as usize * stride;
-        }
-    }
-    let total = seen.len();
-    let mut at = 0;
-    for (accumulator, &count) in accumulators.iter_mut().zip(state_counts) {
-        accumulator.merge_batch(&states[at..at + count], &global, None, total)?;
-        at += count;
-    }
-    for &g in &global {
-        if let Some(s) = seen.get_mut(g) {
-            *s = true;
-        }
-    }
-    // The partition's accumulators go now.
-    folded.free();
-    Ok(())
-}
-
-/// The final aggregate's output: the keys and values of the groups a row reached, in batches
-/// of `batch_size` groups.
-fn final_values(
-    plan: &GridPlan,
-    values: &[ArrayRef],
-    seen: &[bool],
-    schema: &SchemaRef,
-    batch_size: usize,
-) -> Result<Vec<RecordBatch>> {
-    let shape = plan.shape();
-    let origin = vec![0u32; shape.len()];
-    let reached = reached(plan, seen);
-    (reached.chunks(batch_size.max(1)))
-        .map(|groups| {
-            let mut columns = key_columns(plan, &axis_ids(groups, &origin, &shape))?;
-            let indices = UInt64Array::from(groups.to_vec());
-            for value in values {
-                columns.push(take(value.as_ref(), &indices, None)?);
-            }
-            Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
-        })
-        .collect()
 }
 
 #[cfg(test)]

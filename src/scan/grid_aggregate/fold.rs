@@ -50,10 +50,11 @@ pub(crate) struct PartitionFold {
 }
 
 /// One aggregate's accumulator: a dense one (`dense.rs`), or DataFusion's groups accumulator
-/// (given a group per cell).
+/// (given a group per cell), whose states, once taken, are kept whole.
 pub(crate) enum Folder {
     Dense(Dense),
     DataFusion(Box<dyn GroupsAccumulator>),
+    Taken(Vec<ArrayRef>),
 }
 
 impl Folder {
@@ -61,6 +62,7 @@ impl Folder {
         match self {
             Folder::Dense(d) => d.size(),
             Folder::DataFusion(a) => a.size(),
+            Folder::Taken(states) => states.iter().map(|s| s.get_array_memory_size()).sum(),
         }
     }
 }
@@ -91,24 +93,32 @@ pub(crate) struct Folded {
 
 impl Folded {
     /// The aggregates' states of `groups` (positions in the window), as DataFusion's partial
-    /// aggregate gives them, in order.
+    /// aggregate gives them, in order: asked for a batch of groups at a time.
     pub(crate) fn states(&mut self, groups: &[usize]) -> Result<Vec<ArrayRef>> {
         let all = self.seen.len();
         let indices = UInt64Array::from_iter_values(groups.iter().map(|&g| g as u64));
         let mut arrays = Vec::new();
         for folder in &mut self.folders {
+            // DataFusion's accumulator gives all its states at once.
+            if let Folder::DataFusion(accumulator) = folder {
+                let states = accumulator.state(EmitTo::All)?;
+                if let Some(state) = states.iter().find(|s| s.len() != all) {
+                    return Err(DataFusionError::Internal(format!(
+                        "an accumulator of {all} groups gave {}",
+                        state.len()
+                    )));
+                }
+                *folder = Folder::Taken(states);
+            }
             match folder {
                 Folder::Dense(dense) => arrays.extend(dense.state(groups)?),
-                Folder::DataFusion(accumulator) => {
-                    for state in accumulator.state(EmitTo::All)? {
-                        if state.len() != all {
-                            return Err(DataFusionError::Internal(format!(
-                                "an accumulator of {all} groups gave {}",
-                                state.len()
-                            )));
-                        }
+                Folder::Taken(states) => {
+                    for state in states.iter() {
                         arrays.push(take(state.as_ref(), &indices, None)?);
                     }
+                }
+                Folder::DataFusion(_) => {
+                    return Err(DataFusionError::Internal("states not taken".into()))
                 }
             }
         }
@@ -334,6 +344,12 @@ impl PartitionFold {
                     };
                     dense.update(values, filter.as_ref().map(|f| f.values()), &placement)?
                 }
+                Folder::Taken(_) => {
+                    return Err(DataFusionError::Internal(format!(
+                        "{}: cells after the states were taken",
+                        self.name
+                    )));
+                }
                 Folder::DataFusion(accumulator) => {
                     let groups = per_cell.get_or_insert_with(|| {
                         let mut groups = vec![0; rows];
@@ -394,27 +410,4 @@ impl CellFold for PartitionFold {
                 source,
             })
     }
-}
-
-/// Each accumulator's state (or final value) over all of `groups` groups: its arrays,
-/// checked to cover every group.
-pub(crate) fn emitted(
-    accumulators: &mut [Box<dyn GroupsAccumulator>],
-    groups: usize,
-    state: bool,
-) -> Result<Vec<ArrayRef>> {
-    let mut arrays = Vec::new();
-    for accumulator in accumulators {
-        let out = match state {
-            true => accumulator.state(EmitTo::All)?,
-            false => vec![accumulator.evaluate(EmitTo::All)?],
-        };
-        if out.iter().any(|a| a.len() != groups) {
-            return Err(DataFusionError::Internal(format!(
-                "an accumulator of {groups} groups gave another number"
-            )));
-        }
-        arrays.extend(out);
-    }
-    Ok(arrays)
 }

@@ -11,14 +11,17 @@
 //! fold.rs        PartitionFold: a partition's cells, as its units decode them, into the
 //!                dense accumulators (DataFusion's groups accumulators for the rest) at
 //!                their groups' positions
-//! exec.rs        GridAggregateExec: partial states per partition, or the partitions merged
-//!                by position into final values
+//! emit.rs        the groups reached, their keys and states or final values (partitions'
+//!                states merged by position), a batch at a time
+//! exec.rs        GridAggregateExec: partial states per partition, or every partition
+//!                folded at once into final values
 //! ```
 //!
 //! The scan hands its cells over through the vocabulary of `scan/cells.rs`.
 
 mod axis_groups;
 mod dense;
+mod emit;
 mod exec;
 mod fold;
 mod plan;
