@@ -22,7 +22,8 @@ use datafusion::common::{internal_err, Result};
 /// The groups along one axis.
 #[derive(Debug)]
 pub(crate) struct AxisGroups {
-    /// Per index of the axis: its group (0 for indices the scan does not read).
+    /// Per index of the axis: its group (0 for indices the scan does not read); empty for
+    /// an axis without keys (one group), whose length only metadata says.
     ids: Vec<u32>,
     /// Per key of the axis: its value in each group.
     keys: Vec<ArrayRef>,
@@ -41,17 +42,18 @@ impl AxisGroups {
         if read.iter().any(|r| r.end > axis_len as u64) {
             return internal_err!("an index range reaches past its axis ({axis_len})");
         }
-        let Ok(_) = u32::try_from(axis_len) else {
-            return internal_err!("an axis of {axis_len} indices has too many groups");
-        };
-        let mut ids = vec![0u32; axis_len];
         if values.is_empty() {
             return Ok(AxisGroups {
-                ids,
+                ids: Vec::new(),
                 keys: Vec::new(),
                 len: 1,
             });
         }
+        // Keys were evaluated at every index (`AxisExpression`, at most 2^20 of them).
+        let Ok(_) = u32::try_from(axis_len) else {
+            return internal_err!("an axis of {axis_len} indices has too many groups");
+        };
+        let mut ids = vec![0u32; axis_len];
         let fields = values.iter().map(|v| SortField::new(v.data_type().clone()));
         let converter = RowConverter::new(fields.collect())?;
         let rows = converter.convert_columns(values)?;
@@ -81,9 +83,10 @@ impl AxisGroups {
         self.len
     }
 
-    /// The group of each index.
-    pub(crate) fn ids(&self) -> &[u32] {
-        &self.ids
+    /// The group of each index; `None` for an axis without keys, whose every index is in
+    /// its one group.
+    pub(crate) fn ids(&self) -> Option<&[u32]> {
+        (!self.keys.is_empty()).then_some(self.ids.as_slice())
     }
 
     /// Key `k`'s value in each group.
@@ -142,7 +145,7 @@ mod tests {
         ]));
         let groups = AxisGroups::new(8, &[month, parity], &[1..3, 4..8]).unwrap();
         assert_eq!(groups.len(), 5);
-        assert_eq!(groups.ids(), &[0, 0, 1, 0, 2, 3, 4, 3]);
+        assert_eq!(groups.ids(), Some(&[0, 0, 1, 0, 2, 3, 4, 3][..]));
         let months = groups.key(0).unwrap().as_primitive::<Int64Type>();
         assert_eq!(months.values().to_vec(), vec![1, 1, 2, 3, 3]);
         assert_eq!(groups.key(1).unwrap().as_string::<i32>().value(0), "o");
@@ -154,6 +157,12 @@ mod tests {
     fn an_axis_without_keys_is_one_group() {
         let groups = AxisGroups::new(4, &[], &[]).unwrap();
         assert_eq!((groups.len(), groups.window(&[])), (1, 0..1));
+        // Nothing per index, however long the axis metadata declares.
+        let long = AxisGroups::new(1 << 40, &[], &[0..(1 << 40)]).unwrap();
+        assert_eq!(
+            (long.ids(), long.along(&[0..(1 << 40)])),
+            (None, Along::Same)
+        );
         assert!(AxisGroups::new(4, &[], &[2..5]).is_err());
     }
 }

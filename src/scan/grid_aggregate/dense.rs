@@ -201,15 +201,11 @@ impl Dense {
         let valid = valid.as_ref();
         match &mut self.state {
             State::Count(counts) => fold(&mut Counting(counts), &[(); 0], valid, placement, true),
-            State::SumF64(sums, counts) => {
+            // An average's states are a sum's: a count and a sum.
+            State::SumF64(sums, counts) | State::Avg(sums, counts) => {
                 let values = primitive::<Float64Type>(values)?;
-                fold(
-                    &mut FloatSum { sums, counts },
-                    values,
-                    valid,
-                    placement,
-                    false,
-                )
+                let op = &mut FloatSum { sums, counts };
+                fold(op, values, valid, placement, false)
             }
             State::SumI64(sums, counts) => {
                 let values = primitive::<Int64Type>(values)?;
@@ -220,16 +216,6 @@ impl Dense {
                 let values = primitive::<UInt64Type>(values)?;
                 let op = &mut WrappingSum { sums, counts };
                 fold(op, values, valid, placement, false)
-            }
-            State::Avg(sums, counts) => {
-                let values = primitive::<Float64Type>(values)?;
-                fold(
-                    &mut FloatSum { sums, counts },
-                    values,
-                    valid,
-                    placement,
-                    false,
-                )
             }
             State::Variance(counts, means, m2s) => {
                 let values = primitive::<Float64Type>(values)?;

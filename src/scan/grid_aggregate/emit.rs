@@ -74,34 +74,40 @@ impl Finals {
         let mut seen = vec![false; total];
         let whole = plan.shape();
         for (p, mut folded) in folded.into_iter().enumerate() {
-            let local = reached(plan, &folded.seen);
-            let positions: Vec<usize> = local.iter().map(|&g| g as usize).collect();
-            let states = folded.states(&positions)?;
-            folded.free();
             let (origin, shape) = window(plan, p);
-            let global = positions_in(&axis_ids(&local, &origin, &shape), &whole);
-            self.merge(&mut accumulators, &states, &global, total)?;
-            global.iter().for_each(|&g| seen[g] = true);
+            // A batch of states at a time beside the accumulators.
+            for local in reached(plan, &folded.seen).chunks(self.batch_size.max(1)) {
+                let positions: Vec<usize> = local.iter().map(|&g| g as usize).collect();
+                let states = folded.states(&positions)?;
+                let global = positions_in(&axis_ids(local, &origin, &shape), &whole);
+                self.merge(&mut accumulators, &states, &global, total)?;
+                global.iter().for_each(|&g| seen[g] = true);
+            }
+            folded.free();
         }
         let values = evaluated(&mut accumulators, total)?;
         let reached = reached(plan, &seen);
-        let origin = vec![0u32; whole.len()];
-        self.values(values, reached, origin, whole, Indexed::ByGroup)
+        self.values(values, reached, whole)
     }
 
-    /// Partition `p`'s groups finished on their own.
-    fn partition(&self, p: usize, mut folded: Folded) -> Result<Batches> {
+    /// Partition `p`'s groups finished on their own, a batch at a time: each batch's states
+    /// merged into accumulators of its own groups, so that finishing holds no more than a
+    /// batch beside the partition's fold.
+    fn partition(self: &Arc<Self>, p: usize, mut folded: Folded) -> Result<Batches> {
         let plan = &self.plan;
         let reached = reached(plan, &folded.seen);
-        let positions: Vec<usize> = reached.iter().map(|&g| g as usize).collect();
-        let states = folded.states(&positions)?;
-        folded.free();
-        let mut accumulators = self.accumulators(reached.len())?;
-        let order: Vec<usize> = (0..reached.len()).collect();
-        self.merge(&mut accumulators, &states, &order, reached.len())?;
-        let values = evaluated(&mut accumulators, reached.len())?;
         let (origin, shape) = window(plan, p);
-        self.values(values, reached, origin, shape, Indexed::InOrder)
+        let finals = Arc::clone(self);
+        Ok(chunked(reached, self.batch_size, move |_, groups| {
+            let positions: Vec<usize> = groups.iter().map(|&g| g as usize).collect();
+            let states = folded.states(&positions)?;
+            let mut accumulators = finals.accumulators(groups.len())?;
+            let order: Vec<usize> = (0..groups.len()).collect();
+            finals.merge(&mut accumulators, &states, &order, groups.len())?;
+            let mut columns = key_columns(&finals.plan, &axis_ids(groups, &origin, &shape))?;
+            columns.extend(evaluated(&mut accumulators, groups.len())?);
+            Ok(RecordBatch::try_new(Arc::clone(&finals.schema), columns)?)
+        }))
     }
 
     /// The final accumulators over `groups` groups, tracking each group's values from the
@@ -139,39 +145,20 @@ impl Finals {
         Ok(())
     }
 
-    /// The batches of `values` of `reached` (groups of a window at `origin` of `shape`),
-    /// found in `values` as `indexed` says.
-    fn values(
-        &self,
-        values: Vec<ArrayRef>,
-        reached: Vec<u64>,
-        origin: Vec<u32>,
-        shape: Vec<u32>,
-        indexed: Indexed,
-    ) -> Result<Batches> {
+    /// The batches of `values` (one per group of the whole shape `whole`) of `reached`.
+    fn values(&self, values: Vec<ArrayRef>, reached: Vec<u64>, whole: Vec<u32>) -> Result<Batches> {
         let plan = Arc::clone(&self.plan);
         let schema = Arc::clone(&self.schema);
-        Ok(chunked(reached, self.batch_size, move |range, groups| {
-            let mut columns = key_columns(&plan, &axis_ids(groups, &origin, &shape))?;
-            let indices = match indexed {
-                Indexed::ByGroup => UInt64Array::from(groups.to_vec()),
-                Indexed::InOrder => UInt64Array::from_iter_values(range.map(|i| i as u64)),
-            };
+        let origin = vec![0u32; whole.len()];
+        Ok(chunked(reached, self.batch_size, move |_, groups| {
+            let mut columns = key_columns(&plan, &axis_ids(groups, &origin, &whole))?;
+            let indices = UInt64Array::from(groups.to_vec());
             for value in &values {
                 columns.push(take(value.as_ref(), &indices, None)?);
             }
             Ok(RecordBatch::try_new(Arc::clone(&schema), columns)?)
         }))
     }
-}
-
-/// Where a group's final values are.
-#[derive(Debug, Clone, Copy)]
-enum Indexed {
-    /// At its position in the window.
-    ByGroup,
-    /// In the order of the groups given.
-    InOrder,
 }
 
 /// Whether the partitions' windows follow one another along the first axis (so no two share

@@ -6,6 +6,7 @@
 //! hash aggregate uses) take them with those indices.
 
 use std::fmt;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arrow::array::{
@@ -33,11 +34,16 @@ pub(crate) struct FoldMetrics {
     pub time: Time,
 }
 
+/// Rows folded at a time: a slice's arguments are a few hundred KiB, in cache while the
+/// accumulators take them.
+const SLICE_ROWS: usize = 1 << 16;
+
 /// One partition's accumulators and what places its cells.
 pub(crate) struct PartitionFold {
     plan: Arc<GridPlan>,
-    /// Per axis: each index's group in the window, times the axis's stride in it.
-    offsets: Vec<Vec<usize>>,
+    /// Per axis: each index's group in the window, times the axis's stride in it (`None`:
+    /// an axis without keys, every index in its one group, 0).
+    offsets: Vec<Option<Vec<usize>>>,
     /// How the groups of the last axis follow one another in this partition's runs.
     along: Along,
     /// Groups of the window.
@@ -160,14 +166,14 @@ impl PartitionFold {
             // Indices outside the window are never read by this partition; they get a group
             // past the end, which the check of each batch catches.
             let outside = groups;
-            offsets.push(
-                (axis.ids().iter())
+            offsets.push(axis.ids().map(|ids| {
+                ids.iter()
                     .map(|&id| match w.contains(&id) {
                         true => (id - w.start) as usize * stride,
                         false => outside,
                     })
-                    .collect(),
-            );
+                    .collect()
+            }));
         }
         let mut folders = Vec::with_capacity(aggregates.len());
         for (aggregate, arguments) in aggregates.iter().zip(&plan.arguments) {
@@ -224,65 +230,59 @@ impl PartitionFold {
         (self.state.lock()).map_err(|_| DataFusionError::Internal("a grid fold panicked".into()))
     }
 
-    /// The runs of a batch of `rows` rows, each with its groups: checked to lie in the
-    /// window, every row in one run.
-    fn runs(&self, cells: &dyn CellRuns, rows: usize) -> Result<Vec<Run>> {
-        let mut runs = Vec::new();
-        let (groups, along) = (self.groups, self.along);
-        let mut inside = true;
-        let mut covered = 0;
-        match self.offsets.split_last() {
+    /// Run `len` cells from `at` (grid coordinates) at `row` of a slice, with its groups;
+    /// `None` when a cell lies outside the partition's window.
+    fn run(&self, row: usize, at: &[u64], len: usize) -> Option<Run> {
+        let Some((last, leading)) = self.offsets.split_last() else {
             // A scalar: its one cell.
-            None => cells.for_each_run(&mut |row, _, len| {
-                covered += len;
-                runs.push(Run {
-                    row,
-                    len,
-                    first: 0,
-                    base: 0,
-                    start: 0,
-                });
-            }),
-            Some((last, leading)) => cells.for_each_run(&mut |row, at, len| {
-                covered += len;
-                let base = (leading.iter().zip(at))
-                    .map(|(o, &i)| o.get(i as usize).copied().unwrap_or(usize::MAX))
-                    .fold(0usize, usize::saturating_add);
-                let start = at.get(leading.len()).copied().unwrap_or(u64::MAX) as usize;
-                let Some(along_last) = last.get(start..start.saturating_add(len)) else {
-                    inside = false;
-                    return;
-                };
-                let first = base.saturating_add(along_last[0]);
-                let end = match along {
-                    Along::Same => first.saturating_add(1),
-                    Along::Consecutive => first.saturating_add(len),
-                    Along::Looked => along_last
-                        .iter()
-                        .map(|&o| base.saturating_add(o))
-                        .max()
-                        .unwrap_or(0)
-                        .saturating_add(1),
-                };
-                inside &= end <= groups;
-                runs.push(Run {
-                    row,
-                    len,
-                    first,
-                    base,
-                    start,
-                });
-            }),
-        }
-        if !inside || covered != rows {
-            return Err(DataFusionError::Internal(format!(
-                "{}: a cell outside the partition's groups",
-                self.name
-            )));
-        }
-        Ok(runs)
+            return Some(Run {
+                row,
+                len,
+                first: 0,
+                base: 0,
+                start: 0,
+            });
+        };
+        let base = (leading.iter().zip(at))
+            .map(|(o, &i)| match o {
+                Some(o) => o.get(i as usize).copied().unwrap_or(usize::MAX),
+                None => 0,
+            })
+            .fold(0usize, usize::saturating_add);
+        let start = at.get(leading.len()).copied().unwrap_or(u64::MAX) as usize;
+        let Some(last) = last else {
+            // An axis without keys: the run is in one group (`Along::Same`).
+            return (base < self.groups).then_some(Run {
+                row,
+                len,
+                first: base,
+                base,
+                start,
+            });
+        };
+        let along_last = last.get(start..start.saturating_add(len))?;
+        let first = base.saturating_add(*along_last.first()?);
+        let end = match self.along {
+            Along::Same => first.saturating_add(1),
+            Along::Consecutive => first.saturating_add(len),
+            Along::Looked => (along_last.iter())
+                .map(|&o| base.saturating_add(o))
+                .max()
+                .unwrap_or(0)
+                .saturating_add(1),
+        };
+        (end <= self.groups).then_some(Run {
+            row,
+            len,
+            first,
+            base,
+            start,
+        })
     }
 
+    /// Folds a batch `SLICE_ROWS` rows at a time, so that what a slice makes (its arguments
+    /// in the accumulators' types, a group per cell for DataFusion's accumulators) stays
+    /// small however large the reader's batches are (a chunk of 2·10^7 cells is one).
     fn fold_batch(
         &self,
         cells: &dyn CellRuns,
@@ -290,14 +290,95 @@ impl PartitionFold {
         keep: Option<&BooleanArray>,
     ) -> Result<()> {
         let rows = columns.num_rows();
-        let runs = self.runs(cells, rows)?;
-        let last = self.offsets.last().map(Vec::as_slice).unwrap_or(&[]);
+        let outside = || {
+            DataFusionError::Internal(format!(
+                "{}: a cell outside the partition's groups",
+                self.name
+            ))
+        };
+        let mut result = Ok(());
+        let mut runs = Vec::new();
+        let mut slice = 0..0;
+        let mut at = Vec::new();
+        cells.for_each_run(&mut |row, first, len| {
+            if result.is_err() {
+                return;
+            }
+            if row != slice.end {
+                result = Err(outside());
+                return;
+            }
+            at.clear();
+            at.extend_from_slice(first);
+            let (mut row, mut len) = (row, len);
+            while len > 0 && result.is_ok() {
+                // The run's part inside this slice.
+                let part = len.min(slice.start + SLICE_ROWS - row);
+                match self.run(row - slice.start, &at, part) {
+                    Some(run) => runs.push(run),
+                    None => result = Err(outside()),
+                }
+                (row, len, slice.end) = (row + part, len - part, row + part);
+                if let Some(last) = at.last_mut() {
+                    *last += part as u64;
+                }
+                if slice.len() == SLICE_ROWS {
+                    result = self.fold_slice(columns, keep, slice.clone(), &runs);
+                    runs.clear();
+                    slice = slice.end..slice.end;
+                }
+            }
+        });
+        result?;
+        if slice.end != rows {
+            return Err(outside());
+        }
+        if slice.is_empty() {
+            return Ok(());
+        }
+        self.fold_slice(columns, keep, slice, &runs)
+    }
+
+    /// Folds rows `slice` of a batch, placed by `runs` (rows counted from the slice's start).
+    fn fold_slice(
+        &self,
+        batch: &RecordBatch,
+        keep: Option<&BooleanArray>,
+        slice: Range<usize>,
+        runs: &[Run],
+    ) -> Result<()> {
+        let rows = slice.len();
+        let whole = slice.start == 0 && rows == batch.num_rows();
+        let sliced;
+        let columns = match whole {
+            true => batch,
+            false => {
+                sliced = batch.slice(slice.start, rows);
+                &sliced
+            }
+        };
+        let keep = keep.map(|k| match whole {
+            true => k.clone(),
+            false => k.slice(slice.start, rows),
+        });
+        let keep = keep.as_ref();
+        let last = self
+            .offsets
+            .last()
+            .and_then(Option::as_deref)
+            .unwrap_or(&[]);
         let placement = Placement {
-            runs: &runs,
+            runs,
             along: self.along,
             last,
         };
         let plan = &self.plan;
+        // A slice no row of which passes the filters reaches no group: nothing to evaluate
+        // (a filter that selects a few cells of a large grid skips most of it).
+        let none_kept = |k: &BooleanArray| k.true_count() == 0;
+        if keep.is_some_and(none_kept) {
+            return Ok(());
+        }
         let keep = match (&plan.predicate, keep) {
             (Some(predicate), keep) => {
                 let mask = boolean(predicate, columns)?;
@@ -308,6 +389,9 @@ impl PartitionFold {
             }
             (None, keep) => keep.cloned(),
         };
+        if keep.as_ref().is_some_and(none_kept) {
+            return Ok(());
+        }
         let arguments = (plan.arguments.iter())
             .map(|args| {
                 (args.iter())
