@@ -137,12 +137,10 @@ impl GridPlan {
             .map(|(a, values)| AxisGroups::new(shape[a] as usize, values, &read[a]))
             .collect::<Result<Vec<_>>>()?;
         let groups = (axes.iter()).try_fold(1u64, |n, a| n.checked_mul(u64::from(a.len())));
+        // More groups than cells read (or than dense arrays are for): rows hash better.
         match groups {
             Some(groups) if groups <= MAX_GROUPS && groups <= grid.cells().max(1) => {}
-            _ => {
-                eprintln!("DBG groups {groups:?}");
-                return Ok(None);
-            }
+            _ => return Ok(None),
         }
         let partitions = input.scan.properties().partitioning.partition_count();
         let mut windows = Vec::with_capacity(partitions);
