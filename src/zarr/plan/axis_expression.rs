@@ -10,6 +10,7 @@ use arrow::array::{new_null_array, ArrayRef, Int64Array, RecordBatch, RecordBatc
 use arrow::datatypes::{Field, FieldRef, Schema, SchemaRef};
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr_common::physical_expr::is_volatile;
 
 use crate::zarr::plan::grid_statistics::{value_order, AxisColumn, AxisValues, ValueOrder};
 
@@ -37,6 +38,10 @@ impl AxisExpression {
         columns: &[AxisColumn<'_>],
         axis_len: impl Fn(usize) -> u64,
     ) -> Option<AxisExpression> {
+        // A volatile expression (`lat + random()`) has a value per row, not per index.
+        if is_volatile(expr) {
+            return None;
+        }
         let read = collect_columns(expr);
         let mut axis = None;
         for column in &read {
