@@ -274,6 +274,9 @@ fn query() -> impl proptest::strategy::Strategy<Value = String> {
             "max(time)",
             "min(temp) FILTER (WHERE flag)",
             "count(n) FILTER (WHERE lat > 0)",
+            "sum(temp * cos(radians(lat)))",
+            "max(temp + sqrt(lon)) FILTER (WHERE lon % 3 = 1)",
+            "avg(n + extract(day FROM time)) FILTER (WHERE extract(month FROM time) = 2)",
         ],
         1..=4,
     );

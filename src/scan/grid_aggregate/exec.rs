@@ -24,6 +24,7 @@ use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{internal_err, DataFusionError, Result, Statistics};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::TaskContext;
+use datafusion::physical_expr_common::physical_expr::fmt_sql;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
@@ -274,7 +275,15 @@ impl DisplayAs for GridAggregateExec {
             aggregates.join(", "),
             shape.join("×"),
             reads.join(", ")
-        )
+        )?;
+        // Sub-expressions evaluated once per index of their axis.
+        let per_index: Vec<String> = (self.plan.broadcasts.iter())
+            .map(|b| fmt_sql(b.expr.as_ref()).to_string())
+            .collect();
+        match per_index.is_empty() {
+            true => Ok(()),
+            false => write!(f, ", per_index=[{}]", per_index.join(", ")),
+        }
     }
 }
 

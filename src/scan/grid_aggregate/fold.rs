@@ -10,7 +10,8 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arrow::array::{
-    new_empty_array, Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt64Array,
+    new_empty_array, Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions,
+    UInt32Array, UInt64Array,
 };
 use arrow::compute::{and, prep_null_mask_filter, take};
 use datafusion::common::{DataFusionError, Result};
@@ -178,7 +179,7 @@ impl PartitionFold {
         let mut folders = Vec::with_capacity(aggregates.len());
         for (aggregate, arguments) in aggregates.iter().zip(&plan.arguments) {
             let types = (arguments.iter())
-                .map(|e| e.data_type(&plan.schema))
+                .map(|e| e.data_type(&plan.fold_schema))
                 .collect::<Result<Vec<_>>>()?;
             let dense = match types.as_slice() {
                 [argument] => Dense::new(aggregate, argument, groups)?,
@@ -300,6 +301,9 @@ impl PartitionFold {
         let mut runs = Vec::new();
         let mut slice = 0..0;
         let mut at = Vec::new();
+        // Per broadcast: its axis's index at each cell of the slice.
+        let broadcasts = &self.plan.broadcasts;
+        let mut spread: Vec<Vec<u32>> = vec![Vec::new(); broadcasts.len()];
         cells.for_each_run(&mut |row, first, len| {
             if result.is_err() {
                 return;
@@ -318,12 +322,20 @@ impl PartitionFold {
                     Some(run) => runs.push(run),
                     None => result = Err(outside()),
                 }
+                for (broadcast, indices) in broadcasts.iter().zip(&mut spread) {
+                    // Axes of at most 2^20 indices (`AxisExpression`).
+                    let index = at.get(broadcast.axis).copied().unwrap_or(0) as u32;
+                    match broadcast.axis + 1 == at.len() {
+                        true => indices.extend(index..index + part as u32),
+                        false => indices.extend(std::iter::repeat_n(index, part)),
+                    }
+                }
                 (row, len, slice.end) = (row + part, len - part, row + part);
                 if let Some(last) = at.last_mut() {
                     *last += part as u64;
                 }
                 if slice.len() == SLICE_ROWS {
-                    result = self.fold_slice(columns, keep, slice.clone(), &runs);
+                    result = self.fold_slice(columns, keep, slice.clone(), &runs, &mut spread);
                     runs.clear();
                     slice = slice.end..slice.end;
                 }
@@ -336,7 +348,7 @@ impl PartitionFold {
         if slice.is_empty() {
             return Ok(());
         }
-        self.fold_slice(columns, keep, slice, &runs)
+        self.fold_slice(columns, keep, slice, &runs, &mut spread)
     }
 
     /// Folds rows `slice` of a batch, placed by `runs` (rows counted from the slice's start).
@@ -346,11 +358,12 @@ impl PartitionFold {
         keep: Option<&BooleanArray>,
         slice: Range<usize>,
         runs: &[Run],
+        spread: &mut [Vec<u32>],
     ) -> Result<()> {
         let rows = slice.len();
         let whole = slice.start == 0 && rows == batch.num_rows();
         let sliced;
-        let columns = match whole {
+        let mut columns = match whole {
             true => batch,
             false => {
                 sliced = batch.slice(slice.start, rows);
@@ -377,7 +390,24 @@ impl PartitionFold {
         // (a filter that selects a few cells of a large grid skips most of it).
         let none_kept = |k: &BooleanArray| k.true_count() == 0;
         if keep.is_some_and(none_kept) {
+            spread.iter_mut().for_each(Vec::clear);
             return Ok(());
+        }
+        // The broadcasts laid on the slice's cells, after the scan's columns.
+        let spread_batch;
+        if !spread.is_empty() {
+            let mut arrays = columns.columns().to_vec();
+            for (broadcast, indices) in self.plan.broadcasts.iter().zip(spread.iter_mut()) {
+                let indices = UInt32Array::from(std::mem::take(indices));
+                arrays.push(take(broadcast.values.as_ref(), &indices, None)?);
+            }
+            let options = RecordBatchOptions::new().with_row_count(Some(rows));
+            spread_batch = RecordBatch::try_new_with_options(
+                Arc::clone(&self.plan.fold_schema),
+                arrays,
+                &options,
+            )?;
+            columns = &spread_batch;
         }
         let keep = match (&plan.predicate, keep) {
             (Some(predicate), keep) => {

@@ -15,8 +15,9 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, SchemaRef};
-use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use arrow::array::ArrayRef;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
 use datafusion::common::{internal_err, Result};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::Column;
@@ -30,7 +31,7 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use super::axis_groups::AxisGroups;
 use super::dense::Along;
-use crate::scan::ScanExec;
+use crate::scan::{GridSource, ScanExec};
 
 /// The aggregate functions folded: those whose state per group is a few fixed-width values.
 pub(crate) const FOLDED: [&str; 11] = [
@@ -67,12 +68,30 @@ pub(crate) struct GridPlan {
     pub columns: Vec<usize>,
     /// Their schema.
     pub schema: SchemaRef,
+    /// Sub-expressions that read one axis alone, evaluated per index; a slice's batch has
+    /// them after `columns`.
+    pub broadcasts: Vec<Broadcast>,
+    /// The schema of a slice's batch: `schema`'s columns, then the broadcasts'.
+    pub fold_schema: SchemaRef,
     /// Per scan partition, per axis: the groups its cells reach.
     pub windows: Vec<Vec<Range<u32>>>,
     /// Per scan partition: how the last axis's groups follow one another in its runs.
     pub along: Vec<Along>,
     /// Bytes of the accumulators per group (states and the group's mark).
     pub group_bytes: u64,
+}
+
+/// A sub-expression of the fold's arguments or filters that reads one axis alone
+/// (`cos(radians(lat))` in `sum(temp * cos(radians(lat)))`): evaluated at planning once per
+/// index of its axis, then laid on each slice's cells by where they lie, so a cell costs a
+/// copy instead of an evaluation (10^8 cosines become 100).
+#[derive(Debug)]
+pub(crate) struct Broadcast {
+    /// The sub-expression, over the scan's columns.
+    pub expr: Arc<dyn PhysicalExpr>,
+    pub axis: usize,
+    /// One value per index of the axis.
+    pub values: ArrayRef,
 }
 
 impl fmt::Debug for GridPlan {
@@ -153,18 +172,46 @@ impl GridPlan {
                 _ => Along::Same,
             });
         }
+        // Sub-expressions of one axis, lifted out as columns after the scan's.
+        let scan_schema = input.scan.schema();
+        let mut lifted = Lifted {
+            grid,
+            first: scan_schema.fields().len(),
+            found: Vec::new(),
+        };
+        let arguments = (arguments.iter())
+            .map(|args| args.iter().map(|e| lifted.lift(e)).collect())
+            .collect::<Result<Vec<Vec<_>>>>()?;
+        let filters = (filters.iter())
+            .map(|f| f.as_ref().map(|e| lifted.lift(e)).transpose())
+            .collect::<Result<Vec<_>>>()?;
+        let predicate = (input.predicate.as_ref())
+            .map(|e| lifted.lift(e))
+            .transpose()?;
         // The columns the fold reads, and the expressions over them.
         let everything = (arguments.iter().flatten())
             .chain(filters.iter().flatten())
-            .chain(input.predicate.iter());
+            .chain(predicate.iter());
         let mut columns: Vec<usize> = everything
             .flat_map(|e| collect_columns(e).into_iter().map(|c| c.index()))
+            .filter(|&c| c < lifted.first)
             .collect();
         columns.sort_unstable();
         columns.dedup();
-        let scan_schema = input.scan.schema();
         let schema = Arc::new(scan_schema.project(&columns)?);
-        let over_fold = |e: &Arc<dyn PhysicalExpr>| remap(e, &columns);
+        let mut fields: Vec<Field> = (schema.fields().iter())
+            .map(|f| f.as_ref().clone())
+            .collect();
+        for (k, broadcast) in lifted.found.iter().enumerate() {
+            fields.push(Field::new(
+                format!("__axis_{k}"),
+                broadcast.values.data_type().clone(),
+                true,
+            ));
+        }
+        let fold_schema = Arc::new(Schema::new(fields));
+        let first = lifted.first;
+        let over_fold = |e: &Arc<dyn PhysicalExpr>| remap(e, &columns, first);
         let group_bytes = state_bytes(aggregate.aggr_expr())?.saturating_add(1);
         Ok(Some(GridPlan {
             axes,
@@ -175,9 +222,11 @@ impl GridPlan {
             filters: (filters.iter())
                 .map(|f| f.as_ref().map(over_fold).transpose())
                 .collect::<Result<_>>()?,
-            predicate: input.predicate.as_ref().map(over_fold).transpose()?,
+            predicate: predicate.as_ref().map(over_fold).transpose()?,
             columns,
             schema,
+            broadcasts: lifted.found,
+            fold_schema,
             windows,
             along,
             group_bytes,
@@ -227,9 +276,18 @@ fn state_bytes(aggregates: &[Arc<AggregateFunctionExpr>]) -> Result<u64> {
 }
 
 /// `expr` over the scan's columns `columns`, numbered as the fold's batch numbers them.
-fn remap(expr: &Arc<dyn PhysicalExpr>, columns: &[usize]) -> Result<Arc<dyn PhysicalExpr>> {
+fn remap(
+    expr: &Arc<dyn PhysicalExpr>,
+    columns: &[usize],
+    first: usize,
+) -> Result<Arc<dyn PhysicalExpr>> {
     Arc::clone(expr)
         .transform_up(|e| match e.downcast_ref::<Column>() {
+            // A broadcast: after the columns read.
+            Some(c) if c.index() >= first => {
+                let at = columns.len() + (c.index() - first);
+                Ok(Transformed::yes(Arc::new(Column::new(c.name(), at)) as _))
+            }
             Some(c) => match columns.iter().position(|&i| i == c.index()) {
                 Some(at) => Ok(Transformed::yes(Arc::new(Column::new(c.name(), at)) as _)),
                 None => internal_err!("the grid aggregate does not read column {c}"),
@@ -237,6 +295,41 @@ fn remap(expr: &Arc<dyn PhysicalExpr>, columns: &[usize]) -> Result<Arc<dyn Phys
             None => Ok(Transformed::no(e)),
         })
         .data()
+}
+
+/// The sub-expressions of one axis found so far, over a scan whose columns end before
+/// `first` (a broadcast `k` is column `first + k` until `remap`).
+struct Lifted<'a> {
+    grid: &'a dyn GridSource,
+    first: usize,
+    found: Vec<Broadcast>,
+}
+
+impl Lifted<'_> {
+    /// `expr` with each outermost sub-expression that reads one axis alone (not a bare
+    /// column, not a constant) and evaluates at every index of it replaced by a broadcast.
+    fn lift(&mut self, expr: &Arc<dyn PhysicalExpr>) -> Result<Arc<dyn PhysicalExpr>> {
+        Arc::clone(expr)
+            .transform_down(|e| {
+                if e.downcast_ref::<Column>().is_some() || collect_columns(&e).is_empty() {
+                    return Ok(Transformed::no(e));
+                }
+                let k = match self.found.iter().position(|b| b.expr.eq(&e)) {
+                    Some(k) => k,
+                    None => match self.grid.per_index(&e) {
+                        Some((axis, values)) => {
+                            let expr = Arc::clone(&e);
+                            self.found.push(Broadcast { expr, axis, values });
+                            self.found.len() - 1
+                        }
+                        None => return Ok(Transformed::no(e)),
+                    },
+                };
+                let column = Arc::new(Column::new(&format!("__axis_{k}"), self.first + k));
+                Ok(Transformed::new(column as _, true, TreeNodeRecursion::Jump))
+            })
+            .data()
+    }
 }
 
 /// The input of a folded aggregate: a grid scan, through at most a projection (over it, or
