@@ -22,6 +22,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::metrics::{Count, Time};
 
 use super::dense::{Along, Dense, Placement, Run};
+use super::lookup::LookupTable;
 use super::plan::GridPlan;
 use crate::error::Error;
 use crate::scan::{CellFold, CellRuns};
@@ -49,6 +50,8 @@ pub(crate) struct PartitionFold {
     along: Along,
     /// Groups of the window.
     groups: usize,
+    /// The tables cells find their rows in, laid out (the plan's lookups, in order).
+    lookups: Vec<Arc<LookupTable>>,
     /// Taken when the fold finishes.
     state: Mutex<Option<FoldState>>,
     /// What names the aggregate in errors.
@@ -150,7 +153,15 @@ impl PartitionFold {
         reservation: MemoryReservation,
         name: String,
         metrics: FoldMetrics,
+        lookups: Vec<Arc<LookupTable>>,
     ) -> Result<Self> {
+        if lookups.len() != plan.lookups.len() {
+            return Err(DataFusionError::Internal(format!(
+                "{name}: {} tables looked up, not {}",
+                lookups.len(),
+                plan.lookups.len()
+            )));
+        }
         let (Some(window), Some(&along)) = (plan.windows.get(p), plan.along.get(p)) else {
             return Err(DataFusionError::Internal(format!(
                 "{name}: no partition {p} in the plan"
@@ -203,6 +214,7 @@ impl PartitionFold {
             offsets,
             along,
             groups,
+            lookups,
             state: Mutex::new(Some(FoldState {
                 folders,
                 seen: vec![false; groups],
@@ -304,6 +316,8 @@ impl PartitionFold {
         // Per broadcast: its axis's index at each cell of the slice.
         let broadcasts = &self.plan.broadcasts;
         let mut spread: Vec<Vec<u32>> = vec![Vec::new(); broadcasts.len()];
+        // Per table looked up: each cell's position in it.
+        let mut found: Vec<Vec<u32>> = vec![Vec::new(); self.lookups.len()];
         cells.for_each_run(&mut |row, first, len| {
             if result.is_err() {
                 return;
@@ -322,6 +336,11 @@ impl PartitionFold {
                     Some(run) => runs.push(run),
                     None => result = Err(outside()),
                 }
+                for (table, positions) in self.lookups.iter().zip(&mut found) {
+                    if !table.extend_run(&at, part, positions) {
+                        result = Err(outside());
+                    }
+                }
                 for (broadcast, indices) in broadcasts.iter().zip(&mut spread) {
                     // Axes of at most 2^20 indices (`AxisExpression`).
                     let index = at.get(broadcast.axis).copied().unwrap_or(0) as u32;
@@ -335,7 +354,14 @@ impl PartitionFold {
                     *last += part as u64;
                 }
                 if slice.len() == SLICE_ROWS {
-                    result = self.fold_slice(columns, keep, slice.clone(), &runs, &mut spread);
+                    result = self.fold_slice(
+                        columns,
+                        keep,
+                        slice.clone(),
+                        &runs,
+                        &mut spread,
+                        &mut found,
+                    );
                     runs.clear();
                     slice = slice.end..slice.end;
                 }
@@ -348,7 +374,7 @@ impl PartitionFold {
         if slice.is_empty() {
             return Ok(());
         }
-        self.fold_slice(columns, keep, slice, &runs, &mut spread)
+        self.fold_slice(columns, keep, slice, &runs, &mut spread, &mut found)
     }
 
     /// Folds rows `slice` of a batch, placed by `runs` (rows counted from the slice's start).
@@ -359,6 +385,7 @@ impl PartitionFold {
         slice: Range<usize>,
         runs: &[Run],
         spread: &mut [Vec<u32>],
+        found: &mut [Vec<u32>],
     ) -> Result<()> {
         let rows = slice.len();
         let whole = slice.start == 0 && rows == batch.num_rows();
@@ -391,12 +418,35 @@ impl PartitionFold {
         let none_kept = |k: &BooleanArray| k.true_count() == 0;
         if keep.is_some_and(none_kept) {
             spread.iter_mut().for_each(Vec::clear);
+            found.iter_mut().for_each(Vec::clear);
             return Ok(());
         }
-        // The broadcasts laid on the slice's cells, after the scan's columns.
+        // Cells without a row in a table looked up are not in the join.
+        let positions: Vec<UInt32Array> = (found.iter_mut())
+            .map(|p| UInt32Array::from(std::mem::take(p)))
+            .collect();
+        let mut keep = keep.cloned();
+        for (table, positions) in self.lookups.iter().zip(&positions) {
+            if let Some(matched) = table.matched(positions.values()) {
+                keep = Some(match keep {
+                    Some(keep) => and(&keep, &matched)?,
+                    None => matched,
+                });
+            }
+        }
+        let keep = keep.as_ref();
+        if keep.is_some_and(none_kept) {
+            spread.iter_mut().for_each(Vec::clear);
+            return Ok(());
+        }
+        // The values looked up, then the broadcasts, laid on the slice's cells after the
+        // scan's columns.
         let spread_batch;
-        if !spread.is_empty() {
+        if !spread.is_empty() || !positions.is_empty() {
             let mut arrays = columns.columns().to_vec();
+            for &(l, v) in &self.plan.looked_up {
+                arrays.push(self.lookups[l].values(v, &positions[l])?);
+            }
             for (broadcast, indices) in self.plan.broadcasts.iter().zip(spread.iter_mut()) {
                 let indices = UInt32Array::from(std::mem::take(indices));
                 arrays.push(take(broadcast.values.as_ref(), &indices, None)?);

@@ -3,6 +3,10 @@
 //!
 //! ```text
 //! rule.rs        GridAggregates: which aggregates become grid aggregates, and where
+//! input.rs       Input: the aggregate's input down to the grid scan (projections,
+//!                filters, tables looked up), every column an expression over the scan's
+//! lookup.rs      Lookup: a table a cell finds its row of by its grid position (an anomaly's
+//!                climatology, joined or a window's), laid out dense when the query runs
 //! plan.rs        GridPlan: keys per axis, arguments over the columns the fold reads, the
 //!                groups each scan partition reaches (or why the aggregate stays DataFusion's)
 //! axis_groups.rs an axis's keys evaluated per index, and each index's group along the axis
@@ -24,6 +28,8 @@ mod dense;
 mod emit;
 mod exec;
 mod fold;
+mod input;
+mod lookup;
 mod plan;
 mod rule;
 

@@ -1,8 +1,9 @@
 //! [`GridPlan`]: what a partial aggregate over a grid scan folds, decided at planning, or why
 //! it stays DataFusion's. An aggregate is folded when
 //!
-//! - its input is one grid scan ([`ScanExec::grid`]), through at most a projection (inlined)
-//!   and a filter (a mask, like the scan's own row filter);
+//! - its input is one grid scan ([`ScanExec::grid`]), through projections (inlined),
+//!   filters (masks, like the scan's own row filter) and tables looked up by grid position
+//!   (`input.rs`);
 //! - each group key reads the column of one axis, or several keys one axis together, and
 //!   evaluates at every index of it ([`GridSource::per_index`]); no grouping sets;
 //! - each aggregate is one of [`FOLDED`], not DISTINCT, without ORDER BY, with fixed-width
@@ -21,17 +22,16 @@ use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, Tr
 use datafusion::common::{internal_err, Result};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::Column;
-use datafusion::physical_expr::projection::update_expr;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
-use datafusion::physical_plan::filter::FilterExec;
-use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::axis_groups::AxisGroups;
 use super::dense::Along;
-use crate::scan::{GridSource, ScanExec};
+use super::input::{Folding, Input};
+use super::lookup::Lookup;
+use crate::scan::GridSource;
 
 /// The aggregate functions folded: those whose state per group is a few fixed-width values.
 pub(crate) const FOLDED: [&str; 11] = [
@@ -64,14 +64,22 @@ pub(crate) struct GridPlan {
     pub filters: Vec<Option<Arc<dyn PhysicalExpr>>>,
     /// A filter between the aggregate and the scan, over the fold's columns.
     pub predicate: Option<Arc<dyn PhysicalExpr>>,
+    /// The grid scan read.
+    pub scan: Arc<dyn ExecutionPlan>,
     /// The scan's output columns the fold reads.
     pub columns: Vec<usize>,
     /// Their schema.
     pub schema: SchemaRef,
-    /// Sub-expressions that read one axis alone, evaluated per index; a slice's batch has
+    /// Tables a cell finds its row of by its grid position (a join with a climatology).
+    pub lookups: Vec<Lookup>,
+    /// The lookups' values the fold reads (a lookup, a value of it); a slice's batch has
     /// them after `columns`.
+    pub looked_up: Vec<(usize, usize)>,
+    /// Sub-expressions that read one axis alone, evaluated per index; a slice's batch has
+    /// them after the looked up values.
     pub broadcasts: Vec<Broadcast>,
-    /// The schema of a slice's batch: `schema`'s columns, then the broadcasts'.
+    /// The schema of a slice's batch: `schema`'s columns, the looked up values, then the
+    /// broadcasts.
     pub fold_schema: SchemaRef,
     /// Per scan partition, per axis: the groups its cells reach.
     pub windows: Vec<Vec<Range<u32>>>,
@@ -104,8 +112,12 @@ impl fmt::Debug for GridPlan {
 }
 
 impl GridPlan {
-    /// The fold of `aggregate` (a partial aggregate), when it can be folded.
-    pub(crate) fn new(aggregate: &AggregateExec) -> Result<Option<GridPlan>> {
+    /// The fold of `aggregate` (a partial aggregate), when it can be folded (`folding`: what
+    /// a table looked up is folded by).
+    pub(crate) fn new(
+        aggregate: &AggregateExec,
+        folding: &dyn Folding,
+    ) -> Result<Option<GridPlan>> {
         if *aggregate.mode() != AggregateMode::Partial
             || !aggregate.group_expr().is_single()
             || aggregate.limit_options().is_some()
@@ -113,33 +125,26 @@ impl GridPlan {
         {
             return Ok(None);
         }
-        let Some(input) = Input::of(aggregate.input()) else {
+        let Some(input) = Input::of(aggregate.input(), folding)? else {
             return Ok(None);
         };
         let Some(grid) = input.scan.grid() else {
             return Ok(None);
         };
-        // Everything over the scan's columns.
+        // Everything over the scan's columns (and the lookups' values after them).
         let keys = (aggregate.group_expr().expr().iter())
             .map(|(e, _)| input.unproject(e))
-            .collect::<Result<Option<Vec<_>>>>()?;
+            .collect::<Result<Vec<_>>>()?;
         let arguments = (aggregate.aggr_expr().iter())
             .map(|a| {
                 (a.expressions().iter())
                     .map(|e| input.unproject(e))
                     .collect()
             })
-            .collect::<Result<Option<Vec<Vec<_>>>>>()?;
-        // An aggregate without FILTER: `Some(None)`; one whose FILTER cannot be: `None`.
+            .collect::<Result<Vec<Vec<_>>>>()?;
         let filters = (aggregate.filter_expr().iter())
-            .map(|f| match f {
-                Some(e) => Ok(input.unproject(e)?.map(Some)),
-                None => Ok(Some(None)),
-            })
-            .collect::<Result<Option<Vec<Option<_>>>>>()?;
-        let (Some(keys), Some(arguments), Some(filters)) = (keys, arguments, filters) else {
-            return Ok(None);
-        };
+            .map(|f| f.as_ref().map(|e| input.unproject(e)).transpose())
+            .collect::<Result<Vec<Option<_>>>>()?;
         // Each key's values per index of its axis.
         let shape = grid.shape();
         let mut per_axis: Vec<Vec<Arc<dyn arrow::array::Array>>> = vec![Vec::new(); shape.len()];
@@ -172,11 +177,13 @@ impl GridPlan {
                 _ => Along::Same,
             });
         }
-        // Sub-expressions of one axis, lifted out as columns after the scan's.
+        // Sub-expressions of one axis, lifted out as columns after the scan's and the
+        // lookups'.
         let scan_schema = input.scan.schema();
+        let scanned = scan_schema.fields().len();
         let mut lifted = Lifted {
             grid,
-            first: scan_schema.fields().len(),
+            first: scanned + input.looked_up.len(),
             found: Vec::new(),
         };
         let arguments = (arguments.iter())
@@ -185,23 +192,34 @@ impl GridPlan {
         let filters = (filters.iter())
             .map(|f| f.as_ref().map(|e| lifted.lift(e)).transpose())
             .collect::<Result<Vec<_>>>()?;
-        let predicate = (input.predicate.as_ref())
+        let predicate = (input.predicate().as_ref())
             .map(|e| lifted.lift(e))
             .transpose()?;
         // The columns the fold reads, and the expressions over them.
         let everything = (arguments.iter().flatten())
             .chain(filters.iter().flatten())
             .chain(predicate.iter());
-        let mut columns: Vec<usize> = everything
+        let mut read: Vec<usize> = everything
             .flat_map(|e| collect_columns(e).into_iter().map(|c| c.index()))
             .filter(|&c| c < lifted.first)
             .collect();
-        columns.sort_unstable();
-        columns.dedup();
+        read.sort_unstable();
+        read.dedup();
+        let (looked_up, columns): (Vec<usize>, Vec<usize>) =
+            read.iter().partition(|&&c| c >= scanned);
         let schema = Arc::new(scan_schema.project(&columns)?);
         let mut fields: Vec<Field> = (schema.fields().iter())
             .map(|f| f.as_ref().clone())
             .collect();
+        for &c in &looked_up {
+            let (l, v) = input.looked_up[c - scanned];
+            let field = input.lookups[l].fields[v].as_ref().clone();
+            fields.push(
+                field
+                    .with_name(format!("__looked_up_{c}"))
+                    .with_nullable(true),
+            );
+        }
         for (k, broadcast) in lifted.found.iter().enumerate() {
             fields.push(Field::new(
                 format!("__axis_{k}"),
@@ -210,8 +228,10 @@ impl GridPlan {
             ));
         }
         let fold_schema = Arc::new(Schema::new(fields));
+        // The fold's batch: the columns read, then the looked up values read, then the
+        // broadcasts.
         let first = lifted.first;
-        let over_fold = |e: &Arc<dyn PhysicalExpr>| remap(e, &columns, first);
+        let over_fold = |e: &Arc<dyn PhysicalExpr>| remap(e, &read, first);
         let group_bytes = state_bytes(aggregate.aggr_expr())?.saturating_add(1);
         Ok(Some(GridPlan {
             axes,
@@ -223,8 +243,13 @@ impl GridPlan {
                 .map(|f| f.as_ref().map(over_fold).transpose())
                 .collect::<Result<_>>()?,
             predicate: predicate.as_ref().map(over_fold).transpose()?,
+            scan: Arc::clone(input.plan),
             columns,
             schema,
+            looked_up: (looked_up.iter())
+                .map(|&c| input.looked_up[c - scanned])
+                .collect(),
+            lookups: input.lookups,
             broadcasts: lifted.found,
             fold_schema,
             windows,
@@ -275,12 +300,14 @@ fn state_bytes(aggregates: &[Arc<AggregateFunctionExpr>]) -> Result<u64> {
     Ok(bytes)
 }
 
-/// `expr` over the scan's columns `columns`, numbered as the fold's batch numbers them.
+/// `expr` over the scan's columns and the lookups' values (`read` of them), numbered as the
+/// fold's batch numbers them: those read in order, then the broadcasts (from `first` on).
 fn remap(
     expr: &Arc<dyn PhysicalExpr>,
-    columns: &[usize],
+    read: &[usize],
     first: usize,
 ) -> Result<Arc<dyn PhysicalExpr>> {
+    let columns = read;
     Arc::clone(expr)
         .transform_up(|e| match e.downcast_ref::<Column>() {
             // A broadcast: after the columns read.
@@ -329,49 +356,5 @@ impl Lifted<'_> {
                 Ok(Transformed::new(column as _, true, TreeNodeRecursion::Jump))
             })
             .data()
-    }
-}
-
-/// The input of a folded aggregate: a grid scan, through at most a projection (over it, or
-/// over the filter) and a filter.
-pub(crate) struct Input<'a> {
-    pub scan: &'a ScanExec,
-    /// The scan as a plan.
-    pub plan: &'a Arc<dyn ExecutionPlan>,
-    projection: Option<&'a [ProjectionExpr]>,
-    /// The filter's predicate, over the scan's columns.
-    predicate: Option<Arc<dyn PhysicalExpr>>,
-}
-
-impl<'a> Input<'a> {
-    pub(crate) fn of(plan: &'a Arc<dyn ExecutionPlan>) -> Option<Self> {
-        let mut plan = plan;
-        let mut projection = None;
-        if let Some(p) = plan.downcast_ref::<ProjectionExec>() {
-            projection = Some(p.expr());
-            plan = p.input();
-        }
-        let mut predicate = None;
-        if let Some(filter) = plan.downcast_ref::<FilterExec>() {
-            if filter.projection().is_some() {
-                return None;
-            }
-            predicate = Some(Arc::clone(filter.predicate()));
-            plan = filter.input();
-        }
-        Some(Input {
-            scan: plan.downcast_ref::<ScanExec>()?,
-            plan,
-            projection,
-            predicate,
-        })
-    }
-
-    /// `expr` over the scan's columns (`None` when it cannot be).
-    fn unproject(&self, expr: &Arc<dyn PhysicalExpr>) -> Result<Option<Arc<dyn PhysicalExpr>>> {
-        match self.projection {
-            Some(projection) => update_expr(expr, projection, true),
-            None => Ok(Some(Arc::clone(expr))),
-        }
     }
 }

@@ -234,5 +234,57 @@ case("packed netCDF-4 zonal extremes", "packed",
                  "count": p.t2m.count(("time", "lon"))}).to_dataframe().reset_index()
      [["lat", "min", "max", "count"]])
 
+# ------------------------------------------------------------------- anomalies
+# A cell's row of a climatology, by a join on the climatology's keys or by a window over
+# whole partitions (both answered by a lookup by grid position).
+clim_sql = ("WITH c AS (SELECT extract(month FROM time) AS mo, lat, lon, avg(temp) AS m "
+            "FROM daily_v3 GROUP BY 1, 2, 3) ")
+on = "ON extract(month FROM d.time) = c.mo AND d.lat = c.lat AND d.lon = c.lon"
+anomaly = t.groupby("time.month") - t.groupby("time.month").mean("time")
+case("anomaly against the climatology (join)", "daily_v3",
+     clim_sql + f"SELECT avg(abs(d.temp - c.m)), count(*) FROM daily_v3 d JOIN c {on}",
+     pd.DataFrame([[float(abs(anomaly).mean()), anomaly.size]]))
+case("anomaly against the climatology (window)", "daily_v3",
+     "SELECT avg(abs(temp - m)), count(*) FROM (SELECT temp, avg(temp) OVER "
+     "(PARTITION BY extract(month FROM time), lat, lon) AS m FROM daily_v3) w",
+     pd.DataFrame([[float(abs(anomaly).mean()), anomaly.size]]))
+late = anomaly.sel(time=slice("2001-07-01", None))
+case("zonal anomaly spread of a time range (join)", "daily_v3",
+     clim_sql + f"SELECT d.lat, avg(abs(d.temp - c.m)), count(d.temp) FROM daily_v3 d JOIN c {on} "
+     "WHERE d.time >= '2001-07-01' GROUP BY d.lat",
+     xr.Dataset({"avg": abs(late).mean(("time", "lon")), "count": late.count(("time", "lon"))})
+     .to_dataframe().reset_index()[["lat", "avg", "count"]])
+# A climatology of the first quarter alone: the other months' cells find no row (pandas: an
+# inner merge).
+cells["mo"] = cells.time.dt.month
+base = (cells[cells.time < "2001-04-01"].groupby(["mo", "lat", "lon"]).temp.mean()
+        .rename("m").reset_index())
+joined = cells.merge(base, on=["mo", "lat", "lon"], how="inner")
+joined["diff"] = joined.temp - joined.m
+case("anomaly against a base period's climatology (join, months without one dropped)",
+     "daily_v3",
+     "WITH c AS (SELECT extract(month FROM time) AS mo, lat, lon, avg(temp) AS m FROM daily_v3 "
+     "WHERE time < '2001-04-01' GROUP BY 1, 2, 3) "
+     f"SELECT c.mo, avg(d.temp - c.m), count(*) FROM daily_v3 d JOIN c {on} GROUP BY c.mo",
+     joined.groupby("mo").agg(avg=("diff", "mean"), count=("diff", "size")).reset_index())
+early = cells[cells.time < "2001-03-01"].copy()
+early["m"] = early.groupby("lat").temp.transform("mean")
+case("a window by latitude under a WHERE, by longitude", "daily_v3",
+     "SELECT lon, max(temp - m), count(*) FROM (SELECT lon, temp, avg(temp) OVER "
+     "(PARTITION BY lat) AS m FROM daily_v3 WHERE time < '2001-03-01') w GROUP BY lon",
+     (early.temp - early.m).groupby(early.lon).agg(["max", "size"]).reset_index())
+hourly_anomaly = h.t2m.groupby("time.hour") - h.t2m.groupby("time.hour").mean("time")
+case("diurnal anomaly (join)", "hourly_v3",
+     "WITH c AS (SELECT extract(hour FROM time) AS hr, latitude, longitude, avg(t2m) AS m "
+     "FROM hourly_v3 GROUP BY 1, 2, 3) SELECT avg(abs(h.t2m - c.m)) FROM hourly_v3 h JOIN c "
+     "ON extract(hour FROM h.time) = c.hr AND h.latitude = c.latitude "
+     "AND h.longitude = c.longitude",
+     pd.DataFrame([[float(abs(hourly_anomaly).mean())]]))
+packed_anomaly = p.t2m.groupby("time.month") - p.t2m.groupby("time.month").mean("time")
+case("packed netCDF-4 anomaly (window)", "packed",
+     "SELECT avg(abs(t2m - m)), count(t2m) FROM (SELECT t2m, avg(t2m) OVER "
+     "(PARTITION BY extract(month FROM time), lat, lon) AS m FROM packed) w",
+     pd.DataFrame([[float(abs(packed_anomaly).mean()), int(packed_anomaly.count())]]))
+
 (HERE / "expected.json").write_text(json.dumps({"cases": CASES}) + "\n")
 print(f"{len(CASES)} cases")
