@@ -56,7 +56,7 @@ impl Finals {
     /// stream reaches it (no accumulator of the whole shape). Otherwise their states merge
     /// by position into accumulators of the whole shape first.
     pub(crate) fn batches(self, folded: Vec<Folded>) -> Result<Batches> {
-        if apart(&self.plan.windows) {
+        if self.plan.apart() {
             let finals = Arc::new(self);
             let batches = folded
                 .into_iter()
@@ -159,25 +159,6 @@ impl Finals {
             Ok(RecordBatch::try_new(Arc::clone(&schema), columns)?)
         }))
     }
-}
-
-/// Whether the partitions' windows follow one another along the first axis (so no two share
-/// a group, and their groups come in C order partition after partition).
-fn apart(windows: &[Vec<Range<u32>>]) -> bool {
-    let mut end = 0;
-    for window in windows {
-        let Some(first) = window.first() else {
-            return false;
-        };
-        if first.is_empty() {
-            continue;
-        }
-        if first.start < end {
-            return false;
-        }
-        end = first.end;
-    }
-    true
 }
 
 /// Each accumulator's final values over all `groups` groups.
@@ -284,21 +265,6 @@ fn key_columns(plan: &GridPlan, ids: &[Vec<u32>]) -> Result<Vec<ArrayRef>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn windows_are_apart_when_they_follow_along_the_first_axis() {
-        assert!(apart(&[
-            vec![0..3, 0..5],
-            vec![3..4, 0..5],
-            vec![4..4, 0..0]
-        ]));
-        // Months shared by two partitions' days.
-        assert!(!apart(&[vec![0..3, 0..5], vec![2..4, 0..5]]));
-        // Out of order: their groups would not come in C order.
-        assert!(!apart(&[vec![3..4, 0..5], vec![0..3, 0..5]]));
-        // A grid without axes (a global aggregate) is merged.
-        assert!(!apart(&[vec![], vec![]]));
-    }
 
     #[test]
     fn positions_in_a_window_are_found_in_the_whole_shape() {

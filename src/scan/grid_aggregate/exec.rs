@@ -318,14 +318,14 @@ fn runnable(
 }
 
 /// Bytes a single grid aggregate holds at most: every partition's accumulators and the
-/// merged ones, and the tables looked up.
+/// merged ones (none when partitions are apart), and the tables looked up.
 fn single_bytes(plan: &GridPlan) -> u64 {
     let partitions: u64 = (0..plan.windows.len())
         .map(|p| plan.partition_groups(p))
         .fold(0, u64::saturating_add);
     let lookups = (plan.lookups.iter().map(Lookup::bytes)).fold(0, u64::saturating_add);
     partitions
-        .saturating_add(plan.groups())
+        .saturating_add(plan.merged_groups())
         .saturating_mul(plan.group_bytes)
         .saturating_add(lookups)
 }
@@ -569,7 +569,7 @@ impl GridAggregateExec {
             }
         }
         let merged = MemoryConsumer::new(self.label(0)).register(pool);
-        let merged_bytes = plan.groups().saturating_mul(plan.group_bytes);
+        let merged_bytes = plan.merged_groups().saturating_mul(plan.group_bytes);
         if merged
             .try_grow(usize::try_from(merged_bytes).unwrap_or(usize::MAX))
             .is_err()
@@ -766,6 +766,29 @@ mod tests {
         drop(other);
         assert!(grid(&hashed).is_none(), "{}", text(&hashed));
         assert_eq!(rows(hashed, &ctx).await, want);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn partitions_apart_reserve_no_accumulators_of_the_whole_shape() {
+        let pool: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(64 << 20));
+        let ctx = session(Arc::clone(&pool)).await;
+        let want = rows(plan(&ctx, QUERY).await, &ctx).await;
+        // Every day its own groups: the two partitions' windows follow one another along
+        // time, and their accumulators (19,200 groups in all) are all the fold holds.
+        let folded = plan(&ctx, QUERY).await;
+        let node = grid(&folded).expect("a grid aggregate");
+        let grid_plan = &node.downcast_ref::<GridAggregateExec>().unwrap().plan;
+        assert!(grid_plan.apart());
+        let held = single_bytes(grid_plan);
+        assert_eq!(held, grid_plan.groups() * grid_plan.group_bytes);
+        // Planned and run with a little more than that left: folded, not refused for
+        // accumulators of the whole shape it never makes.
+        let other = MemoryConsumer::new("another query").register(&pool);
+        other.try_grow((64 << 20) - held as usize * 3 / 2).unwrap();
+        let folded = plan(&ctx, QUERY).await;
+        let node = grid(&folded).expect("a grid aggregate");
+        assert_eq!(rows(folded, &ctx).await, want);
+        assert_eq!(cells_folded(&node), 19_200);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

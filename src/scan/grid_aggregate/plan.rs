@@ -268,12 +268,46 @@ impl GridPlan {
         self.shape().iter().map(|&n| u64::from(n)).product()
     }
 
+    /// Whether the partitions' windows follow one another along the first axis: no two
+    /// share a group, so each is finished on its own and none merge (`emit.rs`).
+    pub(crate) fn apart(&self) -> bool {
+        apart(&self.windows)
+    }
+
+    /// Groups of the accumulators the partitions' states merge into: none when they are
+    /// apart, else the whole shape.
+    pub(crate) fn merged_groups(&self) -> u64 {
+        match self.apart() {
+            true => 0,
+            false => self.groups(),
+        }
+    }
+
     /// Groups of partition `p`'s window.
     pub(crate) fn partition_groups(&self, p: usize) -> u64 {
         (self.windows.get(p).into_iter().flatten())
             .map(|w| u64::from(w.end - w.start))
             .product()
     }
+}
+
+/// Whether the partitions' windows follow one another along the first axis (so no two share
+/// a group, and their groups come in C order partition after partition).
+fn apart(windows: &[Vec<Range<u32>>]) -> bool {
+    let mut end = 0;
+    for window in windows {
+        let Some(first) = window.first() else {
+            return false;
+        };
+        if first.is_empty() {
+            continue;
+        }
+        if first.start < end {
+            return false;
+        }
+        end = first.end;
+    }
+    true
 }
 
 /// Whether `aggregate` is folded: one of [`FOLDED`], plain, with fixed-width states that
@@ -356,5 +390,25 @@ impl Lifted<'_> {
                 Ok(Transformed::new(column as _, true, TreeNodeRecursion::Jump))
             })
             .data()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_are_apart_when_they_follow_along_the_first_axis() {
+        assert!(apart(&[
+            vec![0..3, 0..5],
+            vec![3..4, 0..5],
+            vec![4..4, 0..0]
+        ]));
+        // Months shared by two partitions' days.
+        assert!(!apart(&[vec![0..3, 0..5], vec![2..4, 0..5]]));
+        // Out of order: their groups would not come in C order.
+        assert!(!apart(&[vec![3..4, 0..5], vec![0..3, 0..5]]));
+        // A grid without axes (a global aggregate) is merged.
+        assert!(!apart(&[vec![], vec![]]));
     }
 }
