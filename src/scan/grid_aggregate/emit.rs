@@ -1,17 +1,18 @@
 //! What a grid aggregate gives, a batch of groups at a time as the stream is read: the groups
 //! a row reached (in C order of their positions: each axis's groups in the order its
 //! indices first reach them), their keys (each axis's groups' key values), and their states
-//! (a partial aggregate) or final values (the partitions' states merged by position, then
-//! DataFusion's accumulators' final step). Each batch has arrays of its own: a slice of one
+//! (a partial aggregate) or final values (DataFusion's accumulators' final step over each
+//! partition's own groups, and over the slabs of first-axis indices several partitions
+//! reach, their states merged by position). Each batch has arrays of its own: a slice of one
 //! big batch would be counted whole by every operator that holds it.
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arrow::array::{new_empty_array, ArrayRef, RecordBatch, UInt32Array, UInt64Array};
 use arrow::compute::take;
 use arrow::datatypes::SchemaRef;
-use datafusion::common::{internal_err, Result};
+use datafusion::common::{internal_err, DataFusionError, Result};
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 
@@ -50,64 +51,201 @@ pub(crate) struct Finals {
     pub batch_size: usize,
 }
 
+/// A run of the whole shape's groups, by their index along the first axis, finished in
+/// one way: the groups of one partition alone, or a slab (one first-axis index) that several
+/// partitions reach, whose states merge first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Segment {
+    Own { partition: usize, first: Range<u32> },
+    Shared { first: u32, partitions: Vec<usize> },
+}
+
+/// The segments of partitions whose windows along the first axis are `firsts` (`None`: a
+/// grid without axes, one slab every partition reaches), in the first axis's order.
+pub(crate) fn segments(firsts: &[Option<Range<u32>>]) -> Vec<Segment> {
+    let end = (firsts.iter().flatten()).map(|w| w.end).max().unwrap_or(1);
+    let mut segments: Vec<Segment> = Vec::new();
+    for g in 0..end {
+        let reaching: Vec<usize> = (firsts.iter().enumerate())
+            .filter(|(_, w)| w.as_ref().is_none_or(|w| w.contains(&g)))
+            .map(|(p, _)| p)
+            .collect();
+        match reaching.as_slice() {
+            [] => {}
+            [p] => match segments.last_mut() {
+                Some(Segment::Own { partition, first }) if partition == p && first.end == g => {
+                    first.end = g + 1
+                }
+                _ => segments.push(Segment::Own {
+                    partition: *p,
+                    first: g..g + 1,
+                }),
+            },
+            _ => segments.push(Segment::Shared {
+                first: g,
+                partitions: reaching,
+            }),
+        }
+    }
+    segments
+}
+
+/// The groups of partition `p` (positions in its window, ascending) a row reached, and where
+/// those of each first-axis index start.
+struct Reached {
+    groups: Vec<u64>,
+    origin: Vec<u32>,
+    shape: Vec<u32>,
+}
+
+impl Reached {
+    /// Those of first-axis indices `first` (of the whole shape).
+    fn along(&self, first: Range<u32>) -> &[u64] {
+        let (Some(&o), Some(&n)) = (self.origin.first(), self.shape.first()) else {
+            // No axes: one group.
+            return &self.groups;
+        };
+        let stride: u64 = self.shape[1..].iter().map(|&n| u64::from(n)).product();
+        let local = |g: u32| u64::from(g.saturating_sub(o).min(n)) * stride;
+        let (from, to) = (local(first.start), local(first.end));
+        let a = self.groups.partition_point(|&g| g < from);
+        let b = self.groups.partition_point(|&g| g < to);
+        &self.groups[a..b]
+    }
+}
+
 impl Finals {
-    /// The final values of every group a row reached. Partitions whose windows follow one
-    /// another along the first axis share no group: each is finished on its own when the
-    /// stream reaches it (no accumulator of the whole shape). Otherwise their states merge
-    /// by position into accumulators of the whole shape first.
+    /// The final values of every group a row reached, in C order of their positions, a
+    /// batch at a time as the stream asks. Each partition's own groups (first-axis indices
+    /// no other partition's window reaches) are finished on their own, a batch at a time;
+    /// only a slab of a first-axis index several partitions reach (the month two
+    /// partitions' days share) has their states merged first, into accumulators of that
+    /// slab alone. No accumulator of the whole shape is made.
     pub(crate) fn batches(self, folded: Vec<Folded>) -> Result<Batches> {
-        if self.plan.apart() {
-            let finals = Arc::new(self);
-            let batches = folded
-                .into_iter()
-                .enumerate()
-                .flat_map(move |(p, folded)| match finals.partition(p, folded) {
-                    Ok(batches) => batches,
-                    Err(e) => Box::new(std::iter::once(Err(e))),
-                });
-            return Ok(Box::new(batches));
-        }
-        let plan = &self.plan;
-        let total = usize::try_from(plan.groups())
-            .or_else(|_| internal_err!("a grid aggregate of too many groups"))?;
-        let mut accumulators = self.accumulators(total)?;
-        let mut seen = vec![false; total];
-        let whole = plan.shape();
-        for (p, mut folded) in folded.into_iter().enumerate() {
-            let (origin, shape) = window(plan, p);
-            // A batch of states at a time beside the accumulators.
-            for local in reached(plan, &folded.seen).chunks(self.batch_size.max(1)) {
-                let positions: Vec<usize> = local.iter().map(|&g| g as usize).collect();
-                let states = folded.states(&positions)?;
-                let global = positions_in(&axis_ids(local, &origin, &shape), &whole);
-                self.merge(&mut accumulators, &states, &global, total)?;
-                global.iter().for_each(|&g| seen[g] = true);
+        let plan = Arc::clone(&self.plan);
+        let reached: Arc<Vec<Reached>> = Arc::new(
+            (folded.iter().enumerate())
+                .map(|(p, f)| {
+                    let (origin, shape) = window(&plan, p);
+                    Reached {
+                        groups: reached(&plan, &f.seen),
+                        origin,
+                        shape,
+                    }
+                })
+                .collect(),
+        );
+        let firsts: Vec<Option<Range<u32>>> =
+            (plan.windows.iter()).map(|w| w.first().cloned()).collect();
+        let segments = segments(&firsts);
+        // Each partition's fold is freed once its last segment is given.
+        let mut last = vec![0usize; folded.len()];
+        for (i, segment) in segments.iter().enumerate() {
+            match segment {
+                Segment::Own { partition, .. } => last[*partition] = i,
+                Segment::Shared { partitions, .. } => {
+                    partitions.iter().for_each(|&p| last[p] = i);
+                }
             }
-            folded.free();
         }
-        let values = evaluated(&mut accumulators, total)?;
-        let reached = reached(plan, &seen);
-        self.values(values, reached, whole)
+        let finals = Arc::new(self);
+        let folded = Arc::new(Mutex::new(folded));
+        let mut left = segments.into_iter().enumerate();
+        let mut current: Batches = Box::new(std::iter::empty());
+        let mut started = 0;
+        Ok(Box::new(std::iter::from_fn(move || loop {
+            if let Some(batch) = current.next() {
+                return Some(batch);
+            }
+            let Ok(mut folds) = folded.lock() else {
+                return Some(internal_err!("a grid aggregate's emission panicked"));
+            };
+            for (p, fold) in folds.iter_mut().enumerate() {
+                if last[p] < started {
+                    fold.free();
+                }
+            }
+            drop(folds);
+            let (i, segment) = left.next()?;
+            started = i + 1;
+            current = match finals.segment(&segment, &reached, &folded) {
+                Ok(batches) => batches,
+                Err(e) => Box::new(std::iter::once(Err(e))),
+            };
+        })))
     }
 
-    /// Partition `p`'s groups finished on their own, a batch at a time: each batch's states
-    /// merged into accumulators of its own groups, so that finishing holds no more than a
-    /// batch beside the partition's fold.
-    fn partition(self: &Arc<Self>, p: usize, mut folded: Folded) -> Result<Batches> {
-        let plan = &self.plan;
-        let reached = reached(plan, &folded.seen);
-        let (origin, shape) = window(plan, p);
-        let finals = Arc::clone(self);
-        Ok(chunked(reached, self.batch_size, move |_, groups| {
-            let positions: Vec<usize> = groups.iter().map(|&g| g as usize).collect();
-            let states = folded.states(&positions)?;
-            let mut accumulators = finals.accumulators(groups.len())?;
-            let order: Vec<usize> = (0..groups.len()).collect();
-            finals.merge(&mut accumulators, &states, &order, groups.len())?;
-            let mut columns = key_columns(&finals.plan, &axis_ids(groups, &origin, &shape))?;
-            columns.extend(evaluated(&mut accumulators, groups.len())?);
-            Ok(RecordBatch::try_new(Arc::clone(&finals.schema), columns)?)
-        }))
+    /// The batches of one segment: a partition's own groups a batch at a time (their states
+    /// taken when the batch is asked for), or a shared slab merged, then given.
+    fn segment(
+        self: &Arc<Self>,
+        segment: &Segment,
+        reached: &Arc<Vec<Reached>>,
+        folded: &Arc<Mutex<Vec<Folded>>>,
+    ) -> Result<Batches> {
+        let lost = || DataFusionError::Internal("a grid aggregate's emission panicked".into());
+        match segment {
+            Segment::Own { partition, first } => {
+                let p = *partition;
+                let groups = reached[p].along(first.clone()).to_vec();
+                let (reached, folded, finals) =
+                    (Arc::clone(reached), Arc::clone(folded), Arc::clone(self));
+                Ok(chunked(groups, self.batch_size, move |_, groups| {
+                    let positions: Vec<usize> = groups.iter().map(|&g| g as usize).collect();
+                    let states = folded.lock().map_err(|_| lost())?[p].states(&positions)?;
+                    let mut accumulators = finals.accumulators(groups.len())?;
+                    let order: Vec<usize> = (0..groups.len()).collect();
+                    finals.merge(&mut accumulators, &states, &order, groups.len())?;
+                    let r = &reached[p];
+                    let mut columns =
+                        key_columns(&finals.plan, &axis_ids(groups, &r.origin, &r.shape))?;
+                    columns.extend(evaluated(&mut accumulators, groups.len())?);
+                    Ok(RecordBatch::try_new(Arc::clone(&finals.schema), columns)?)
+                }))
+            }
+            Segment::Shared { first, partitions } => {
+                let whole = self.plan.shape();
+                let slab = usize::try_from(self.plan.slab())
+                    .or_else(|_| internal_err!("a grid aggregate of too many groups"))?;
+                let base = *first as usize * slab;
+                let mut accumulators = self.accumulators(slab)?;
+                let mut seen = vec![false; slab];
+                let mut folds = folded.lock().map_err(|_| lost())?;
+                for &p in partitions {
+                    let r = &reached[p];
+                    for chunk in r.along(*first..first + 1).chunks(self.batch_size.max(1)) {
+                        let positions: Vec<usize> = chunk.iter().map(|&g| g as usize).collect();
+                        let states = folds[p].states(&positions)?;
+                        let global = positions_in(&axis_ids(chunk, &r.origin, &r.shape), &whole);
+                        let in_slab: Vec<usize> = global.iter().map(|&g| g - base).collect();
+                        self.merge(&mut accumulators, &states, &in_slab, slab)?;
+                        in_slab.iter().for_each(|&g| seen[g] = true);
+                    }
+                }
+                drop(folds);
+                let values = evaluated(&mut accumulators, slab)?;
+                let groups: Vec<u64> = match self.plan.keys.is_empty() {
+                    // An aggregate without GROUP BY has its one row.
+                    true => vec![0],
+                    false => (seen.iter().enumerate())
+                        .filter(|(_, &s)| s)
+                        .map(|(g, _)| (base + g) as u64)
+                        .collect(),
+                };
+                let plan = Arc::clone(&self.plan);
+                let schema = Arc::clone(&self.schema);
+                let origin = vec![0u32; whole.len()];
+                Ok(chunked(groups, self.batch_size, move |_, groups| {
+                    let mut columns = key_columns(&plan, &axis_ids(groups, &origin, &whole))?;
+                    let indices =
+                        UInt64Array::from_iter_values(groups.iter().map(|&g| g - base as u64));
+                    for value in &values {
+                        columns.push(take(value.as_ref(), &indices, None)?);
+                    }
+                    Ok(RecordBatch::try_new(Arc::clone(&schema), columns)?)
+                }))
+            }
+        }
     }
 
     /// The final accumulators over `groups` groups, tracking each group's values from the
@@ -143,21 +281,6 @@ impl Finals {
             at += count;
         }
         Ok(())
-    }
-
-    /// The batches of `values` (one per group of the whole shape `whole`) of `reached`.
-    fn values(&self, values: Vec<ArrayRef>, reached: Vec<u64>, whole: Vec<u32>) -> Result<Batches> {
-        let plan = Arc::clone(&self.plan);
-        let schema = Arc::clone(&self.schema);
-        let origin = vec![0u32; whole.len()];
-        Ok(chunked(reached, self.batch_size, move |_, groups| {
-            let mut columns = key_columns(&plan, &axis_ids(groups, &origin, &whole))?;
-            let indices = UInt64Array::from(groups.to_vec());
-            for value in &values {
-                columns.push(take(value.as_ref(), &indices, None)?);
-            }
-            Ok(RecordBatch::try_new(Arc::clone(&schema), columns)?)
-        }))
     }
 }
 
@@ -265,6 +388,28 @@ fn key_columns(plan: &GridPlan, ids: &[Vec<u32>]) -> Result<Vec<ArrayRef>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)]
+    fn only_first_axis_indices_several_partitions_reach_are_merged() {
+        let own = |partition, first| Segment::Own { partition, first };
+        let shared = |first, partitions| Segment::Shared { first, partitions };
+        // Windows that follow one another (one reads nothing): each partition on its own.
+        let apart = segments(&[Some(0..3), Some(3..4), Some(4..4)]);
+        assert_eq!(apart, vec![own(0, 0..3), own(1, 3..4)]);
+        // A month two partitions' days share: that slab alone is merged.
+        let month = segments(&[Some(0..3), Some(2..4)]);
+        assert_eq!(
+            month,
+            vec![own(0, 0..2), shared(2, vec![0, 1]), own(1, 3..4)]
+        );
+        // Out of order: given in the first axis's order.
+        let swapped = segments(&[Some(3..4), Some(0..3)]);
+        assert_eq!(swapped, vec![own(1, 0..3), own(0, 3..4)]);
+        // A grid without axes: its one group, every partition's.
+        assert_eq!(segments(&[None, None]), vec![shared(0, vec![0, 1])]);
+        assert_eq!(segments(&[None]), vec![own(0, 0..1)]);
+    }
 
     #[test]
     fn positions_in_a_window_are_found_in_the_whole_shape() {

@@ -15,8 +15,9 @@
 //! fold.rs        PartitionFold: a partition's cells, as its units decode them, into the
 //!                dense accumulators (DataFusion's groups accumulators for the rest) at
 //!                their groups' positions
-//! emit.rs        the groups reached, their keys and states or final values (partitions'
-//!                states merged by position), a batch at a time
+//! emit.rs        the groups reached, their keys and states or final values (a partition's
+//!                own groups finished on their own, slabs partitions share merged first), a
+//!                batch at a time
 //! exec.rs        GridAggregateExec: partial states per partition, or every partition
 //!                folded at once into final values
 //! ```

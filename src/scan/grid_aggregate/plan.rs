@@ -274,12 +274,18 @@ impl GridPlan {
         apart(&self.windows)
     }
 
-    /// Groups of the accumulators the partitions' states merge into: none when they are
-    /// apart, else the whole shape.
+    /// Groups of one index of the first axis (of a grid without axes: its one group).
+    pub(crate) fn slab(&self) -> u64 {
+        self.shape().iter().skip(1).map(|&n| u64::from(n)).product()
+    }
+
+    /// Groups of the accumulators the partitions' states merge into, at most: a slab, when
+    /// some index of the first axis lies in several partitions' windows (`emit.rs` merges
+    /// those slabs one at a time), else none.
     pub(crate) fn merged_groups(&self) -> u64 {
         match self.apart() {
             true => 0,
-            false => self.groups(),
+            false => self.slab(),
         }
     }
 
