@@ -43,6 +43,8 @@ pub(crate) trait Folding {
 /// The input of a folded aggregate (see the module).
 pub(crate) struct Input<'a> {
     pub scan: &'a ScanExec,
+    /// The scan's grid.
+    grid: &'a dyn GridSource,
     /// The scan as a plan.
     pub plan: &'a Arc<dyn ExecutionPlan>,
     /// The input's output columns, over the scan's columns then the lookups' values.
@@ -62,15 +64,16 @@ impl<'a> Input<'a> {
         folding: &dyn Folding,
     ) -> Result<Option<Self>> {
         if let Some(scan) = plan.downcast_ref::<ScanExec>() {
-            if scan.grid().is_none() {
+            let Some(grid) = scan.grid() else {
                 return Ok(None);
-            }
+            };
             let schema = scan.schema();
             let columns = (schema.fields().iter().enumerate())
                 .map(|(i, f)| Arc::new(Column::new(f.name(), i)) as Arc<dyn PhysicalExpr>)
                 .collect();
             return Ok(Some(Input {
                 scan,
+                grid,
                 plan,
                 columns,
                 predicates: Vec::new(),
@@ -129,11 +132,6 @@ impl<'a> Input<'a> {
             .reduce(|a, b| Arc::new(BinaryExpr::new(a, Operator::And, b)))
     }
 
-    /// The scan's grid.
-    fn grid(&self) -> &dyn GridSource {
-        self.scan.grid().expect("Input::of takes grid scans only")
-    }
-
     /// An inner join of the scan's cells with a table that has one row per key tuple (an
     /// aggregate grouped by exactly the join's keys on its side): that table looked up.
     fn joined(join: &'a HashJoinExec, folding: &dyn Folding) -> Result<Option<Self>> {
@@ -173,7 +171,7 @@ impl<'a> Input<'a> {
                 .map(|(c, e)| Ok((*c, input.unproject(e)?)))
                 .collect::<Result<Vec<_>>>()?;
             let label = format!("join on {} keys", columns.len());
-            let Some(lookup) = Lookup::new(input.grid(), Arc::clone(table), &keys, false, label)?
+            let Some(lookup) = Lookup::new(input.grid, Arc::clone(table), &keys, false, label)?
             else {
                 continue;
             };
@@ -209,7 +207,7 @@ impl<'a> Input<'a> {
                 .map(|(k, e)| Ok((k, cells.unproject(e)?)))
                 .collect::<Result<Vec<_>>>()?;
             let label = format!("window by {} keys", keys.len());
-            let Some(lookup) = Lookup::new(cells.grid(), table, &keys, true, label)? else {
+            let Some(lookup) = Lookup::new(cells.grid, table, &keys, true, label)? else {
                 return Ok(None);
             };
             let table_columns = cells.look_up(lookup, &keys);
