@@ -82,7 +82,7 @@ impl GridAggregateExec {
     /// `partial` (a partial aggregate) folded, when it can be: one output partition per scan
     /// partition, as `partial` has.
     pub(crate) fn partial(partial: &Arc<AggregateExec>) -> Result<Option<Self>> {
-        let Some(plan) = GridPlan::new(partial, &Folds)? else {
+        let Some(plan) = GridPlan::new(partial, &Folds { memory_limit: None })? else {
             return Ok(None);
         };
         // A cluster's task folds its own cells: a table looked up would be run by each.
@@ -127,7 +127,8 @@ impl GridAggregateExec {
             return Ok(None);
         }
         let partial = Arc::new(partial.clone());
-        let Some(plan) = GridPlan::new(&partial, &Folds)? else {
+        // A table looked up is planned within the same limit.
+        let Some(plan) = GridPlan::new(&partial, &Folds { memory_limit })? else {
             return Ok(None);
         };
         let scan = Arc::clone(&plan.scan);
@@ -242,7 +243,10 @@ fn unfolded(
 }
 
 /// Grid aggregates as the walk of an input asks for them (`input.rs`).
-struct Folds;
+struct Folds {
+    /// The bytes the pool can still give, when it has a limit.
+    memory_limit: Option<usize>,
+}
 
 impl Folding for Folds {
     fn final_keys(&self, plan: &Arc<dyn ExecutionPlan>) -> Option<usize> {
@@ -250,7 +254,8 @@ impl Folding for Folds {
     }
 
     fn single(&self, aggregate: Arc<AggregateExec>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-        Ok(GridAggregateExec::single(&aggregate, None)?.map(|f| Arc::new(f) as _))
+        let folded = GridAggregateExec::single(&aggregate, self.memory_limit)?;
+        Ok(folded.map(|f| Arc::new(f) as _))
     }
 }
 
@@ -889,6 +894,33 @@ mod tests {
             let want = unfolded_answer(&sql).await;
             assert_eq!(rounded(got), rounded(want), "{sql}");
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_windows_climatology_is_planned_within_the_pools_limit() {
+        let sql = anomaly_window("PARTITION BY extract(month FROM time), lat, lon");
+        let want = unfolded_answer(&sql).await;
+        let pool: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(64 << 20));
+        let ctx = session(Arc::clone(&pool)).await;
+        // 8 KiB left: the outer fold (one group) and the lookup (576 positions) would fit,
+        // the climatology's accumulators (576 groups per partition, and the merge) not.
+        let other = MemoryConsumer::new("another query").register(&pool);
+        other.try_grow((64 << 20) - (8 << 10)).unwrap();
+        let constrained = plan(&ctx, &sql).await;
+        drop(other);
+        assert!(
+            !text(&constrained).contains("lookups=["),
+            "{}",
+            text(&constrained)
+        );
+        assert_eq!(
+            rounded(rows(constrained, &ctx).await),
+            rounded(want.clone())
+        );
+        // With the pool free again, looked up.
+        let planned = plan(&ctx, &sql).await;
+        assert!(text(&planned).contains("lookups=["), "{}", text(&planned));
+        assert_eq!(rounded(rows(planned, &ctx).await), rounded(want));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
