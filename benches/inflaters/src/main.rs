@@ -31,7 +31,10 @@ fn time(name: &str, chunks: &[Vec<u8>], mut inflate: impl FnMut(&[u8], &mut [u8]
         best = best.min(start.elapsed().as_secs_f64());
     }
     let mb = (chunks.len() * CHUNK) as f64 / 1e6;
-    println!("{name:40} {best:.3} s  {:.0} MB/s  check {check}", mb / best);
+    println!(
+        "{name:40} {best:.3} s  {:.0} MB/s  check {check}",
+        mb / best
+    );
 }
 
 fn main() {
@@ -41,22 +44,32 @@ fn main() {
         d.read_exact(out).unwrap();
         assert_eq!(d.read(&mut [0u8; 1]).unwrap(), 0);
     });
-    time("flate2 Decompress (zlib-rs), one call", &chunks, |c, out| {
-        let mut d = flate2::Decompress::new(true);
-        let s = d.decompress(c, out, flate2::FlushDecompress::Finish).unwrap();
-        assert_eq!(s, flate2::Status::StreamEnd);
-        assert_eq!(d.total_out() as usize, out.len());
-    });
+    time(
+        "flate2 Decompress (zlib-rs), one call",
+        &chunks,
+        |c, out| {
+            let mut d = flate2::Decompress::new(true);
+            let s = d
+                .decompress(c, out, flate2::FlushDecompress::Finish)
+                .unwrap();
+            assert_eq!(s, flate2::Status::StreamEnd);
+            assert_eq!(d.total_out() as usize, out.len());
+        },
+    );
     let mut lib = libdeflater::Decompressor::new();
     time("libdeflater (libdeflate 1.x)", &chunks, |c, out| {
         let n = lib.zlib_decompress(c, out).unwrap();
         assert_eq!(n, out.len());
     });
     #[cfg(feature = "libz-ng-sys")]
-    time("zlib-ng (libz-ng-sys), uncompress", &chunks, |c, out| unsafe {
-        let mut len: usize = out.len();
-        let r = libz_ng_sys::uncompress(out.as_mut_ptr(), &mut len, c.as_ptr(), c.len() as _);
-        assert_eq!(r, 0);
-        assert_eq!(len as usize, out.len());
-    });
+    time(
+        "zlib-ng (libz-ng-sys), uncompress",
+        &chunks,
+        |c, out| unsafe {
+            let mut len: usize = out.len();
+            let r = libz_ng_sys::uncompress(out.as_mut_ptr(), &mut len, c.as_ptr(), c.len() as _);
+            assert_eq!(r, 0);
+            assert_eq!(len as usize, out.len());
+        },
+    );
 }
