@@ -13,8 +13,10 @@
 //! zarrs hands a bytes-to-bytes codec the size of what it decodes: fixed for fixed-size
 //! elements, bounded after another codec, unbounded for variable-length elements (capped at
 //! the table's `Limits::string_chunk_bytes`, 64 MiB by default, kept in each wrapped codec).
-//! Codecs whose output is no larger than their input (checksums, `shuffle`) are left as they
-//! are: the stored bytes they decode are bounded already (`ChunkReader::stored_limit`).
+//! Codecs whose output is no larger than their input (checksums, `shuffle`) need no bound:
+//! the stored bytes they decode are bounded already (`ChunkReader::stored_limit`). `shuffle`
+//! is wrapped the same way for speed: its decode is `unshuffle.rs`'s (netCDF-4 and HDF5
+//! chunks are mostly shuffled before deflate).
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -27,13 +29,24 @@ use zarrs::array::codec::api::{
     CodecRuntimePluginV2, CodecRuntimePluginV3, CodecTraits, CodecTraitsV2, CodecTraitsV3,
     PartialDecoderCapability, PartialEncoderCapability, RecommendedConcurrency,
 };
-use zarrs::array::codec::{BloscCodec, Bz2Codec, GzipCodec, ZlibCodec, ZstdCodec};
+use zarrs::array::codec::{BloscCodec, Bz2Codec, GzipCodec, ShuffleCodec, ZlibCodec, ZstdCodec};
 use zarrs::metadata::Configuration;
 use zarrs::plugin::{
     ExtensionAliases, ExtensionName, PluginCreateError, ZarrVersion, ZarrVersion2, ZarrVersion3,
 };
 
 use crate::zarr::read::decompress::{Bound, Compressor};
+use crate::zarr::read::unshuffle::unshuffle;
+
+/// What a wrapped codec's decode is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decoder {
+    /// A decompressor bounded by the size of what it decodes.
+    Decompress(Compressor),
+    /// The shuffle filter undone, elements of this many bytes (read from the codec's
+    /// configuration when it is wrapped).
+    Unshuffle(usize),
+}
 
 thread_local! {
     /// While ndfusion builds an array on this thread: the bytes a chunk of strings may
@@ -60,17 +73,18 @@ pub(crate) fn with_bounded_codecs<T>(string_chunk_bytes: usize, build: impl FnOn
 fn install() {
     static INSTALLED: Once = Once::new();
     INSTALLED.call_once(|| {
-        register::<ZstdCodec>(Compressor::Zstd);
-        register::<GzipCodec>(Compressor::Gzip);
-        register::<ZlibCodec>(Compressor::Zlib);
-        register::<Bz2Codec>(Compressor::Bz2);
-        register::<BloscCodec>(Compressor::Blosc);
+        register::<ZstdCodec>(Decoder::Decompress(Compressor::Zstd));
+        register::<GzipCodec>(Decoder::Decompress(Compressor::Gzip));
+        register::<ZlibCodec>(Decoder::Decompress(Compressor::Zlib));
+        register::<Bz2Codec>(Decoder::Decompress(Compressor::Bz2));
+        register::<BloscCodec>(Decoder::Decompress(Compressor::Blosc));
+        register::<ShuffleCodec>(Decoder::Unshuffle(0));
     });
 }
 
 /// Registers `T` under its own names (v2 and v3), built by zarrs and wrapped while ndfusion
 /// builds.
-fn register<T>(compressor: Compressor)
+fn register<T>(decoder: Decoder)
 where
     T: ExtensionAliases<ZarrVersion3> + ExtensionAliases<ZarrVersion2> + 'static,
     T: CodecTraitsV3 + CodecTraitsV2,
@@ -78,27 +92,42 @@ where
     // The registration handles are dropped: the codecs stay registered for the process.
     let _ = register_codec_v3(CodecRuntimePluginV3::new(
         <T as ExtensionAliases<ZarrVersion3>>::matches_name,
-        move |metadata| bounded(<T as CodecTraitsV3>::create(metadata)?, compressor),
+        move |metadata| bounded(<T as CodecTraitsV3>::create(metadata)?, decoder),
     ));
     let _ = register_codec_v2(CodecRuntimePluginV2::new(
         <T as ExtensionAliases<ZarrVersion2>>::matches_name,
-        move |metadata| bounded(<T as CodecTraitsV2>::create(metadata)?, compressor),
+        move |metadata| bounded(<T as CodecTraitsV2>::create(metadata)?, decoder),
     ));
 }
 
 /// zarrs' `codec`, wrapped when ndfusion is building.
-fn bounded(codec: Codec, compressor: Compressor) -> Result<Codec, PluginCreateError> {
+fn bounded(codec: Codec, decoder: Decoder) -> Result<Codec, PluginCreateError> {
     let Some(string_chunk_bytes) = BUILDING.get() else {
         return Ok(codec);
     };
-    Ok(match codec {
-        Codec::BytesToBytes(inner) => Codec::BytesToBytes(Arc::new(Bounded {
-            inner,
-            compressor,
-            string_chunk_bytes,
-        })),
-        other => other,
-    })
+    let Codec::BytesToBytes(inner) = codec else {
+        return Ok(codec);
+    };
+    let decoder = match decoder {
+        Decoder::Unshuffle(_) => match element_size(inner.as_ref()) {
+            Some(width) => Decoder::Unshuffle(width),
+            // A configuration zarrs reads and ndfusion does not: zarrs' own decode.
+            None => return Ok(Codec::BytesToBytes(inner)),
+        },
+        decompress => decompress,
+    };
+    Ok(Codec::BytesToBytes(Arc::new(Bounded {
+        inner,
+        decoder,
+        string_chunk_bytes,
+    })))
+}
+
+/// The element size of a shuffle codec zarrs built, from its configuration.
+fn element_size(codec: &dyn BytesToBytesCodecTraits) -> Option<usize> {
+    let configuration = codec.configuration(ZarrVersion::V3, &CodecMetadataOptions::default())?;
+    let size = configuration.get("elementsize")?.as_u64()?;
+    usize::try_from(size).ok().filter(|&s| s > 0)
 }
 
 /// A decompressing codec whose decode makes no more than the size zarrs says its output has;
@@ -106,7 +135,7 @@ fn bounded(codec: Codec, compressor: Compressor) -> Result<Codec, PluginCreateEr
 #[derive(Debug)]
 struct Bounded {
     inner: Arc<dyn BytesToBytesCodecTraits>,
-    compressor: Compressor,
+    decoder: Decoder,
     /// What a decode of unbounded size (strings) may make.
     string_chunk_bytes: usize,
 }
@@ -185,7 +214,22 @@ impl BytesToBytesCodecTraits for Bounded {
             BytesRepresentation::BoundedSize(n) => Bound::AtMost(size(n)?),
             BytesRepresentation::UnboundedSize => Bound::AtMost(self.string_chunk_bytes),
         };
-        match self.compressor.decompress(&encoded_value, bound) {
+        let compressor = match self.decoder {
+            Decoder::Decompress(compressor) => compressor,
+            Decoder::Unshuffle(width) => {
+                if let Bound::Exact(n) = bound {
+                    if encoded_value.len() != n {
+                        return Err(CodecError::Other(format!(
+                            "a shuffled chunk of {} bytes, expected {n}",
+                            encoded_value.len()
+                        )));
+                    }
+                }
+                let decoded = unshuffle(&encoded_value, width).map_err(CodecError::Other)?;
+                return Ok(Cow::Owned(decoded));
+            }
+        };
+        match compressor.decompress(&encoded_value, bound) {
             Ok(Some(decoded)) => Ok(Cow::Owned(decoded)),
             // Checked only (blosc): zarrs decodes what the header claims, now within bounds.
             Ok(None) => self
@@ -243,6 +287,43 @@ mod tests {
 
     fn bytes() -> serde_json::Value {
         serde_json::from_str(BYTES).unwrap()
+    }
+
+    #[test]
+    fn shuffle_is_undone_by_ndfusion_as_zarrs_undoes_it() {
+        let codecs = serde_json::json!([
+            bytes(),
+            {"name": "numcodecs.shuffle", "configuration": {"elementsize": 4}},
+            {"name": "gzip", "configuration": {"level": 1}},
+        ]);
+        let (ours, zarrs) = (chain(codecs.clone()), plain_chain(codecs));
+        assert!(ours.bytes_to_bytes_codecs()[0]
+            .as_any()
+            .is::<ShuffleCodec>());
+        // 250 4-byte elements, shuffled by zarrs' own encoder.
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let encoded = zarrs
+            .encode(
+                zarrs::array::ArrayBytes::new_flen(Cow::Borrowed(&data[..])),
+                &[NonZeroU64::new(1000).unwrap()],
+                &data_type::uint8(),
+                &FillValue::from(0u8),
+                &CodecOptions::default(),
+            )
+            .unwrap()
+            .into_owned();
+        assert_eq!(decode(&ours, encoded.clone(), 1000).unwrap(), data);
+        assert_eq!(decode(&zarrs, encoded.clone(), 1000).unwrap(), data);
+        // Stored bytes of another size than the chunk's are an error, not a guess.
+        let shuffle_only = chain(serde_json::json!([
+            bytes(),
+            {"name": "numcodecs.shuffle", "configuration": {"elementsize": 4}},
+        ]));
+        let err = decode(&shuffle_only, data.clone(), 996).unwrap_err();
+        assert!(
+            err.contains("shuffled chunk of 1000 bytes, expected 996"),
+            "{err}"
+        );
     }
 
     #[test]

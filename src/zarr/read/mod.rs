@@ -2,7 +2,8 @@
 //! `chunk_reader.rs` reads one chunk's selected cells by that strategy (`zstd_frame.rs`
 //! decompresses a `bytes` + `zstd` chunk into exactly its size, or only the front a selection
 //! needs; `decompress.rs` runs gzip, zlib, bz2, zstd and blosc bounded by the size of what
-//! they decode, and `bounded_codecs.rs` makes those the codecs zarrs builds, for every chain);
+//! they decode, `unshuffle.rs` undoes the shuffle filter, and `bounded_codecs.rs` makes
+//! those the codecs zarrs builds, for every chain);
 //! `grid_scan.rs` is the scan of a chunk grid that arrays and datasets share; `metrics.rs`
 //! its counters; `shard_index.rs` checks a shard's index before zarrs' sharding codec trusts
 //! it.
@@ -15,4 +16,5 @@ pub(crate) mod decompress;
 pub(crate) mod grid_scan;
 pub(crate) mod metrics;
 pub(crate) mod shard_index;
+pub(crate) mod unshuffle;
 pub(crate) mod zstd_frame;
