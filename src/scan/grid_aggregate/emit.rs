@@ -17,7 +17,7 @@ use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 
 use super::fold::{tracking, Folded};
-use super::plan::GridPlan;
+use super::plan::{GridPlan, Segment};
 
 /// Batches made one at a time as they are asked for.
 pub(crate) type Batches = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
@@ -49,45 +49,6 @@ pub(crate) struct Finals {
     pub state_counts: Vec<usize>,
     pub schema: SchemaRef,
     pub batch_size: usize,
-}
-
-/// A run of the whole shape's groups, by their index along the first axis, finished in
-/// one way: the groups of one partition alone, or a slab (one first-axis index) that several
-/// partitions reach, whose states merge first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Segment {
-    Own { partition: usize, first: Range<u32> },
-    Shared { first: u32, partitions: Vec<usize> },
-}
-
-/// The segments of partitions whose windows along the first axis are `firsts` (`None`: a
-/// grid without axes, one slab every partition reaches), in the first axis's order.
-pub(crate) fn segments(firsts: &[Option<Range<u32>>]) -> Vec<Segment> {
-    let end = (firsts.iter().flatten()).map(|w| w.end).max().unwrap_or(1);
-    let mut segments: Vec<Segment> = Vec::new();
-    for g in 0..end {
-        let reaching: Vec<usize> = (firsts.iter().enumerate())
-            .filter(|(_, w)| w.as_ref().is_none_or(|w| w.contains(&g)))
-            .map(|(p, _)| p)
-            .collect();
-        match reaching.as_slice() {
-            [] => {}
-            [p] => match segments.last_mut() {
-                Some(Segment::Own { partition, first }) if partition == p && first.end == g => {
-                    first.end = g + 1
-                }
-                _ => segments.push(Segment::Own {
-                    partition: *p,
-                    first: g..g + 1,
-                }),
-            },
-            _ => segments.push(Segment::Shared {
-                first: g,
-                partitions: reaching,
-            }),
-        }
-    }
-    segments
 }
 
 /// The groups of partition `p` (positions in its window, ascending) a row reached, and where
@@ -135,9 +96,7 @@ impl Finals {
                 })
                 .collect(),
         );
-        let firsts: Vec<Option<Range<u32>>> =
-            (plan.windows.iter()).map(|w| w.first().cloned()).collect();
-        let segments = segments(&firsts);
+        let segments = plan.segments();
         // Each partition's fold is freed once its last segment is given.
         let mut last = vec![0usize; folded.len()];
         for (i, segment) in segments.iter().enumerate() {
@@ -388,28 +347,6 @@ fn key_columns(plan: &GridPlan, ids: &[Vec<u32>]) -> Result<Vec<ArrayRef>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    #[allow(clippy::single_range_in_vec_init)]
-    fn only_first_axis_indices_several_partitions_reach_are_merged() {
-        let own = |partition, first| Segment::Own { partition, first };
-        let shared = |first, partitions| Segment::Shared { first, partitions };
-        // Windows that follow one another (one reads nothing): each partition on its own.
-        let apart = segments(&[Some(0..3), Some(3..4), Some(4..4)]);
-        assert_eq!(apart, vec![own(0, 0..3), own(1, 3..4)]);
-        // A month two partitions' days share: that slab alone is merged.
-        let month = segments(&[Some(0..3), Some(2..4)]);
-        assert_eq!(
-            month,
-            vec![own(0, 0..2), shared(2, vec![0, 1]), own(1, 3..4)]
-        );
-        // Out of order: given in the first axis's order.
-        let swapped = segments(&[Some(3..4), Some(0..3)]);
-        assert_eq!(swapped, vec![own(1, 0..3), own(0, 3..4)]);
-        // A grid without axes: its one group, every partition's.
-        assert_eq!(segments(&[None, None]), vec![shared(0, vec![0, 1])]);
-        assert_eq!(segments(&[None]), vec![own(0, 0..1)]);
-    }
 
     #[test]
     fn positions_in_a_window_are_found_in_the_whole_shape() {

@@ -8,7 +8,8 @@
 //! lookup.rs      Lookup: a table a cell finds its row of by its grid position (an anomaly's
 //!                climatology, joined or a window's), laid out dense when the query runs
 //! plan.rs        GridPlan: keys per axis, arguments over the columns the fold reads, the
-//!                groups each scan partition reaches (or why the aggregate stays DataFusion's)
+//!                groups each scan partition reaches and which first-axis indices they
+//!                share (or why the aggregate stays DataFusion's)
 //! axis_groups.rs an axis's keys evaluated per index, and each index's group along the axis
 //! dense.rs       dense accumulators of count, sum, avg, min, max, variance, bool_and/or:
 //!                a run of cells along the last axis reduced or added as a slice

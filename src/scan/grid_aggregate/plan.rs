@@ -268,10 +268,17 @@ impl GridPlan {
         self.shape().iter().map(|&n| u64::from(n)).product()
     }
 
-    /// Whether the partitions' windows follow one another along the first axis: no two
-    /// share a group, so each is finished on its own and none merge (`emit.rs`).
+    /// How the whole shape's groups are finished, along the first axis (`emit.rs`).
+    pub(crate) fn segments(&self) -> Vec<Segment> {
+        let firsts: Vec<Option<Range<u32>>> =
+            (self.windows.iter()).map(|w| w.first().cloned()).collect();
+        segments(&firsts)
+    }
+
+    /// Whether no two partitions' windows reach one index of the first axis: each
+    /// partition's groups are finished on their own and none merge.
     pub(crate) fn apart(&self) -> bool {
-        apart(&self.windows)
+        !(self.segments().iter()).any(|s| matches!(s, Segment::Shared { .. }))
     }
 
     /// Groups of one index of the first axis (of a grid without axes: its one group).
@@ -297,23 +304,43 @@ impl GridPlan {
     }
 }
 
-/// Whether the partitions' windows follow one another along the first axis (so no two share
-/// a group, and their groups come in C order partition after partition).
-fn apart(windows: &[Vec<Range<u32>>]) -> bool {
-    let mut end = 0;
-    for window in windows {
-        let Some(first) = window.first() else {
-            return false;
-        };
-        if first.is_empty() {
-            continue;
+/// A run of the whole shape's groups, by their index along the first axis, finished in
+/// one way: the groups of one partition alone, or a slab (one first-axis index) that several
+/// partitions reach, whose states merge first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Segment {
+    Own { partition: usize, first: Range<u32> },
+    Shared { first: u32, partitions: Vec<usize> },
+}
+
+/// The segments of partitions whose windows along the first axis are `firsts` (`None`: a
+/// grid without axes, one slab every partition reaches), in the first axis's order.
+pub(crate) fn segments(firsts: &[Option<Range<u32>>]) -> Vec<Segment> {
+    let end = (firsts.iter().flatten()).map(|w| w.end).max().unwrap_or(1);
+    let mut segments: Vec<Segment> = Vec::new();
+    for g in 0..end {
+        let reaching: Vec<usize> = (firsts.iter().enumerate())
+            .filter(|(_, w)| w.as_ref().is_none_or(|w| w.contains(&g)))
+            .map(|(p, _)| p)
+            .collect();
+        match reaching.as_slice() {
+            [] => {}
+            [p] => match segments.last_mut() {
+                Some(Segment::Own { partition, first }) if partition == p && first.end == g => {
+                    first.end = g + 1
+                }
+                _ => segments.push(Segment::Own {
+                    partition: *p,
+                    first: g..g + 1,
+                }),
+            },
+            _ => segments.push(Segment::Shared {
+                first: g,
+                partitions: reaching,
+            }),
         }
-        if first.start < end {
-            return false;
-        }
-        end = first.end;
     }
-    true
+    segments
 }
 
 /// Whether `aggregate` is folded: one of [`FOLDED`], plain, with fixed-width states that
@@ -404,17 +431,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn windows_are_apart_when_they_follow_along_the_first_axis() {
-        assert!(apart(&[
-            vec![0..3, 0..5],
-            vec![3..4, 0..5],
-            vec![4..4, 0..0]
-        ]));
-        // Months shared by two partitions' days.
-        assert!(!apart(&[vec![0..3, 0..5], vec![2..4, 0..5]]));
-        // Out of order: their groups would not come in C order.
-        assert!(!apart(&[vec![3..4, 0..5], vec![0..3, 0..5]]));
-        // A grid without axes (a global aggregate) is merged.
-        assert!(!apart(&[vec![], vec![]]));
+    #[allow(clippy::single_range_in_vec_init)]
+    fn only_first_axis_indices_several_partitions_reach_are_merged() {
+        let own = |partition, first| Segment::Own { partition, first };
+        let shared = |first, partitions| Segment::Shared { first, partitions };
+        // Windows that follow one another (one reads nothing): each partition on its own.
+        let apart = segments(&[Some(0..3), Some(3..4), Some(4..4)]);
+        assert_eq!(apart, vec![own(0, 0..3), own(1, 3..4)]);
+        // A month two partitions' days share: that slab alone is merged.
+        let month = segments(&[Some(0..3), Some(2..4)]);
+        assert_eq!(
+            month,
+            vec![own(0, 0..2), shared(2, vec![0, 1]), own(1, 3..4)]
+        );
+        // Out of order: given in the first axis's order.
+        let swapped = segments(&[Some(3..4), Some(0..3)]);
+        assert_eq!(swapped, vec![own(1, 0..3), own(0, 3..4)]);
+        // A grid without axes: its one group, every partition's.
+        assert_eq!(segments(&[None, None]), vec![shared(0, vec![0, 1])]);
+        assert_eq!(segments(&[None]), vec![own(0, 0..1)]);
     }
 }
