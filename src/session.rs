@@ -12,6 +12,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use crate::limits::SessionLimits;
 use crate::scan::{GridAggregates, RunAggregates, ScanDerivedColumns};
 use crate::table_kind::{table_kinds, TableKind};
+use crate::zarr::GridWrites;
 
 /// The `STORED AS` name of Zarr tables.
 pub const ZARR_FORMAT: &str = "ZARR";
@@ -116,8 +117,9 @@ pub fn new_session_context_with_runtime(
 /// `AggregateStatistics` (which then answers aggregates of what the scan computed from its
 /// metadata), `GridAggregates` just after it (before DataFusion distributes the plan: a grid
 /// aggregate gives one partition, its parents are distributed as they need), `RunAggregates`
-/// after all of them (for the aggregates left to DataFusion). `pool` is the session's memory
-/// pool: a grid aggregate that would not fit in it is left to DataFusion.
+/// after all of them (for the aggregates left to DataFusion), then `GridWrites` (a gridded
+/// `COPY` of a grid aggregate written from its grid, once the plan is final). `pool` is the
+/// session's memory pool: a grid aggregate that would not fit in it is left to DataFusion.
 fn physical_optimizer_rules(
     pool: Arc<dyn MemoryPool>,
 ) -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
@@ -128,6 +130,7 @@ fn physical_optimizer_rules(
     rules.insert(at, Arc::new(ScanDerivedColumns));
     rules.insert(at + 2, Arc::new(GridAggregates::single(pool)));
     rules.push(Arc::new(RunAggregates));
+    rules.push(Arc::new(GridWrites));
     rules
 }
 
@@ -147,6 +150,7 @@ mod tests {
             .unwrap();
         assert_eq!(names[at + 1], "aggregate_statistics", "{names:?}");
         assert_eq!(names[at + 2], "GridAggregates", "{names:?}");
-        assert_eq!(names.last().unwrap(), "RunAggregates");
+        assert_eq!(names[names.len() - 2], "RunAggregates", "{names:?}");
+        assert_eq!(names.last().unwrap(), "GridWrites");
     }
 }

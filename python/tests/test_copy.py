@@ -212,3 +212,30 @@ def test_pylance_reads_a_lance_nd_copy(tmp_path):
     assert table.num_rows == 3
     c = [r for r in table.to_pylist() if r["__global_attrs__"]["station"] == "c"][0]
     assert c["temp"]["values"] == [7.5, 7.0] and c["sal"] is None
+
+
+def test_xarray_reads_a_grid_aggregates_copy_as_it_computes_it(tmp_path):
+    """A grid aggregate's COPY is written from its grid (GridWriteExec, issue 67): monthly
+    means and counts per cell of xarray's daily fixture (NaN cells, descending latitudes,
+    chunks splitting every axis) read back as xarray's own resample computes them."""
+    import xarray as xr
+    source = ROOT / "tests" / "data" / "grid" / "daily_v3.zarr"
+    out = tmp_path / "monthly.zarr"
+    copy = (f"COPY (SELECT date_trunc('month', time) AS time, lat, lon, avg(temp) AS temp, "
+            f"count(temp) AS n FROM d GROUP BY 1, 2, 3) TO '{out}' STORED AS ZARR "
+            "OPTIONS ('dimensions' 'time,lat,lon', 'chunks' 'time=5')")
+    create = f"CREATE EXTERNAL TABLE d STORED AS ZARR LOCATION '{source}'; "
+    assert "GridWriteExec" in ndfusion(create + "EXPLAIN " + copy)
+    assert ndfusion(create + copy).split() == ["count", str(14 * 6 * 8)]
+    got = xr.open_zarr(out).load()
+    ds = xr.open_zarr(source).load()
+    monthly = ds["temp"].astype("float64").resample(time="MS")
+    expected_mean = monthly.mean().sortby("lat")
+    expected_count = monthly.count().sortby("lat")
+    assert list(got["lat"].values) == sorted(ds["lat"].values)
+    np.testing.assert_array_equal(got["time"].values, expected_mean["time"].values)
+    xr.testing.assert_allclose(got["temp"], expected_mean.transpose("time", "lat", "lon"),
+                               rtol=1e-12)
+    # Every group has a row (count 0 where every day was NaN): the counts stay integers.
+    assert got["n"].dtype == np.int64
+    xr.testing.assert_equal(got["n"], expected_count.transpose("time", "lat", "lon"))

@@ -1,9 +1,9 @@
 //! The nd-arrow model: named N-d arrays ([`NdArrowArray`]) on a shared grid
 //! ([`NdRecordBatch`]), broadcasting and materializing them, and their Arrow encoding
 //! (`nd_arrow.array`, `nd_arrow.global_attributes`); and the way back, flat rows onto the grid
-//! of their dimension columns (`rows_grid.rs`, what writes from SQL use). nd-arrow-array is
-//! not on the registry, so ndfusion implements the format itself (ARCHITECTURE.md, "The
-//! nd-arrow encoding").
+//! of their dimension columns (`rows_grid.rs`, what writes from SQL use), or a result already
+//! on a grid (`on_grid.rs`). nd-arrow-array is not on the registry, so ndfusion implements
+//! the format itself (ARCHITECTURE.md, "The nd-arrow encoding").
 
 mod array;
 pub(crate) mod arrow_encoding;
@@ -11,6 +11,7 @@ pub(crate) mod batch;
 pub(crate) mod casting;
 #[cfg(test)]
 mod generated_inputs;
+pub(crate) mod on_grid;
 pub(crate) mod rows_grid;
 
 pub(crate) use array::cell_count;

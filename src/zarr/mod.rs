@@ -35,4 +35,5 @@ pub use factory::ZarrTableFactory;
 pub(crate) use kind::kind;
 pub use options::{ZarrKeys, ZarrOptions};
 pub use table::ZarrTable;
+pub(crate) use write::GridWrites;
 pub use write::{ZarrFormat, ZarrFormatFactory, ZarrWriteKeys, ZarrWriteOptions, ZarrWriter};

@@ -474,3 +474,246 @@ fn grid_aggregates_answer_as_datafusion_on_random_grids() {
         })
         .unwrap();
 }
+
+/// The files of a store under `root` (paths relative to it), sorted.
+fn files(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut left = vec![root.to_path_buf()];
+    while let Some(dir) = left.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            match path.is_dir() {
+                true => left.push(path),
+                false => found.push(path.strip_prefix(root).unwrap().to_path_buf()),
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// `COPY (<grid aggregate>) ... ('dimensions' ...)` is written from the aggregate's grid
+/// (GridWriteExec: no row per group, no sort, no spill) and makes the dataset the rows of
+/// DataFusion's own plan make: the same arrays, metadata documents and chunks, the same
+/// values (sums in another order: to 1e-9) and the same missing cells.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grid_aggregate_copies_write_the_dataset_their_rows_make() {
+    let month = "date_trunc('month', time) AS time";
+    let cases = [
+        // NaN cells (a group of them only: avg NULL, count 0), descending latitudes, chunks
+        // splitting every axis.
+        (
+            format!(
+                "SELECT {month}, lat, lon, CAST(avg(temp) AS REAL) AS temp, count(temp) AS n \
+                 FROM daily_v3 GROUP BY 1, 2, 3"
+            ),
+            "time,lat,lon",
+            "time=5,lat=4",
+        ),
+        // Groups no row reaches: missing cells, and the counts stored as floats with NaN.
+        (
+            format!(
+                "SELECT {month}, lat, lon, max(temp) - min(temp) AS spread, count(*) AS n, \
+                 bool_or(temp > 27) AS hot FROM daily_v3 WHERE temp > 26 GROUP BY 1, 2, 3"
+            ),
+            "time,lat,lon",
+            "time=4",
+        ),
+        // A latitude and months no row has are no coordinate; the dimensions in another
+        // order than the axes.
+        (
+            format!(
+                "SELECT {month}, lat, lon, stddev(temp) AS sd FROM daily_v3 \
+                 WHERE lat <> 0.5 AND time >= '2001-03-01' GROUP BY 1, 2, 3"
+            ),
+            "lon,time,lat",
+            "lon=3",
+        ),
+        // An axis without a key (zonal means); a key of numbers (a calendar month) on a
+        // noleap calendar.
+        (
+            "SELECT time, lat, avg(temp) AS temp FROM daily_v3 GROUP BY time, lat".to_string(),
+            "time,lat",
+            "time=64",
+        ),
+        (
+            "SELECT extract(month FROM time) AS month, lat, lon, avg(tas) AS tas, \
+             var_pop(tas) AS v FROM noleap_v3 GROUP BY 1, 2, 3"
+                .to_string(),
+            "month,lat,lon",
+            "month=5",
+        ),
+        // A packed netCDF-4 variable.
+        (
+            format!(
+                "SELECT {month}, lat, lon, avg(t2m) AS t2m, min(t2m) AS low FROM packed \
+                 GROUP BY 1, 2, 3"
+            ),
+            "time,lat,lon",
+            "time=2",
+        ),
+        // An anomaly: the climatology looked up.
+        (
+            "SELECT lat, lon, avg(abs(d.temp - c.m)) AS anomaly FROM daily_v3 d JOIN \
+             (SELECT extract(month FROM time) AS mo, lat AS clat, lon AS clon, avg(temp) AS m \
+             FROM daily_v3 GROUP BY 1, 2, 3) c ON extract(month FROM d.time) = c.mo \
+             AND d.lat = c.clat AND d.lon = c.clon GROUP BY lat, lon"
+                .to_string(),
+            "lat,lon",
+            "lat=2",
+        ),
+    ];
+    let (grid, rows_session) = (session(true).await, session(false).await);
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (query, dimensions, chunks)) in cases.iter().enumerate() {
+        let copy = |name: &str| {
+            format!(
+                "COPY ({query}) TO '{}' STORED AS ZARR OPTIONS ('dimensions' '{dimensions}', \
+                 'chunks' '{chunks}')",
+                dir.path().join(format!("{name}{i}.zarr")).display()
+            )
+        };
+        let plan = explain(&grid, &copy("explained")).await;
+        assert!(plan.contains("GridWriteExec"), "{query}: {plan}");
+        assert!(!plan.contains("SortExec"), "{query}: {plan}");
+        let plan = explain(&rows_session, &copy("explained")).await;
+        assert!(!plan.contains("GridWriteExec"), "{query}: {plan}");
+        let written = rows(&collect(&grid, &copy("grid")).await);
+        assert_eq!(written, rows(&collect(&rows_session, &copy("rows")).await));
+        let (a, b) = (
+            dir.path().join(format!("grid{i}.zarr")),
+            dir.path().join(format!("rows{i}.zarr")),
+        );
+        assert_eq!(files(&a), files(&b), "{query}");
+        for file in files(&a).iter().filter(|f| f.ends_with("zarr.json")) {
+            let read = |root: &std::path::Path| std::fs::read_to_string(root.join(file)).unwrap();
+            assert_eq!(read(&a), read(&b), "{query}: {}", file.display());
+        }
+        if i == 1 {
+            // Groups no row reached: counts with missing cells are floats, as xarray's.
+            let n = std::fs::read_to_string(a.join("n/zarr.json")).unwrap();
+            assert!(n.contains("\"float64\""), "{n}");
+        }
+        let reader = new_session_context();
+        for (name, root) in [("a", &a), ("b", &b)] {
+            let create = format!(
+                "CREATE EXTERNAL TABLE {name} STORED AS ZARR LOCATION '{}'",
+                root.display()
+            );
+            collect(&reader, &create).await;
+        }
+        let got = rows(&collect(&reader, "SELECT * FROM a").await);
+        let want = rows(&collect(&reader, "SELECT * FROM b").await);
+        assert!(!want.is_empty(), "{query}");
+        assert_close(&got, &want, query);
+    }
+}
+
+/// What the rows would make no grid of, or the pool cannot lay out, is written from rows:
+/// a NULL key is the row path's error, and a pool that refuses the values laid out gets
+/// the row path's dataset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grid_aggregate_copies_fall_back_to_rows() {
+    use datafusion::execution::memory_pool::{
+        GreedyMemoryPool, MemoryLimit, MemoryPool, MemoryReservation,
+    };
+    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+
+    let dir = tempfile::tempdir().unwrap();
+    let null_key = format!(
+        "COPY (SELECT CASE WHEN lat > 0 THEN lat END AS lat, lon, avg(temp) AS temp FROM \
+         daily_v3 GROUP BY 1, 2) TO '{}' STORED AS ZARR OPTIONS ('dimensions' 'lat,lon')",
+        dir.path().join("null.zarr").display()
+    );
+    let grid = session(true).await;
+    assert!(explain(&grid, &null_key).await.contains("GridWriteExec"));
+    let error = grid
+        .sql(&null_key)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("dimension 'lat' is NULL in a row"),
+        "{error}"
+    );
+    assert!(!dir.path().join("null.zarr").exists());
+
+    /// A pool that refuses what a gridded COPY lays out, and gives everyone else what
+    /// they ask.
+    #[derive(Debug)]
+    struct RefusingLayouts(GreedyMemoryPool);
+    impl std::fmt::Display for RefusingLayouts {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "refusing layouts")
+        }
+    }
+    impl MemoryPool for RefusingLayouts {
+        fn name(&self) -> &str {
+            "refusing layouts"
+        }
+        fn grow(&self, reservation: &MemoryReservation, additional: usize) {
+            self.0.grow(reservation, additional)
+        }
+        fn shrink(&self, reservation: &MemoryReservation, shrink: usize) {
+            self.0.shrink(reservation, shrink)
+        }
+        fn try_grow(
+            &self,
+            reservation: &MemoryReservation,
+            additional: usize,
+        ) -> datafusion::common::Result<()> {
+            if reservation.consumer().name().starts_with("GridWriteExec") {
+                return Err(datafusion::common::DataFusionError::ResourcesExhausted(
+                    "refused".into(),
+                ));
+            }
+            self.0.try_grow(reservation, additional)
+        }
+        fn reserved(&self) -> usize {
+            self.0.reserved()
+        }
+        fn memory_limit(&self) -> MemoryLimit {
+            MemoryLimit::Infinite
+        }
+    }
+    let pool: Arc<dyn MemoryPool> = Arc::new(RefusingLayouts(GreedyMemoryPool::new(1 << 34)));
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_pool(pool)
+        .build_arc()
+        .unwrap();
+    let refused = ndfusion::new_session_context_with_runtime(Default::default(), runtime);
+    collect(
+        &refused,
+        &format!("CREATE EXTERNAL TABLE daily_v3 STORED AS ZARR LOCATION '{DIR}/daily_v3.zarr'"),
+    )
+    .await;
+    let query = "SELECT date_trunc('month', time) AS time, lat, avg(temp) AS temp FROM daily_v3 \
+                 GROUP BY 1, 2";
+    let copy = |ctx_name: &str| {
+        format!(
+            "COPY ({query}) TO '{}' STORED AS ZARR OPTIONS ('dimensions' 'time,lat')",
+            dir.path().join(format!("{ctx_name}.zarr")).display()
+        )
+    };
+    assert!(explain(&refused, &copy("refused"))
+        .await
+        .contains("GridWriteExec"));
+    collect(&refused, &copy("refused")).await;
+    collect(&grid, &copy("laid_out")).await;
+    let reader = new_session_context();
+    for name in ["refused", "laid_out"] {
+        let location = dir.path().join(format!("{name}.zarr"));
+        let create = format!(
+            "CREATE EXTERNAL TABLE {name} STORED AS ZARR LOCATION '{}'",
+            location.display()
+        );
+        collect(&reader, &create).await;
+    }
+    let got = rows(&collect(&reader, "SELECT * FROM refused").await);
+    let want = rows(&collect(&reader, "SELECT * FROM laid_out").await);
+    assert_eq!(got.len(), 14 * 6);
+    assert_close(&got, &want, "refused");
+}

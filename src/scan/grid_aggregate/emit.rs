@@ -9,8 +9,9 @@
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use arrow::array::{new_empty_array, ArrayRef, RecordBatch, UInt32Array, UInt64Array};
-use arrow::compute::take;
+use arrow::array::{new_empty_array, Array, ArrayRef, RecordBatch, UInt32Array, UInt64Array};
+use arrow::buffer::BooleanBuffer;
+use arrow::compute::{concat, take};
 use arrow::datatypes::SchemaRef;
 use datafusion::common::{internal_err, DataFusionError, Result};
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
@@ -21,6 +22,27 @@ use super::plan::{GridPlan, Segment};
 
 /// Batches made one at a time as they are asked for.
 pub(crate) type Batches = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
+
+/// Groups with their final values, made one run at a time as they are asked for.
+type GroupRuns = Box<dyn Iterator<Item = Result<Groups>> + Send>;
+
+/// A run of groups a row reached, with their final values.
+struct Groups {
+    /// Per axis, each group's group along it (numbered over the whole axis).
+    ids: Vec<Vec<u32>>,
+    /// Per aggregate, each group's final value.
+    values: Vec<ArrayRef>,
+}
+
+/// A grid aggregate's final values laid out on its grid: what `COPY` writes as a dataset
+/// without a row made per group (`nd/on_grid.rs`).
+pub(crate) struct DenseFinals {
+    /// Per aggregate, the value of every group of the plan's shape, in C order of their
+    /// positions; NULL where no row reached the group.
+    pub values: Vec<ArrayRef>,
+    /// The groups a row reached.
+    pub reached: BooleanBuffer,
+}
 
 /// Partition `p`'s partial aggregate: the keys and states of the groups of `folded` a row
 /// reached.
@@ -83,6 +105,62 @@ impl Finals {
     /// partitions' days share) has their states merged first, into accumulators of that
     /// slab alone. No accumulator of the whole shape is made.
     pub(crate) fn batches(self, folded: Vec<Folded>) -> Result<Batches> {
+        let (plan, schema) = (Arc::clone(&self.plan), Arc::clone(&self.schema));
+        let groups = self.groups(folded)?;
+        Ok(Box::new(groups.map(move |groups| {
+            let groups = groups?;
+            let mut columns = key_columns(&plan, &groups.ids)?;
+            columns.extend(groups.values);
+            Ok(RecordBatch::try_new(Arc::clone(&schema), columns)?)
+        })))
+    }
+
+    /// The same final values placed at their groups' positions in the plan's shape (its
+    /// accumulators' memory is the caller's to reserve: a value per group of the shape).
+    pub(crate) fn dense(self, folded: Vec<Folded>) -> Result<DenseFinals> {
+        let shape = self.plan.shape();
+        let total: usize = shape.iter().map(|&n| n as usize).product();
+        let types: Vec<_> = (self.schema.fields().iter().skip(self.plan.keys.len()))
+            .map(|f| f.data_type().clone())
+            .collect();
+        let mut rows: Vec<Vec<ArrayRef>> = vec![Vec::new(); types.len()];
+        // For each position of the shape, the reached group's row among those given.
+        let mut row_of: Vec<Option<u32>> = vec![None; total];
+        let mut given: u32 = 0;
+        for groups in self.groups(folded)? {
+            let groups = groups?;
+            for position in positions_in(&groups.ids, &shape) {
+                let Some(slot) = row_of.get_mut(position) else {
+                    return internal_err!("a group beyond the grid aggregate's shape");
+                };
+                *slot = Some(given);
+                given = given
+                    .checked_add(1)
+                    .ok_or_else(|| DataFusionError::Internal("too many groups".into()))?;
+            }
+            for (all, value) in rows.iter_mut().zip(groups.values) {
+                all.push(value);
+            }
+        }
+        let indices = UInt32Array::from(row_of);
+        let reached = match indices.nulls() {
+            Some(valid) => valid.inner().clone(),
+            None => BooleanBuffer::new_set(total),
+        };
+        let mut values = Vec::with_capacity(types.len());
+        for (parts, data_type) in rows.iter().zip(&types) {
+            let parts: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
+            let all = match parts.is_empty() {
+                true => new_empty_array(data_type),
+                false => concat(&parts)?,
+            };
+            values.push(take(all.as_ref(), &indices, None)?);
+        }
+        Ok(DenseFinals { values, reached })
+    }
+
+    /// The groups a row reached, in C order of their positions, with their final values.
+    fn groups(self, folded: Vec<Folded>) -> Result<GroupRuns> {
         let plan = Arc::clone(&self.plan);
         let reached: Arc<Vec<Reached>> = Arc::new(
             (folded.iter().enumerate())
@@ -110,7 +188,7 @@ impl Finals {
         let finals = Arc::new(self);
         let folded = Arc::new(Mutex::new(folded));
         let mut left = segments.into_iter().enumerate();
-        let mut current: Batches = Box::new(std::iter::empty());
+        let mut current: GroupRuns = Box::new(std::iter::empty());
         let mut started = 0;
         Ok(Box::new(std::iter::from_fn(move || loop {
             if let Some(batch) = current.next() {
@@ -134,14 +212,14 @@ impl Finals {
         })))
     }
 
-    /// The batches of one segment: a partition's own groups a batch at a time (their states
+    /// The groups of one segment: a partition's own groups a batch at a time (their states
     /// taken when the batch is asked for), or a shared slab merged, then given.
     fn segment(
         self: &Arc<Self>,
         segment: &Segment,
         reached: &Arc<Vec<Reached>>,
         folded: &Arc<Mutex<Vec<Folded>>>,
-    ) -> Result<Batches> {
+    ) -> Result<GroupRuns> {
         let lost = || DataFusionError::Internal("a grid aggregate's emission panicked".into());
         match segment {
             Segment::Own { partition, first } => {
@@ -156,10 +234,10 @@ impl Finals {
                     let order: Vec<usize> = (0..groups.len()).collect();
                     finals.merge(&mut accumulators, &states, &order, groups.len())?;
                     let r = &reached[p];
-                    let mut columns =
-                        key_columns(&finals.plan, &axis_ids(groups, &r.origin, &r.shape))?;
-                    columns.extend(evaluated(&mut accumulators, groups.len())?);
-                    Ok(RecordBatch::try_new(Arc::clone(&finals.schema), columns)?)
+                    Ok(Groups {
+                        ids: axis_ids(groups, &r.origin, &r.shape),
+                        values: evaluated(&mut accumulators, groups.len())?,
+                    })
                 }))
             }
             Segment::Shared { first, partitions } => {
@@ -191,17 +269,16 @@ impl Finals {
                         .map(|(g, _)| (base + g) as u64)
                         .collect(),
                 };
-                let plan = Arc::clone(&self.plan);
-                let schema = Arc::clone(&self.schema);
                 let origin = vec![0u32; whole.len()];
                 Ok(chunked(groups, self.batch_size, move |_, groups| {
-                    let mut columns = key_columns(&plan, &axis_ids(groups, &origin, &whole))?;
                     let indices =
                         UInt64Array::from_iter_values(groups.iter().map(|&g| g - base as u64));
-                    for value in &values {
-                        columns.push(take(value.as_ref(), &indices, None)?);
-                    }
-                    Ok(RecordBatch::try_new(Arc::clone(&schema), columns)?)
+                    Ok(Groups {
+                        ids: axis_ids(groups, &origin, &whole),
+                        values: (values.iter())
+                            .map(|value| take(value.as_ref(), &indices, None))
+                            .collect::<std::result::Result<_, _>>()?,
+                    })
                 }))
             }
         }
@@ -261,11 +338,11 @@ fn evaluated(
 
 /// `groups` a batch of `batch_size` at a time, each made by `make(range, groups)` when asked
 /// for.
-fn chunked(
+fn chunked<T: 'static>(
     groups: Vec<u64>,
     batch_size: usize,
-    mut make: impl FnMut(Range<usize>, &[u64]) -> Result<RecordBatch> + Send + 'static,
-) -> Batches {
+    mut make: impl FnMut(Range<usize>, &[u64]) -> Result<T> + Send + 'static,
+) -> Box<dyn Iterator<Item = Result<T>> + Send> {
     let size = batch_size.max(1);
     let mut at = 0;
     Box::new(std::iter::from_fn(move || {

@@ -17,6 +17,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::task::Poll;
 
+use arrow::array::ArrayRef;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::stats::Precision;
@@ -42,8 +43,8 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 
-use super::emit::{partial_batches, Batches, Finals};
-use super::fold::{FoldMetrics, PartitionFold};
+use super::emit::{partial_batches, Batches, DenseFinals, Finals};
+use super::fold::{FoldMetrics, Folded, PartitionFold};
 use super::input::Folding;
 use super::lookup::{Lookup, LookupTable};
 use super::plan::GridPlan;
@@ -530,24 +531,33 @@ impl GridAggregateExec {
         let (aggregate, fallback) = (Arc::clone(aggregate), Arc::clone(fallback));
         let schema = aggregate.schema();
         let stream = futures::stream::once(async move {
-            let pool = context.memory_pool();
-            let mut tables = Vec::with_capacity(this.plan.lookups.len());
-            for (l, lookup) in this.plan.lookups.iter().enumerate() {
-                let name = format!("GridAggregateExec[0] lookup {l}");
-                let reservation = MemoryConsumer::new(name).register(pool);
-                let table = Arc::clone(&this.tables[l]);
-                match LookupTable::build(lookup, table, Arc::clone(&context), reservation).await {
-                    Ok(table) => tables.push(Arc::new(table)),
-                    Err(DataFusionError::ResourcesExhausted(_)) => {
-                        return fallback.execute(0, context);
-                    }
-                    Err(e) => return Err(e),
-                }
+            match this.lookup_tables(&context).await? {
+                Some(tables) => this.fold_single(&aggregate, &fallback, context, &tables),
+                None => fallback.execute(0, context),
             }
-            this.fold_single(&aggregate, &fallback, context, &tables)
         })
         .try_flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+
+    /// The tables looked up, run and laid out; `None` when the pool cannot hold them.
+    async fn lookup_tables(
+        &self,
+        context: &Arc<TaskContext>,
+    ) -> Result<Option<Vec<Arc<LookupTable>>>> {
+        let pool = context.memory_pool();
+        let mut tables = Vec::with_capacity(self.plan.lookups.len());
+        for (l, lookup) in self.plan.lookups.iter().enumerate() {
+            let name = format!("GridAggregateExec[0] lookup {l}");
+            let reservation = MemoryConsumer::new(name).register(pool);
+            let table = Arc::clone(&self.tables[l]);
+            match LookupTable::build(lookup, table, Arc::clone(context), reservation).await {
+                Ok(table) => tables.push(Arc::new(table)),
+                Err(DataFusionError::ResourcesExhausted(_)) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Some(tables))
     }
 
     /// Every partition of the scan folded at once (cells finding their rows in `lookups`),
@@ -559,6 +569,38 @@ impl GridAggregateExec {
         context: Arc<TaskContext>,
         lookups: &[Arc<LookupTable>],
     ) -> Result<SendableRecordBatchStream> {
+        let Some(folding) = self.fold_all(aggregate, &context, lookups)? else {
+            return fallback.execute(0, context);
+        };
+        let batches = async move {
+            let (finals, folded, merged) = folding.await?;
+            // The merged accumulators stay reserved while the groups are given.
+            let batches = finals.batches(folded)?.inspect(move |_| {
+                let _ = &merged;
+            });
+            Ok(Box::new(batches) as Batches)
+        };
+        let baseline = BaselineMetrics::new(&self.metrics, 0);
+        Ok(output(aggregate.schema(), baseline, batches))
+    }
+
+    /// Every partition of the scan started folding (each on a task of its own, once the
+    /// future is polled), with what finishes them: their folds, the final aggregate's
+    /// functions and the merged accumulators' reservation. `None`, before anything runs,
+    /// when the pool cannot hold the accumulators.
+    #[allow(clippy::type_complexity)]
+    fn fold_all(
+        &self,
+        aggregate: &Arc<AggregateExec>,
+        context: &Arc<TaskContext>,
+        lookups: &[Arc<LookupTable>],
+    ) -> Result<
+        Option<
+            impl std::future::Future<Output = Result<(Finals, Vec<Folded>, MemoryReservation)>>
+                + Send
+                + 'static,
+        >,
+    > {
         let plan = &self.plan;
         let partitions = plan.windows.len();
         // Everything reserved before any partition starts: each partition's accumulators,
@@ -568,9 +610,9 @@ impl GridAggregateExec {
         for p in 0..partitions {
             let reservation =
                 MemoryConsumer::new(format!("GridAggregateExec[0] partition {p}")).register(pool);
-            match self.fold(p, &context, reservation, lookups)? {
+            match self.fold(p, context, reservation, lookups)? {
                 Some(fold) => folds.push(fold),
-                None => return fallback.execute(0, context),
+                None => return Ok(None),
             }
         }
         let merged = MemoryConsumer::new(self.label(0)).register(pool);
@@ -579,7 +621,7 @@ impl GridAggregateExec {
             .try_grow(usize::try_from(merged_bytes).unwrap_or(usize::MAX))
             .is_err()
         {
-            return fallback.execute(0, context);
+            return Ok(None);
         }
         let state_counts = (self.partial.aggr_expr().iter())
             .map(|a| a.state_fields().map(|f| f.len()))
@@ -591,8 +633,7 @@ impl GridAggregateExec {
             schema: aggregate.schema(),
             batch_size: context.session_config().batch_size(),
         };
-        let batches = async move {
-            // Each partition folds on a task of its own.
+        Ok(Some(async move {
             let running = (folds.into_iter()).map(|(fold, mut stream)| {
                 SpawnedTask::spawn(async move {
                     while let Some(batch) = stream.next().await {
@@ -606,14 +647,73 @@ impl GridAggregateExec {
                     .map_err(|e| DataFusionError::External(Box::new(e)))?
             }))
             .await?;
-            // The merged accumulators stay reserved while the groups are given.
-            let batches = finals.batches(folded)?.inspect(move |_| {
-                let _ = &merged;
-            });
-            Ok(Box::new(batches) as Batches)
+            Ok((finals, folded, merged))
+        }))
+    }
+
+    /// The final values laid out on the aggregate's grid, for a `COPY` that writes them as
+    /// a dataset (`nd/on_grid.rs`): `None`, before the scan is read, when this gives no
+    /// final values or the pool cannot hold the accumulators, the tables looked up or the
+    /// values laid out (`reservation` grows by the last).
+    pub(crate) async fn dense(
+        &self,
+        context: &Arc<TaskContext>,
+        reservation: &mut MemoryReservation,
+    ) -> Result<Option<DenseFinals>> {
+        let Output::Final { aggregate, .. } = &self.output else {
+            return Ok(None);
         };
-        let baseline = BaselineMetrics::new(&self.metrics, 0);
-        Ok(output(aggregate.schema(), baseline, batches))
+        // The values (and the final ones before they are placed), a row index per group.
+        let width: u64 = (aggregate
+            .schema()
+            .fields()
+            .iter()
+            .skip(self.plan.keys.len()))
+        .map(|f| f.data_type().primitive_width().unwrap_or(16) as u64)
+        .sum();
+        let bytes = self
+            .plan
+            .groups()
+            .saturating_mul(width.saturating_mul(2) + 8);
+        if reservation
+            .try_grow(usize::try_from(bytes).unwrap_or(usize::MAX))
+            .is_err()
+        {
+            return Ok(None);
+        }
+        let tables = match self.plan.lookups.is_empty() {
+            true => Vec::new(),
+            false => match self.lookup_tables(context).await? {
+                Some(tables) => tables,
+                None => return Ok(None),
+            },
+        };
+        let Some(folding) = self.fold_all(aggregate, context, &tables)? else {
+            return Ok(None);
+        };
+        let (finals, folded, _merged) = folding.await?;
+        let values = SpawnedTask::spawn_blocking(move || finals.dense(folded))
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))??;
+        Ok(Some(values))
+    }
+
+    /// Per group key (in the aggregate's order): its axis, and each of that axis's groups'
+    /// key value; `None` when two keys read one axis.
+    pub(crate) fn key_axes(&self) -> Option<Vec<(usize, ArrayRef)>> {
+        let mut axes = Vec::with_capacity(self.plan.keys.len());
+        for &(axis, k) in &self.plan.keys {
+            if k != 0 || axes.iter().any(|(a, _)| *a == axis) {
+                return None;
+            }
+            axes.push((axis, Arc::clone(self.plan.axes[axis].key(k)?)));
+        }
+        Some(axes)
+    }
+
+    /// Groups along each axis.
+    pub(crate) fn shape(&self) -> Vec<u32> {
+        self.plan.shape()
     }
 }
 

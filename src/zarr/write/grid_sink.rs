@@ -14,7 +14,8 @@
 use std::fs::File;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::{Array, ArrayRef, RecordBatch};
+use arrow::compute::take;
 use arrow::datatypes::SchemaRef;
 use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::StreamWriter;
@@ -38,6 +39,7 @@ use super::target::{Commit, ObjectWriter, Target};
 use super::variable::{copy_box, Stored, Strings};
 use super::zarr_version::{ArraySpec, ZarrVersion};
 use crate::error::{Error, Result};
+use crate::nd::on_grid::{OnGrid, Placement};
 use crate::nd::rows_grid::{CoordinateTypes, Grid, GridBuilder, ORDER};
 
 /// Bytes of values a chunk holds by default (xarray and zarr-python advise a few MiB).
@@ -114,6 +116,11 @@ impl GridSink {
         })
     }
 
+    /// The dimensions' columns, in the dataset's order.
+    pub(crate) fn dimensions(&self) -> &[String] {
+        &self.dimensions
+    }
+
     /// The order the sink takes its rows in: by the dimensions, ascending.
     pub(crate) fn required_order(&self) -> Result<Option<LexRequirement>> {
         let mut requirements = Vec::with_capacity(self.dimensions.len());
@@ -148,6 +155,65 @@ impl GridSink {
             .register(ctx.memory_pool());
         let mut writes = JoinSet::new();
         let outcome = (self.write_into(data, ctx, &target, &mut reservation, &mut writes)).await;
+        target.finish(outcome, &mut writes).await
+    }
+
+    /// A result already on its grid (`grid`, whose rows make `placement`) written as the
+    /// rows it stands for would be, without the spill and the pass that learns the grid:
+    /// the slabs are filled from the values at their cells' positions.
+    pub(crate) async fn write_on_grid(
+        &self,
+        grid: &OnGrid,
+        placement: Placement,
+        ctx: &Arc<TaskContext>,
+    ) -> DfResult<u64> {
+        let target = Target::create(
+            &self.location,
+            self.options.storage(),
+            self.options.overwrite(),
+        )
+        .await?;
+        let mut reservation = MemoryConsumer::new(format!("ZarrGridSink {}", self.location))
+            .register(ctx.memory_pool());
+        let mut writes = JoinSet::new();
+        let outcome = async {
+            let rows = placement.rows;
+            let variables = (self.schema.fields().iter().enumerate())
+                .filter(|(_, f)| !self.dimensions.contains(f.name()))
+                .map(|(i, _)| i);
+            // A variable has a NULL where a row's value is NULL.
+            let mut nulls = vec![false; self.schema.fields().len()];
+            for (column, values) in variables.zip(&grid.values) {
+                nulls[column] = match values.logical_nulls() {
+                    Some(valid) => {
+                        let missing = &grid.present & &!valid.inner();
+                        missing.count_set_bits() > 0
+                    }
+                    None => false,
+                };
+            }
+            let layout = self.layout(
+                placement.coordinates.clone(),
+                rows,
+                |column| nulls[column],
+                &mut reservation,
+            )?;
+            let mut fill = self.fill(&layout, &target, &mut reservation, &mut writes);
+            let first = layout.chunks[0];
+            for slab in 0..layout.shape[0].div_ceil(first) {
+                let indices = slab * first..((slab + 1) * first).min(layout.shape[0]);
+                let positions = grid.positions(&placement, indices);
+                let columns = (grid.values.iter())
+                    .map(|values| take(values.as_ref(), &positions, None))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                fill.slab = Some(slab);
+                fill.put_slab(&columns)?;
+                fill.flush().await?;
+            }
+            let commit = self.finish_dataset(&mut fill, &target.writer()).await?;
+            Ok((rows, commit))
+        }
+        .await;
         target.finish(outcome, &mut writes).await
     }
 
@@ -198,84 +264,11 @@ impl GridSink {
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;
         let grid = builder.finish().map_err(|e| self.refused(e))?;
-
-        // The grid and how each variable is stored.
-        let shape: Vec<usize> = grid.dims.iter().map(|d| d.len()).collect();
-        let cells = (shape.iter()).try_fold(1u64, |n, &len| n.checked_mul(len as u64));
-        let sizes = || {
-            (grid.dims.iter())
-                .map(|d| format!("{}={}", d.name, d.len()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let cells = match cells {
-            Some(c) if c <= rows.saturating_mul(CELLS_PER_ROW).saturating_add(1 << 20) => c,
-            _ => {
-                return Err(self
-                    .refused(format!(
-                        "the grid ({}) would have {} cells for {rows} rows: a result this \
-                         sparse is no grid; choose other dimensions",
-                        sizes(),
-                        cells.map_or("too many".into(), |c| c.to_string())
-                    ))
-                    .into())
-            }
-        };
-        let missing = cells != rows;
-        let variables: Vec<Variable> = (self.schema.fields().iter().enumerate())
-            .filter(|(_, f)| !self.dimensions.contains(f.name()))
-            .map(|(i, f)| {
-                Stored::of(f.name(), f.data_type(), missing || nulls[i] > 0)
-                    .map(|stored| Variable {
-                        name: f.name().clone(),
-                        column: i,
-                        stored,
-                    })
-                    .map_err(|e| self.refused(e))
-            })
-            .collect::<Result<_>>()?;
-        let widest = variables
-            .iter()
-            .map(|v| v.stored.width())
-            .max()
-            .unwrap_or(8);
-        let chunks = self.chunk_shape(&grid, &shape, widest)?;
-        let slab_cells: usize = chunks[0] * shape[1..].iter().product::<usize>();
-        let chunk_cells: usize = chunks.iter().product();
-        let slab_bytes: usize =
-            variables.iter().map(|v| v.stored.width()).sum::<usize>() * slab_cells;
-        let held = slab_bytes + 2 * CHUNKS_IN_FLIGHT * chunk_cells * widest;
-        reservation.try_grow(held).map_err(|_| {
-            self.refused(format!(
-                "the memory pool cannot hold one slab of chunks along '{}' ({held} bytes); \
-                 write smaller chunks (OPTIONS ('chunks' '{}=1')) or raise the memory limit",
-                grid.dims[0].name, grid.dims[0].name
-            ))
-        })?;
+        let coordinates = grid.dims.iter().map(|d| Arc::clone(&d.values)).collect();
+        let layout = self.layout(coordinates, rows, |column| nulls[column] > 0, reservation)?;
 
         // Pass two: the rows back, slab by slab.
-        let writer = target.writer();
-        let compression = self.options.compression();
-        let mut fill = Fill {
-            sink: self,
-            grid: &grid,
-            shape: &shape,
-            chunks: &chunks,
-            variables: &variables,
-            slabs: variables
-                .iter()
-                .map(|v| v.stored.missing().repeat(slab_cells))
-                .collect(),
-            strings: vec![Strings::new(); variables.len()],
-            reservation,
-            slab: None,
-            previous: Vec::new(),
-            writer: writer.clone(),
-            writes,
-            version: self.version,
-            compression,
-            chunks_written: MetricBuilder::new(&self.metrics).global_counter("chunks_written"),
-        };
+        let mut fill = self.fill(&layout, target, reservation, writes);
         let mut reader = Some(StreamReader::try_new(
             File::open(&path)
                 .map_err(|e| self.refused(format!("reading the spilled rows: {e}")))?,
@@ -289,69 +282,174 @@ impl GridSink {
                 .map_err(|e| Error::Internal(e.to_string()))?;
             reader = Some(r);
             let Some(batch) = next else { break };
-            fill.add(&batch?, &mut positions).await?;
+            fill.add(&batch?, &grid, &mut positions).await?;
         }
         fill.flush().await?;
         drop(spill);
+        let commit = self.finish_dataset(&mut fill, &target.writer()).await?;
+        Ok((rows, commit))
+    }
 
-        // Coordinates, then every array's documents, then the group's: the last is the commit.
-        let names: Vec<&str> = grid.dims.iter().map(|d| d.name.as_str()).collect();
+    /// The dataset on the grid of `coordinates` (each dimension's values, ascending) made
+    /// of `rows` rows: its shape, chunks and how each variable is stored (`has_nulls`:
+    /// whether a column has a NULL), one slab's memory reserved.
+    fn layout(
+        &self,
+        coordinates: Vec<ArrayRef>,
+        rows: u64,
+        has_nulls: impl Fn(usize) -> bool,
+        reservation: &mut MemoryReservation,
+    ) -> Result<Layout> {
+        let shape: Vec<usize> = coordinates.iter().map(|c| c.len()).collect();
+        let cells = (shape.iter()).try_fold(1u64, |n, &len| n.checked_mul(len as u64));
+        let sizes = || {
+            (self.dimensions.iter().zip(&shape))
+                .map(|(name, len)| format!("{name}={len}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let cells = match cells {
+            Some(c) if c <= rows.saturating_mul(CELLS_PER_ROW).saturating_add(1 << 20) => c,
+            _ => {
+                return Err(self.refused(format!(
+                    "the grid ({}) would have {} cells for {rows} rows: a result this \
+                     sparse is no grid; choose other dimensions",
+                    sizes(),
+                    cells.map_or("too many".into(), |c| c.to_string())
+                )))
+            }
+        };
+        let missing = cells != rows;
+        let variables: Vec<Variable> = (self.schema.fields().iter().enumerate())
+            .filter(|(_, f)| !self.dimensions.contains(f.name()))
+            .map(|(i, f)| {
+                Stored::of(f.name(), f.data_type(), missing || has_nulls(i))
+                    .map(|stored| Variable {
+                        name: f.name().clone(),
+                        column: i,
+                        stored,
+                    })
+                    .map_err(|e| self.refused(e))
+            })
+            .collect::<Result<_>>()?;
+        let widest = variables
+            .iter()
+            .map(|v| v.stored.width())
+            .max()
+            .unwrap_or(8);
+        let chunks = self.chunk_shape(&shape, widest)?;
+        let slab_cells: usize = chunks[0] * shape[1..].iter().product::<usize>();
+        let chunk_cells: usize = chunks.iter().product();
+        let slab_bytes: usize =
+            variables.iter().map(|v| v.stored.width()).sum::<usize>() * slab_cells;
+        let held = slab_bytes + 2 * CHUNKS_IN_FLIGHT * chunk_cells * widest;
+        reservation.try_grow(held).map_err(|_| {
+            let first = &self.dimensions[0];
+            self.refused(format!(
+                "the memory pool cannot hold one slab of chunks along '{first}' ({held} \
+                 bytes); write smaller chunks (OPTIONS ('chunks' '{first}=1')) or raise the \
+                 memory limit"
+            ))
+        })?;
+        Ok(Layout {
+            coordinates,
+            shape,
+            chunks,
+            variables,
+            slab_cells,
+        })
+    }
+
+    /// What fills `layout`'s slabs and writes their chunks into `target`.
+    fn fill<'a>(
+        &'a self,
+        layout: &'a Layout,
+        target: &Target,
+        reservation: &'a mut MemoryReservation,
+        writes: &'a mut JoinSet<Result<usize>>,
+    ) -> Fill<'a> {
+        Fill {
+            sink: self,
+            layout,
+            slabs: (layout.variables.iter())
+                .map(|v| v.stored.missing().repeat(layout.slab_cells))
+                .collect(),
+            strings: vec![Strings::new(); layout.variables.len()],
+            reservation,
+            slab: None,
+            previous: Vec::new(),
+            writer: target.writer(),
+            writes,
+            version: self.version,
+            compression: self.options.compression(),
+            chunks_written: MetricBuilder::new(&self.metrics).global_counter("chunks_written"),
+        }
+    }
+
+    /// The coordinates' chunks, then every array's documents, then the group's: the last
+    /// is the commit.
+    async fn finish_dataset(&self, fill: &mut Fill<'_>, writer: &ObjectWriter) -> Result<Commit> {
+        let layout = fill.layout;
+        let compression = fill.compression;
+        let names: Vec<&str> = self.dimensions.iter().map(String::as_str).collect();
+        let chunks = &layout.chunks;
         let mut documents = Vec::new();
-        for (d, dim) in grid.dims.iter().enumerate() {
-            let stored = Stored::of(&dim.name, dim.values.data_type(), false)
-                .map_err(|e| self.refused(e))?;
-            let values = stored.prepare(&dim.values)?;
+        for (d, (name, values)) in names.iter().zip(&layout.coordinates).enumerate() {
+            let stored =
+                Stored::of(name, values.data_type(), false).map_err(|e| self.refused(e))?;
+            let values = stored.prepare(values).map_err(|e| self.refused(e))?;
+            let len = values.len();
             let w = stored.width();
-            let mut all = vec![0u8; dim.len() * w];
+            let mut all = vec![0u8; len * w];
             let mut strings = Strings::new();
-            let cells: Vec<usize> = (0..dim.len()).collect();
+            let cells: Vec<usize> = (0..len).collect();
             stored.put_column(values.as_ref(), &cells, &mut all, &mut strings);
-            for (k, start) in (0..dim.len()).step_by(chunks[d]).enumerate() {
+            for (k, start) in (0..len).step_by(chunks[d]).enumerate() {
                 let mut chunk = stored.missing().repeat(chunks[d]);
-                copy_box(&all, &[dim.len()], &[start], &mut chunk, &[chunks[d]], w);
+                copy_box(&all, &[len], &[start], &mut chunk, &[chunks[d]], w);
                 let chunk = fill.encode(&stored, chunk, &strings)?;
                 finish_some(fill.writes, CHUNKS_IN_FLIGHT).await?;
-                let key = self.version.chunk_key(&dim.name, &[k]);
+                let key = self.version.chunk_key(name, &[k]);
                 fill.writes
                     .spawn(write_chunk(writer.clone(), key, chunk, compression));
             }
             let array = ArraySpec {
-                name: &dim.name,
+                name,
                 stored: &stored,
-                shape: &[dim.len()],
+                shape: &[len],
                 chunks: &[chunks[d]],
-                dimensions: &[dim.name.as_str()],
+                dimensions: &[name],
             };
             documents.extend(self.version.array_documents(&array, compression));
         }
-        for v in &variables {
+        for v in &layout.variables {
             let array = ArraySpec {
                 name: &v.name,
                 stored: &v.stored,
-                shape: &shape,
-                chunks: &chunks,
+                shape: &layout.shape,
+                chunks,
                 dimensions: &names,
             };
             documents.extend(self.version.array_documents(&array, compression));
         }
         finish_some(fill.writes, 0).await?;
         for (key, doc) in &documents {
-            put_document(&writer, key, doc).await?;
+            put_document(writer, key, doc).await?;
         }
         let (group, commit) =
             (self.version).group_documents(self.options.attributes()?, &documents);
         for (key, doc) in &group {
-            put_document(&writer, key, doc).await?;
+            put_document(writer, key, doc).await?;
         }
-        Ok((rows, commit))
+        Ok(commit)
     }
 
     /// Elements per chunk along each dimension: `chunks` where given (at most the
     /// dimension's length); otherwise whole
     /// dimensions after the first and as many of the first as make about 2 MiB, the last
     /// dimensions split in halves while one of the first makes more.
-    fn chunk_shape(&self, grid: &Grid, shape: &[usize], width: usize) -> Result<Vec<usize>> {
-        let names: Vec<&str> = grid.dims.iter().map(|d| d.name.as_str()).collect();
+    fn chunk_shape(&self, shape: &[usize], width: usize) -> Result<Vec<usize>> {
+        let names: Vec<&str> = self.dimensions.iter().map(String::as_str).collect();
         let mut chunks: Vec<usize> = shape.iter().map(|&n| n.max(1)).collect();
         let budget = (TARGET_CHUNK_BYTES / width).max(1);
         let mut d = shape.len() - 1;
@@ -411,13 +509,22 @@ async fn put_document(writer: &ObjectWriter, key: &str, doc: &Value) -> Result<(
     }
 }
 
-/// Pass two: rows placed into the slab of chunks they fall in.
+/// The dataset's grid and how its arrays are stored, known before any chunk is filled.
+struct Layout {
+    /// Per dimension, its values ascending.
+    coordinates: Vec<ArrayRef>,
+    shape: Vec<usize>,
+    chunks: Vec<usize>,
+    variables: Vec<Variable>,
+    /// Cells of a slab: `chunks[0]` indices of the first dimension by the others.
+    slab_cells: usize,
+}
+
+/// Pass two: rows (or a result's values at their cells) placed into the slab of chunks
+/// they fall in.
 struct Fill<'a> {
     sink: &'a GridSink,
-    grid: &'a Grid,
-    shape: &'a [usize],
-    chunks: &'a [usize],
-    variables: &'a [Variable],
+    layout: &'a Layout,
     /// Each variable's slab: `chunks[0]` cells of the first dimension by the others, C order.
     slabs: Vec<Vec<u8>>,
     /// Each variable's strings in its slab (empty for other types).
@@ -436,8 +543,13 @@ struct Fill<'a> {
 }
 
 impl Fill<'_> {
-    async fn add(&mut self, batch: &RecordBatch, positions: &mut [Vec<usize>]) -> Result<()> {
-        for (dim, out) in self.grid.dims.iter().zip(positions.iter_mut()) {
+    async fn add(
+        &mut self,
+        batch: &RecordBatch,
+        grid: &Grid,
+        positions: &mut [Vec<usize>],
+    ) -> Result<()> {
+        for (dim, out) in grid.dims.iter().zip(positions.iter_mut()) {
             let found = dim
                 .positions(batch.column(dim.column), out)
                 .map_err(|e| self.sink.refused(e))?;
@@ -448,7 +560,8 @@ impl Fill<'_> {
                 ));
             }
         }
-        let rest: usize = self.shape[1..].iter().product();
+        let (shape, first) = (&self.layout.shape, self.layout.chunks[0]);
+        let rest: usize = shape[1..].iter().product();
         let mut cells: Vec<usize> = Vec::with_capacity(batch.num_rows());
         let mut start = 0;
         let mut key = vec![0usize; positions.len()];
@@ -459,14 +572,14 @@ impl Fill<'_> {
             // An empty `previous` (the first row) is less than any key.
             match key.as_slice().cmp(self.previous.as_slice()) {
                 std::cmp::Ordering::Greater => {}
-                std::cmp::Ordering::Equal => return Err(self.duplicate(&key)),
+                std::cmp::Ordering::Equal => return Err(self.duplicate(grid, &key)),
                 std::cmp::Ordering::Less => {
                     return Err(Error::Internal(
                         "a gridded write's rows did not arrive sorted by its dimensions".into(),
                     ))
                 }
             }
-            let slab = key[0] / self.chunks[0];
+            let slab = key[0] / first;
             if self.slab != Some(slab) {
                 self.put(batch, start, &cells)?;
                 cells.clear();
@@ -474,11 +587,11 @@ impl Fill<'_> {
                 self.flush().await?;
                 self.slab = Some(slab);
             }
-            let mut cell = key[0] - slab * self.chunks[0];
+            let mut cell = key[0] - slab * first;
             for (d, &p) in key.iter().enumerate().skip(1) {
-                cell = cell * self.shape[d] + p;
+                cell = cell * shape[d] + p;
             }
-            debug_assert!(cell < self.chunks[0] * rest);
+            debug_assert!(cell < first * rest);
             cells.push(cell);
             self.previous.clone_from(&key);
         }
@@ -491,13 +604,25 @@ impl Fill<'_> {
         if cells.is_empty() {
             return Ok(());
         }
-        let vars = self.variables.iter().zip(&mut self.slabs);
-        for ((v, slab), strings) in vars.zip(&mut self.strings) {
-            let column: ArrayRef = batch.column(v.column).slice(start, cells.len());
-            let column = v
-                .stored
-                .prepare(&column)
-                .map_err(|e| self.sink.refused(e))?;
+        let columns: Vec<ArrayRef> = (self.layout.variables.iter())
+            .map(|v| batch.column(v.column).slice(start, cells.len()))
+            .collect();
+        self.put_columns(&columns, cells)
+    }
+
+    /// A value of each variable (`columns`, in order) for every cell of the current slab,
+    /// in C order; a NULL is a missing value.
+    fn put_slab(&mut self, columns: &[ArrayRef]) -> Result<()> {
+        let cells: Vec<usize> = (0..columns.first().map_or(0, |c| c.len())).collect();
+        self.put_columns(columns, &cells)
+    }
+
+    /// Row `i` of each variable's column (`columns`, in order) into cell `cells[i]` of the
+    /// current slab; an error when the pool cannot hold the slab's strings.
+    fn put_columns(&mut self, columns: &[ArrayRef], cells: &[usize]) -> Result<()> {
+        let vars = self.layout.variables.iter().zip(&mut self.slabs);
+        for (((v, slab), strings), column) in vars.zip(&mut self.strings).zip(columns) {
+            let column = v.stored.prepare(column).map_err(|e| self.sink.refused(e))?;
             let held = strings.len();
             v.stored.put_column(column.as_ref(), cells, slab, strings);
             self.reservation
@@ -509,7 +634,7 @@ impl Fill<'_> {
                          limit",
                         v.name,
                         strings.len(),
-                        self.grid.dims[0].name
+                        self.sink.dimensions[0]
                     ))
                 })?;
         }
@@ -530,15 +655,16 @@ impl Fill<'_> {
         let Some(slab) = self.slab.take() else {
             return Ok(());
         };
-        let first = self.chunks[0];
-        let mut slab_shape = self.shape.to_vec();
-        slab_shape[0] = first.min(self.shape[0] - slab * first);
+        let (shape, chunks) = (&self.layout.shape, &self.layout.chunks);
+        let first = chunks[0];
+        let mut slab_shape = shape.to_vec();
+        slab_shape[0] = first.min(shape[0] - slab * first);
         // Chunk positions along the dimensions after the first.
-        let grid: Vec<usize> = (1..self.shape.len())
-            .map(|d| self.shape[d].div_ceil(self.chunks[d]))
+        let grid: Vec<usize> = (1..shape.len())
+            .map(|d| shape[d].div_ceil(chunks[d]))
             .collect();
         let count: usize = grid.iter().product();
-        for (i, v) in self.variables.iter().enumerate() {
+        for (i, v) in self.layout.variables.iter().enumerate() {
             let buffer = &self.slabs[i];
             let w = v.stored.width();
             let missing = v.stored.missing();
@@ -550,14 +676,9 @@ impl Fill<'_> {
                     rest /= grid[d];
                 }
                 let mut origin = vec![0usize];
-                origin.extend(
-                    index
-                        .iter()
-                        .enumerate()
-                        .map(|(d, i)| i * self.chunks[d + 1]),
-                );
-                let mut chunk = missing.repeat(self.chunks.iter().product());
-                copy_box(buffer, &slab_shape, &origin, &mut chunk, self.chunks, w);
+                origin.extend(index.iter().enumerate().map(|(d, i)| i * chunks[d + 1]));
+                let mut chunk = missing.repeat(chunks.iter().product());
+                copy_box(buffer, &slab_shape, &origin, &mut chunk, chunks, w);
                 let chunk = self.encode(&v.stored, chunk, &self.strings[i])?;
                 let mut at = vec![slab];
                 at.extend(&index);
@@ -582,16 +703,16 @@ impl Fill<'_> {
     }
 
     /// Two rows on the cell `key`: an error naming the dimensions and the cell.
-    fn duplicate(&self, key: &[usize]) -> Error {
+    fn duplicate(&self, grid: &Grid, key: &[usize]) -> Error {
         let options = FormatOptions::default();
-        let values: Vec<String> = (self.grid.dims.iter().zip(key))
+        let values: Vec<String> = (grid.dims.iter().zip(key))
             .map(|(dim, &i)| {
                 ArrayFormatter::try_new(dim.values.as_ref(), &options)
                     .map(|f| f.value(i).to_string())
                     .unwrap_or_default()
             })
             .collect();
-        let names: Vec<&str> = self.grid.dims.iter().map(|d| d.name.as_str()).collect();
+        let names: Vec<&str> = grid.dims.iter().map(|d| d.name.as_str()).collect();
         self.sink.refused(format!(
             "two rows have the same dimensions ({}) = ({}): a gridded write takes one row per \
              cell (aggregate them first, e.g. GROUP BY {})",

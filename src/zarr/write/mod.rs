@@ -8,11 +8,13 @@
 //! learnt from the rows, a row's place on the grid), `variable.rs` (how each column is stored, as
 //! xarray stores it), `zarr_version.rs` (the documents and chunk keys of Zarr 3 or 2),
 //! `grid_sink.rs` (two passes over rows sorted by the dimensions, slab by
-//! slab); `target.rs` (where the store is written, so that it appears at its
+//! slab; or, for a grid aggregate's result, `grid_write.rs`: its values at their cells,
+//! with no row made); `target.rs` (where the store is written, so that it appears at its
 //! location only when complete and a failed or cancelled write leaves nothing).
 
 mod format;
 mod grid_sink;
+mod grid_write;
 mod layout;
 mod options;
 mod sink;
@@ -21,4 +23,5 @@ mod variable;
 mod zarr_version;
 
 pub use format::{ZarrFormat, ZarrFormatFactory, ZarrWriter};
+pub(crate) use grid_write::GridWrites;
 pub use options::{ZarrWriteKeys, ZarrWriteOptions};
