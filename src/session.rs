@@ -128,9 +128,9 @@ fn physical_optimizer_rules(
         .position(|r| r.name() == "aggregate_statistics")
         .unwrap_or(0);
     rules.insert(at, Arc::new(ScanDerivedColumns));
-    rules.insert(at + 2, Arc::new(GridAggregates::single(pool)));
+    rules.insert(at + 2, Arc::new(GridAggregates::single(Arc::clone(&pool))));
     rules.push(Arc::new(RunAggregates));
-    rules.push(Arc::new(GridWrites));
+    rules.push(Arc::new(GridWrites::new(pool)));
     rules
 }
 

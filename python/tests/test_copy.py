@@ -239,3 +239,22 @@ def test_xarray_reads_a_grid_aggregates_copy_as_it_computes_it(tmp_path):
     # Every group has a row (count 0 where every day was NaN): the counts stay integers.
     assert got["n"].dtype == np.int64
     xr.testing.assert_equal(got["n"], expected_count.transpose("time", "lat", "lon"))
+
+
+def test_xarray_reads_a_selections_copy_as_its_own_selection(tmp_path):
+    """A selection of a dataset's cells is copied as blocks of cells (GridWriteExec, issue
+    67): a time range of xarray's daily fixture reads back as xarray's own `sel` (NaN cells,
+    latitudes ascending as from_dataframe makes them)."""
+    import xarray as xr
+    source = ROOT / "tests" / "data" / "grid" / "daily_v3.zarr"
+    out = tmp_path / "range.zarr"
+    copy = (f"COPY (SELECT time, lat, lon, temp, u, v FROM d WHERE time BETWEEN '2001-02-03' "
+            f"AND '2001-03-10') TO '{out}' STORED AS ZARR OPTIONS ('dimensions' 'time,lat,lon')")
+    create = f"CREATE EXTERNAL TABLE d STORED AS ZARR LOCATION '{source}'; "
+    assert "GridWriteExec" in ndfusion(create + "EXPLAIN " + copy)
+    assert ndfusion(create + copy).split() == ["count", str(36 * 6 * 8)]
+    got = xr.open_zarr(out).load()
+    ds = xr.open_zarr(source).load()
+    expected = ds.sel(time=slice("2001-02-03", "2001-03-10")).sortby("lat")
+    assert int(expected["temp"].isnull().sum()) > 0
+    xr.testing.assert_equal(got[["temp", "u", "v"]], expected[["temp", "u", "v"]])

@@ -111,6 +111,13 @@ impl ScanExec {
         self.derived(source, |o| o.with_limit(limit))
     }
 
+    /// The same scan with its units in their own order again (see
+    /// [`ScanSource::without_read_first`]): a sort pushed into it for rows that a grid now
+    /// takes as cells; `None` when they are.
+    pub(crate) fn without_read_first(&self) -> Option<ScanExec> {
+        Some(self.same(self.source.without_read_first()?))
+    }
+
     /// The same scan with `exprs` as extra columns computed at planning (see
     /// [`ScanSource::with_derived_columns`]). The copy has no origin: a cluster's codec
     /// refuses it rather than replay a different scan.

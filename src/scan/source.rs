@@ -91,6 +91,12 @@ pub(crate) trait ScanSource: fmt::Debug + Send + Sync + 'static {
         None
     }
 
+    /// The same scan with its units in their own order again, undoing
+    /// [`Self::read_first`]; `None` when they are (or the source lays out no other order).
+    fn without_read_first(&self) -> Option<Arc<dyn ScanSource>> {
+        None
+    }
+
     /// Whether the source skips units by a dynamic filter given to [`Self::open`]
     /// (`OpenPartition::dynamic_filter`): then the scan takes the filters DataFusion pushes.
     fn prunes_units(&self) -> bool {

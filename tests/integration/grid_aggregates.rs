@@ -566,47 +566,112 @@ async fn grid_aggregate_copies_write_the_dataset_their_rows_make() {
     let (grid, rows_session) = (session(true).await, session(false).await);
     let dir = tempfile::tempdir().unwrap();
     for (i, (query, dimensions, chunks)) in cases.iter().enumerate() {
-        let copy = |name: &str| {
-            format!(
-                "COPY ({query}) TO '{}' STORED AS ZARR OPTIONS ('dimensions' '{dimensions}', \
-                 'chunks' '{chunks}')",
-                dir.path().join(format!("{name}{i}.zarr")).display()
-            )
-        };
-        let plan = explain(&grid, &copy("explained")).await;
-        assert!(plan.contains("GridWriteExec"), "{query}: {plan}");
-        assert!(!plan.contains("SortExec"), "{query}: {plan}");
-        let plan = explain(&rows_session, &copy("explained")).await;
-        assert!(!plan.contains("GridWriteExec"), "{query}: {plan}");
-        let written = rows(&collect(&grid, &copy("grid")).await);
-        assert_eq!(written, rows(&collect(&rows_session, &copy("rows")).await));
-        let (a, b) = (
-            dir.path().join(format!("grid{i}.zarr")),
-            dir.path().join(format!("rows{i}.zarr")),
-        );
-        assert_eq!(files(&a), files(&b), "{query}");
-        for file in files(&a).iter().filter(|f| f.ends_with("zarr.json")) {
-            let read = |root: &std::path::Path| std::fs::read_to_string(root.join(file)).unwrap();
-            assert_eq!(read(&a), read(&b), "{query}: {}", file.display());
-        }
+        let at = dir.path().join(i.to_string());
+        let written = same_dataset(&grid, &rows_session, &at, query, dimensions, chunks).await;
         if i == 1 {
             // Groups no row reached: counts with missing cells are floats, as xarray's.
-            let n = std::fs::read_to_string(a.join("n/zarr.json")).unwrap();
+            let n = std::fs::read_to_string(written.join("n/zarr.json")).unwrap();
             assert!(n.contains("\"float64\""), "{n}");
         }
-        let reader = new_session_context();
-        for (name, root) in [("a", &a), ("b", &b)] {
-            let create = format!(
-                "CREATE EXTERNAL TABLE {name} STORED AS ZARR LOCATION '{}'",
-                root.display()
-            );
-            collect(&reader, &create).await;
-        }
-        let got = rows(&collect(&reader, "SELECT * FROM a").await);
-        let want = rows(&collect(&reader, "SELECT * FROM b").await);
-        assert!(!want.is_empty(), "{query}");
-        assert_close(&got, &want, query);
     }
+}
+
+/// Writes `COPY (query) ... ('dimensions' dimensions, 'chunks' chunks)` under `dir` with
+/// `grid` (where it is a GridWriteExec) and `rows` (the row path), and requires the same
+/// dataset of both: the same files, metadata documents and values (to 1e-9), the same
+/// missing cells. Returns where `grid` wrote it.
+async fn same_dataset(
+    grid: &SessionContext,
+    rows_session: &SessionContext,
+    dir: &std::path::Path,
+    query: &str,
+    dimensions: &str,
+    chunks: &str,
+) -> std::path::PathBuf {
+    let copy = |name: &str| {
+        format!(
+            "COPY ({query}) TO '{}' STORED AS ZARR OPTIONS ('dimensions' '{dimensions}', \
+             'chunks' '{chunks}')",
+            dir.join(format!("{name}.zarr")).display()
+        )
+    };
+    let plan = explain(grid, &copy("explained")).await;
+    assert!(plan.contains("GridWriteExec"), "{query}: {plan}");
+    assert!(!plan.contains("SortExec"), "{query}: {plan}");
+    let plan = explain(rows_session, &copy("explained")).await;
+    assert!(!plan.contains("GridWriteExec"), "{query}: {plan}");
+    let written = rows(&collect(grid, &copy("grid")).await);
+    assert_eq!(written, rows(&collect(rows_session, &copy("rows")).await));
+    let (a, b) = (dir.join("grid.zarr"), dir.join("rows.zarr"));
+    assert_eq!(files(&a), files(&b), "{query}");
+    for file in files(&a).iter().filter(|f| f.ends_with("zarr.json")) {
+        let read = |root: &std::path::Path| std::fs::read_to_string(root.join(file)).unwrap();
+        assert_eq!(read(&a), read(&b), "{query}: {}", file.display());
+    }
+    let reader = new_session_context();
+    for (name, root) in [("a", &a), ("b", &b)] {
+        let create = format!(
+            "CREATE EXTERNAL TABLE {name} STORED AS ZARR LOCATION '{}'",
+            root.display()
+        );
+        collect(&reader, &create).await;
+    }
+    let got = rows(&collect(&reader, "SELECT * FROM a").await);
+    let want = rows(&collect(&reader, "SELECT * FROM b").await);
+    assert!(!want.is_empty(), "{query}");
+    assert_close(&got, &want, query);
+    a
+}
+
+/// `COPY (SELECT <dimensions>, <variables> FROM <grid> WHERE ...) ... ('dimensions' ...)`
+/// copies the cells the scan decodes into the dataset as blocks (a grid aggregate whose
+/// every group is one cell), and makes the dataset the rows make.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grid_selection_copies_write_the_dataset_their_rows_make() {
+    let cases = [
+        // A time range (chunks cut): NaN cells missing, latitudes descending in the store.
+        (
+            "SELECT time, lat, lon, temp, u FROM daily_v3 \
+             WHERE time BETWEEN '2001-02-03' AND '2001-03-10'",
+            "time,lat,lon",
+            "time=7,lat=4,lon=3",
+        ),
+        // A filter on values: the cells it drops are missing, values no row has are no
+        // coordinate; expressions of variables; the dimensions in another order.
+        (
+            "SELECT time, lat, lon, temp - 273.15 AS k, u * u + v * v AS speed2 \
+             FROM daily_v3 WHERE temp > 26.5 AND lat < 1",
+            "lat,lon,time",
+            "time=50",
+        ),
+        // Every cell of a packed netCDF-4 variable, and of a noleap calendar.
+        ("SELECT * FROM packed", "time,lat,lon", "time=40"),
+        (
+            "SELECT time, lat, lon, tas FROM noleap_v3 WHERE lat <> 0",
+            "time,lat,lon",
+            "time=100",
+        ),
+    ];
+    let (grid, rows_session) = (session(true).await, session(false).await);
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (query, dimensions, chunks)) in cases.iter().enumerate() {
+        let at = dir.path().join(i.to_string());
+        same_dataset(&grid, &rows_session, &at, query, dimensions, chunks).await;
+    }
+    // Rows that meet on a cell (a month is no cell) are the row path's: its error.
+    let copy = format!(
+        "COPY (SELECT date_trunc('month', time) AS time, lat, lon, temp FROM daily_v3) TO \
+         '{}' STORED AS ZARR OPTIONS ('dimensions' 'time,lat,lon')",
+        dir.path().join("months.zarr").display()
+    );
+    assert!(!explain(&grid, &copy).await.contains("GridWriteExec"));
+    let error = grid.sql(&copy).await.unwrap().collect().await.unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("two rows have the same dimensions"),
+        "{error}"
+    );
 }
 
 /// What the rows would make no grid of, or the pool cannot lay out, is written from rows:

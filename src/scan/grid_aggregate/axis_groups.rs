@@ -29,6 +29,8 @@ pub(crate) struct AxisGroups {
     keys: Vec<ArrayRef>,
     /// Groups along the axis.
     len: u32,
+    /// Whether some group holds two of the indices read.
+    merges: bool,
 }
 
 impl AxisGroups {
@@ -42,11 +44,13 @@ impl AxisGroups {
         if read.iter().any(|r| r.end > axis_len as u64) {
             return internal_err!("an index range reaches past its axis ({axis_len})");
         }
+        let read_count: u64 = read.iter().map(|r| r.end - r.start).sum();
         if values.is_empty() {
             return Ok(AxisGroups {
                 ids: Vec::new(),
                 keys: Vec::new(),
                 len: 1,
+                merges: read_count > 1,
             });
         }
         // Keys were evaluated at every index (`AxisExpression`, at most 2^20 of them).
@@ -75,12 +79,19 @@ impl AxisGroups {
             ids,
             len: first.len() as u32,
             keys,
+            merges: (first.len() as u64) < read_count,
         })
     }
 
     /// Groups along the axis.
     pub(crate) fn len(&self) -> u32 {
         self.len
+    }
+
+    /// Whether some group holds two of the indices read (always, for an axis without keys
+    /// and more than one index read).
+    pub(crate) fn merges(&self) -> bool {
+        self.merges
     }
 
     /// The group of each index; `None` for an axis without keys, whose every index is in
@@ -151,12 +162,19 @@ mod tests {
         assert_eq!(groups.key(1).unwrap().as_string::<i32>().value(0), "o");
         assert_eq!(groups.window(&[5..7]), 3..5);
         assert_eq!(groups.window(&[]), 0..0);
+        assert!(groups.merges(), "days 5 and 7 are one group");
+        let day: ArrayRef = Arc::new(Int64Array::from(vec![0, 1, 2, 3, 3]));
+        assert!(!AxisGroups::new(5, &[Arc::clone(&day)], &[1..4])
+            .unwrap()
+            .merges());
+        assert!(AxisGroups::new(5, &[day], &[1..5]).unwrap().merges());
     }
 
     #[test]
     fn an_axis_without_keys_is_one_group() {
         let groups = AxisGroups::new(4, &[], &[]).unwrap();
         assert_eq!((groups.len(), groups.window(&[])), (1, 0..1));
+        assert!(!groups.merges() && AxisGroups::new(4, &[], &[1..3]).unwrap().merges());
         // Nothing per index, however long the axis metadata declares.
         let long = AxisGroups::new(1 << 40, &[], &[0..(1 << 40)]).unwrap();
         assert_eq!(

@@ -711,6 +711,11 @@ impl GridAggregateExec {
         Some(axes)
     }
 
+    /// Whether each group is one cell read (no two indices of an axis share a group).
+    pub(crate) fn cell_per_group(&self) -> bool {
+        !self.plan.axes.iter().any(|a| a.merges())
+    }
+
     /// Groups along each axis.
     pub(crate) fn shape(&self) -> Vec<u32> {
         self.plan.shape()

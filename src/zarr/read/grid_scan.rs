@@ -476,6 +476,15 @@ impl<R: GridReader> ScanSource for GridScan<R> {
         Some(Arc::new(GridScan::new(Arc::clone(&self.reader), settings)))
     }
 
+    fn without_read_first(&self) -> Option<Arc<dyn ScanSource>> {
+        self.settings.read_first?;
+        let settings = GridSettings {
+            read_first: None,
+            ..self.settings.clone()
+        };
+        Some(Arc::new(GridScan::new(Arc::clone(&self.reader), settings)))
+    }
+
     fn prunes_units(&self) -> bool {
         true
     }

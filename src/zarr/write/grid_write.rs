@@ -1,16 +1,24 @@
-//! A grid aggregate written as a dataset from its grid: `COPY (SELECT date_trunc('month',
-//! time) AS time, lat, lon, avg(temp) AS temp FROM t GROUP BY 1, 2, 3) TO ... STORED AS ZARR
-//! OPTIONS ('dimensions' 'time,lat,lon')`. The aggregate's result is already a grid (each
-//! key one axis's groups), so [`GridWriteExec`] takes its final values laid out at their
-//! groups' positions ([`GridAggregateExec::dense`]) and the sink fills its chunks from them
-//! ([`GridSink::write_on_grid`]): no row per group, no sort by the dimensions, no spill, no
-//! pass that learns each dimension's values. [`GridWrites`] puts it in place of the COPY's
-//! `DataSinkExec` where the COPY's columns are the aggregate's keys (each a dimension) and
-//! expressions of its values.
+//! Results that are already grids, written as datasets from their grids.
+//!
+//! - A grid aggregate: `COPY (SELECT date_trunc('month', time) AS time, lat, lon, avg(temp) AS
+//!   temp FROM t GROUP BY 1, 2, 3) TO ... STORED AS ZARR OPTIONS ('dimensions'
+//!   'time,lat,lon')`. Each key is one axis's groups, so [`GridWriteExec`] takes the final
+//!   values laid out at their groups' positions ([`GridAggregateExec::dense`]) and the sink
+//!   fills its chunks from them ([`GridSink::write_on_grid`]).
+//! - A selection of a grid scan's cells: `COPY (SELECT time, lat, lon, temp FROM t WHERE time
+//!   BETWEEN ...) ... ('dimensions' 'time,lat,lon')`. It is the grid aggregate whose every
+//!   group is one cell (`min` of its one value), so the chunks the scan decodes are folded
+//!   into the layout as blocks of cells, and written as above.
+//!
+//! Either way no row is made per cell or group, nothing is sorted by the dimensions, spilled,
+//! or read to learn each dimension's values. [`GridWrites`] puts the exec in place of the
+//! COPY's `DataSinkExec` where the COPY's columns allow (each dimension one key, the other
+//! columns expressions of the values).
 //!
 //! The dataset is the one the rows would make (the same coordinates, cells, types and
-//! missing values): where it would not be (a NULL key, two groups with one key value) or
-//! the memory pool cannot hold the values laid out, the COPY runs as DataFusion planned it.
+//! missing values): where it would not be (a NULL key, one value at two indices of an axis)
+//! or the memory pool cannot hold the values laid out, the COPY runs as DataFusion planned
+//! it.
 
 use std::fmt;
 use std::sync::Arc;
@@ -21,11 +29,14 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{internal_err, Result};
 use datafusion::datasource::sink::{DataSink, DataSinkExec};
-use datafusion::execution::memory_pool::MemoryConsumer;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryLimit, MemoryPool};
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::expressions::Column;
+use datafusion::functions_aggregate::min_max::min_udaf;
+use datafusion::physical_expr::aggregate::AggregateExprBuilder;
+use datafusion::physical_expr::expressions::{col, Column};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode, PhysicalGroupBy};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
@@ -37,8 +48,9 @@ use datafusion::physical_plan::{
 };
 
 use super::grid_sink::GridSink;
+use crate::limits::SessionLimits;
 use crate::nd::on_grid::{OnGrid, OnGridDim};
-use crate::scan::GridAggregateExec;
+use crate::scan::{GridAggregateExec, ScanExec};
 
 /// A column of the COPY: a dimension (an aggregate's key) or a variable.
 #[derive(Debug, Clone)]
@@ -65,33 +77,48 @@ pub(crate) struct GridWriteExec {
 }
 
 impl GridWriteExec {
-    /// `planned` written from the grid of the aggregate under it, when its columns allow.
-    fn new(planned: &Arc<dyn ExecutionPlan>) -> Result<Option<Self>> {
+    /// `planned` written from a grid, when its input is a grid aggregate whose columns allow
+    /// or a selection of a grid scan's cells; `memory_left`: what the pool can still give,
+    /// when it has a limit.
+    fn new(planned: &Arc<dyn ExecutionPlan>, memory_left: Option<usize>) -> Result<Option<Self>> {
         let Some(sink_exec) = planned.downcast_ref::<DataSinkExec>() else {
             return Ok(None);
         };
         let Some(sink) = sink_exec.sink().downcast_ref::<GridSink>() else {
             return Ok(None);
         };
-        // Down to the aggregate: orders and partitionings do not matter to a grid, one
-        // projection names and computes the columns.
-        let mut node = Arc::clone(sink_exec.input());
+        // Orders and partitionings do not matter to a grid.
+        let mut top = Arc::clone(sink_exec.input());
+        while passes(&top) {
+            let [child] = top.children()[..] else {
+                return Ok(None);
+            };
+            top = Arc::clone(child);
+        }
+        match GridWriteExec::of_aggregate(planned, sink, &top)? {
+            Some(write) => Ok(Some(write)),
+            None => GridWriteExec::of_selection(planned, sink, &top, memory_left),
+        }
+    }
+
+    /// A grid aggregate under `top` (one projection may name and compute the columns).
+    fn of_aggregate(
+        planned: &Arc<dyn ExecutionPlan>,
+        sink: &GridSink,
+        top: &Arc<dyn ExecutionPlan>,
+    ) -> Result<Option<Self>> {
+        let mut node = Arc::clone(top);
         let mut projection: Option<Vec<Arc<dyn PhysicalExpr>>> = None;
         let aggregate = loop {
             if let Some(aggregate) = node.downcast_ref::<GridAggregateExec>() {
                 break aggregate;
             }
-            let passes = node.is::<SortExec>()
-                || node.is::<SortPreservingMergeExec>()
-                || node.is::<RepartitionExec>()
-                || node.is::<CoalescePartitionsExec>();
-            if let Some(p) = node.downcast_ref::<ProjectionExec>() {
-                if projection.is_some() {
-                    return Ok(None);
+            match node.downcast_ref::<ProjectionExec>() {
+                Some(p) if projection.is_none() => {
+                    projection = Some(p.expr().iter().map(|e| Arc::clone(&e.expr)).collect());
                 }
-                projection = Some(p.expr().iter().map(|e| Arc::clone(&e.expr)).collect());
-            } else if !passes {
-                return Ok(None);
+                _ if passes(&node) => {}
+                _ => return Ok(None),
             }
             let [child] = node.children()[..] else {
                 return Ok(None);
@@ -99,9 +126,6 @@ impl GridWriteExec {
             node = Arc::clone(child);
         };
         let Some(keys) = aggregate.final_keys() else {
-            return Ok(None);
-        };
-        let Some(axes) = aggregate.key_axes() else {
             return Ok(None);
         };
         let schema = node.schema();
@@ -120,9 +144,102 @@ impl GridWriteExec {
                 },
             });
         }
-        // Each key one dimension of the write and each dimension a key; an axis without a
-        // key has one group.
+        GridWriteExec::checked(planned, sink, &node, columns)
+    }
+
+    /// A selection of a grid scan's cells under `top` (`SELECT time, lat, lon, temp FROM t
+    /// WHERE time BETWEEN ...`), the COPY's dimensions being the scan's: a grid aggregate
+    /// whose every group is one cell (keyed by the dimensions, each variable its cell's
+    /// value, `min` of one value), written from its grid as an aggregate is. The cells a
+    /// filter drops are no row; where an axis's value repeats the rows would meet on a
+    /// cell, and the COPY runs as planned (the row path's error).
+    fn of_selection(
+        planned: &Arc<dyn ExecutionPlan>,
+        sink: &GridSink,
+        top: &Arc<dyn ExecutionPlan>,
+        memory_left: Option<usize>,
+    ) -> Result<Option<Self>> {
+        // The sort the sink asked for may have laid the scan out to read first what sorts
+        // first (`read_first`): the cells are read in the scan's own order again.
+        let top = &Arc::clone(top)
+            .transform_up(|node| match node.downcast_ref::<ScanExec>() {
+                Some(scan) => Ok(match scan.without_read_first() {
+                    Some(plain) => Transformed::yes(Arc::new(plain) as Arc<dyn ExecutionPlan>),
+                    None => Transformed::no(node),
+                }),
+                None => Ok(Transformed::no(node)),
+            })
+            .data()?;
+        let schema = top.schema();
+        let mut keys = Vec::new();
+        for name in sink.dimensions() {
+            keys.push((col(name, &schema)?, name.clone()));
+        }
+        let mut aggregates = Vec::new();
+        let mut columns = Vec::new();
+        for field in schema.fields() {
+            let name = field.name();
+            match sink.dimensions().iter().position(|d| d == name) {
+                Some(key) => columns.push(Written::Dimension { key }),
+                None => {
+                    columns.push(Written::Variable {
+                        expr: Arc::new(Column::new(name, aggregates.len())),
+                    });
+                    let value = AggregateExprBuilder::new(min_udaf(), vec![col(name, &schema)?])
+                        .schema(Arc::clone(&schema))
+                        .alias(name)
+                        .build()?;
+                    aggregates.push(Arc::new(value));
+                }
+            }
+        }
+        let group_by = PhysicalGroupBy::new_single(keys);
+        let filters = vec![None; aggregates.len()];
+        let partial = Arc::new(AggregateExec::try_new(
+            AggregateMode::Partial,
+            group_by.clone(),
+            aggregates.clone(),
+            filters.clone(),
+            Arc::clone(top),
+            Arc::clone(&schema),
+        )?);
+        let partial_schema = partial.schema();
+        let aggregate = Arc::new(AggregateExec::try_new(
+            AggregateMode::Final,
+            group_by.as_final(),
+            aggregates,
+            filters,
+            partial,
+            partial_schema,
+        )?);
+        let Some(folded) = GridAggregateExec::single(&aggregate, memory_left)? else {
+            return Ok(None);
+        };
+        if !folded.cell_per_group() {
+            return Ok(None);
+        }
+        GridWriteExec::checked(planned, sink, &(Arc::new(folded) as _), columns)
+    }
+
+    /// The write of `aggregate` (a grid aggregate) with `columns`, when each of its keys is
+    /// one dimension of the write and each dimension a key, and an axis without a key has
+    /// one group.
+    fn checked(
+        planned: &Arc<dyn ExecutionPlan>,
+        sink: &GridSink,
+        node: &Arc<dyn ExecutionPlan>,
+        columns: Vec<Written>,
+    ) -> Result<Option<Self>> {
+        let Some(aggregate) = node.downcast_ref::<GridAggregateExec>() else {
+            return Ok(None);
+        };
+        let (Some(keys), Some(axes)) = (aggregate.final_keys(), aggregate.key_axes()) else {
+            return Ok(None);
+        };
         let fields = DataSink::schema(sink).fields();
+        if fields.len() != columns.len() {
+            return Ok(None);
+        }
         let mut seen = vec![false; keys];
         for (field, column) in fields.iter().zip(&columns) {
             let is_dimension = sink.dimensions().contains(field.name());
@@ -138,6 +255,7 @@ impl GridWriteExec {
             return Ok(None);
         }
         // Nullable: a group no row reached has no value (not even a count).
+        let schema = node.schema();
         let values = Arc::new(Schema::new(
             (schema.fields().iter().skip(keys))
                 .map(|f| f.as_ref().clone().with_nullable(true))
@@ -145,7 +263,7 @@ impl GridWriteExec {
         ));
         Ok(Some(GridWriteExec {
             planned: Arc::clone(planned),
-            aggregate: Arc::clone(&node),
+            aggregate: Arc::clone(node),
             columns,
             values,
         }))
@@ -211,6 +329,14 @@ impl GridWriteExec {
         };
         Ok(Some(sink.write_on_grid(&grid, placement, context).await?))
     }
+}
+
+/// Whether `plan` only orders or partitions its input's rows.
+fn passes(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    plan.is::<SortExec>()
+        || plan.is::<SortPreservingMergeExec>()
+        || plan.is::<RepartitionExec>()
+        || plan.is::<CoalescePartitionsExec>()
 }
 
 /// `expr` over the aggregate's output with its keys (the first `keys` columns) dropped;
@@ -308,17 +434,36 @@ impl ExecutionPlan for GridWriteExec {
     }
 }
 
-/// [`GridWriteExec`] in place of a gridded `COPY` of a grid aggregate (see the module).
-#[derive(Debug, Default)]
-pub(crate) struct GridWrites;
+/// [`GridWriteExec`] in place of a gridded `COPY` of a grid aggregate or of a selection of a
+/// grid scan's cells (see the module), unless the session says `SET ndfusion.grid_aggregate
+/// = false`.
+#[derive(Debug)]
+pub(crate) struct GridWrites {
+    /// The session's memory pool: a selection whose values would not fit in it is written
+    /// from rows.
+    pool: Arc<dyn MemoryPool>,
+}
+
+impl GridWrites {
+    pub(crate) fn new(pool: Arc<dyn MemoryPool>) -> Self {
+        GridWrites { pool }
+    }
+}
 
 impl PhysicalOptimizerRule for GridWrites {
     fn optimize(
         &self,
         plan: Arc<dyn ExecutionPlan>,
-        _config: &ConfigOptions,
+        config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        plan.transform_down(|node| match GridWriteExec::new(&node)? {
+        if !SessionLimits::grid_aggregate(config) {
+            return Ok(plan);
+        }
+        let memory_left = match self.pool.memory_limit() {
+            MemoryLimit::Finite(limit) => Some(limit.saturating_sub(self.pool.reserved())),
+            MemoryLimit::Infinite | MemoryLimit::Unknown => None,
+        };
+        plan.transform_down(|node| match GridWriteExec::new(&node, memory_left)? {
             Some(write) => Ok(Transformed::yes(Arc::new(write) as _)),
             None => Ok(Transformed::no(node)),
         })
