@@ -96,6 +96,51 @@ def test_queries_answer_as_the_command_line(server):
         assert len(got) == len(want) == 4
 
 
+def test_question_mark_parameters(server):
+    """ADBC, JDBC and Go's driver write placeholders as `?` (issue 72): numbered in the order
+    they stand and bound to the parameters, integers, floats, strings and timestamps; the same
+    prepared statement bound again; a wrong count or type is INVALID_ARGUMENT, and the server
+    keeps serving."""
+    import datetime
+    with connect(server, username="anyone", password=TOKEN) as conn, conn.cursor() as cur:
+        cur.execute("SELECT time, lon, temp FROM demo WHERE temp > ? AND lat = ? ORDER BY temp",
+                    parameters=(25.0, 30.0))
+        got = cur.fetch_arrow_table().to_pylist()
+        want = cli("SELECT time, lon, temp FROM demo WHERE temp > 25.0 AND lat = 30.0 ORDER BY temp")
+        assert [float(r["temp"]) for r in got] == [float(w[2]) for w in want]
+        assert len(got) == 4
+        # A '?' in a string is no placeholder; an integer and a string bound.
+        cur.execute("SELECT ? + 1 AS x, concat(?, '?') AS s", parameters=(41, "why"))
+        assert cur.fetch_arrow_table().to_pylist() == [{"x": 42, "s": "why?"}]
+        # A timestamp, as the column's type.
+        first = cli("SELECT min(time) FROM demo")[0][0]
+        cur.execute("SELECT count(*) AS n FROM demo WHERE time > ?",
+                    parameters=(datetime.datetime.fromisoformat(first),))
+        n = cur.fetch_arrow_table().to_pylist()[0]["n"]
+        assert n == int(cli(f"SELECT count(*) FROM demo WHERE time > TIMESTAMP '{first}'")[0][0])
+        # One prepared statement bound twice.
+        cur.adbc_prepare("SELECT count(*) AS n FROM demo WHERE temp > ?")
+        counts = []
+        for threshold in (25.0, 0.0):
+            cur.execute("SELECT count(*) AS n FROM demo WHERE temp > ?", parameters=(threshold,))
+            counts.append(cur.fetch_arrow_table().to_pylist()[0]["n"])
+        assert counts == [int(cli(f"SELECT count(*) FROM demo WHERE temp > {t}")[0][0])
+                          for t in ("25.0", "0.0")]
+        for sql, parameters in [
+            ("SELECT ? AS a, ? AS b", (1,)),
+            ("SELECT ? AS a", (1, 2)),
+            ("SELECT count(*) FROM demo WHERE lat = ?", ("north",)),
+            ("SELECT ? + $1", (1,)),
+        ]:
+            with pytest.raises(Exception) as refused:
+                cur.execute(sql, parameters=parameters)
+                cur.fetch_arrow_table()
+            assert "INVALID_ARGUMENT" in str(refused.value) or "InvalidArgument" in str(
+                refused.value), (sql, str(refused.value))
+        cur.execute("SELECT count(*) AS n FROM demo")
+        assert cur.fetch_arrow_table().to_pylist()[0]["n"] > 0
+
+
 def test_catalog_calls(server):
     bearer = {adbc_driver_flightsql.DatabaseOptions.AUTHORIZATION_HEADER.value: f"Bearer {TOKEN}"}
     with connect(server, **bearer) as conn:
@@ -170,3 +215,29 @@ def test_adbc_cancel_ends_the_query_on_the_server(tmp_path):
         while 'outcome="cancelled by the client"' not in log.read_text():
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.05)
+
+
+def test_writes_answer_with_the_schema_their_flight_info_gives(tmp_path):
+    """With --allow-ddl, COPY and INSERT from ADBC answer their row count under the schema
+    GetFlightInfo reported (issue 72: ADBC refuses an answer whose schema is not the
+    FlightInfo's), through a query and through an update, with `?` parameters too."""
+    for address in start(tmp_path / "serve.log", ["--allow-ddl"]):
+        with connect(address, username="anyone", password=TOKEN) as conn, conn.cursor() as cur:
+            cur.execute(f"COPY (SELECT lat, lon, max(temp) AS m FROM demo WHERE temp > ? "
+                        f"GROUP BY 1, 2) TO '{tmp_path}/g.zarr' STORED AS ZARR OPTIONS "
+                        "('dimensions' 'lat,lon')", parameters=(0.0,))
+            assert cur.fetch_arrow_table().to_pylist() == [{"count": 12}]
+            cur.execute(f"COPY (SELECT 'a' AS station, 1.0 AS depth, 2.0 AS temp) TO "
+                        f"'{tmp_path}/p.lance' STORED AS LANCE_ND OPTIONS ('dimensions' "
+                        "'depth', 'batch_by' 'station')")
+            assert cur.fetch_arrow_table().to_pylist() == [{"count": 1}]
+            cur.execute(f"CREATE EXTERNAL TABLE p STORED AS LANCE_ND LOCATION '{tmp_path}/p.lance'")
+            cur.fetch_arrow_table()
+            insert = ("INSERT INTO p (depth, temp, __global_attrs__) "
+                      "SELECT ? AS depth, 3.0 AS temp, named_struct('station', 'b')")
+            cur.execute(insert, parameters=(5.0,))
+            assert cur.fetch_arrow_table().to_pylist() == [{"count": 1}]
+            cur.adbc_statement.set_sql_query(insert.replace("?", "6.0"))
+            assert cur.adbc_statement.execute_update() == 1
+            cur.execute("SELECT count(*) AS n FROM p")
+            assert cur.fetch_arrow_table().to_pylist() == [{"n": 3}]

@@ -7,7 +7,8 @@
 //! session, checks it ([`policy`]: what a client may run, where it may read and write), and
 //! streams the batches as the plan makes them ([`query`]: admission, the deadline, the log
 //! line). Prepared statements ([`prepared`]) keep their SQL and bound parameters on the
-//! server under a random handle. The catalog calls ([`catalog`]) describe the server's
+//! server under a random handle; a statement's `?` placeholders are numbered as it is
+//! planned ([`placeholders`]). The catalog calls ([`catalog`]) describe the server's
 //! session. A client ends an answer being sent by dropping its stream, or from another call
 //! by its `FlightInfo` (`CancelFlightInfo`, `CancelQuery`: [`cancel`]).
 //!
@@ -19,6 +20,7 @@
 mod auth;
 mod cancel;
 mod catalog;
+mod placeholders;
 mod policy;
 mod prepared;
 mod query;

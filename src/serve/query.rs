@@ -23,6 +23,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 
 use super::cancel::{Registered, Running};
+use super::placeholders::{bind, number_placeholders};
 use super::{policy, ServeSettings};
 
 /// Characters of a statement a log line shows.
@@ -85,7 +86,11 @@ impl Queries {
     }
 
     async fn plan_in(&self, ctx: &SessionContext, sql: &str) -> Result<LogicalPlan, Status> {
-        let plan = (ctx.state().create_logical_plan(sql).await).map_err(|e| status_of(&e))?;
+        let state = ctx.state();
+        let dialect = state.config().options().sql_parser.dialect;
+        let mut statement = (state.sql_to_statement(sql, &dialect)).map_err(|e| status_of(&e))?;
+        number_placeholders(&mut statement)?;
+        let plan = (state.statement_to_plan(statement).await).map_err(|e| status_of(&e))?;
         policy::check(&plan, &self.settings)?;
         Ok(plan)
     }
@@ -127,8 +132,9 @@ impl Queries {
                 return Err(status);
             }
         };
+        let (stream, schema) = stream;
         Ok(QueryStream {
-            schema: stream.schema(),
+            schema,
             inner: stream,
             deadline: deadline.map(|at| Box::pin(tokio::time::sleep_until(at.into()))),
             timeout: self.settings.query_timeout,
@@ -139,24 +145,26 @@ impl Queries {
         })
     }
 
+    /// The statement's stream, and the schema its answer is sent with: the plan's, which
+    /// `GetFlightInfo` reports (the stream's own may differ in what is nullable; a client
+    /// such as ADBC refuses an answer whose schema is not the `FlightInfo`'s).
     async fn start(
         &self,
         sql: &str,
         parameters: Option<ParamValues>,
-    ) -> Result<SendableRecordBatchStream, Status> {
+    ) -> Result<(SendableRecordBatchStream, SchemaRef), Status> {
         let ctx = self.statement_context();
-        let plan = self.plan_in(&ctx, sql).await?;
+        let mut plan = self.plan_in(&ctx, sql).await?;
+        if let Some(parameters) = parameters {
+            plan = bind(plan, parameters)?;
+        }
         let created = policy::created_table(&plan);
         let frame = ctx.execute_logical_plan(plan).await;
-        let mut frame = frame.map_err(|e| status_of(&e))?;
+        let frame = frame.map_err(|e| status_of(&e))?;
         if let Some(name) = created {
             policy::check_created(&ctx, name, &self.settings).await?;
         }
-        if let Some(parameters) = parameters {
-            frame = frame
-                .with_param_values(parameters)
-                .map_err(|e| status_of(&e))?;
-        }
+        let frame_schema = frame.schema().as_arrow().clone();
         let physical = frame.create_physical_plan().await;
         let physical = physical.map_err(|e| status_of(&e))?;
         if self.settings.allowed.restricts_locations() {
@@ -165,8 +173,17 @@ impl Queries {
             crate::cluster::check_served_plan(physical.as_ref(), &self.settings.allowed)
                 .map_err(|e| Status::permission_denied(crate::Error::user_message(&e)))?;
         }
-        datafusion::physical_plan::execute_stream(physical, ctx.task_ctx())
-            .map_err(|e| status_of(&e))
+        let planned: SchemaRef = Arc::new(frame_schema);
+        let stream = datafusion::physical_plan::execute_stream(physical, ctx.task_ctx())
+            .map_err(|e| status_of(&e))?;
+        let same_types = (planned.fields().len() == stream.schema().fields().len())
+            && (planned.fields().iter().zip(stream.schema().fields()))
+                .all(|(a, b)| a.data_type() == b.data_type());
+        let schema = match same_types {
+            true => planned,
+            false => stream.schema(),
+        };
+        Ok((stream, schema))
     }
 }
 

@@ -336,7 +336,12 @@ impl FlightSqlService for FlightSqlEndpoint {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let prepared = self.prepared.get(&query.prepared_statement_handle)?;
-        let plan = self.queries.plan(&prepared.sql).await?;
+        let mut plan = self.queries.plan(&prepared.sql).await?;
+        // With its parameters bound, as DoGet runs it: a placeholder's type can change the
+        // answer's (`concat(?, 'a')` is Utf8View untyped, Utf8 with a string bound).
+        if let Some(parameters) = prepared.parameters {
+            plan = super::placeholders::bind(plan, parameters)?;
+        }
         let schema = plan.schema().as_arrow().clone();
         flight_info(
             &schema,
