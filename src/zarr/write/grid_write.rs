@@ -7,7 +7,7 @@
 //!   fills its chunks from them ([`GridSink::write_on_grid`]).
 //! - A selection of a grid scan's cells: `COPY (SELECT time, lat, lon, temp FROM t WHERE time
 //!   BETWEEN ...) ... ('dimensions' 'time,lat,lon')`. It is the grid aggregate whose every
-//!   group is one cell (`min` of its one value), so the chunks the scan decodes are folded
+//!   group is one cell (`min` of its one value, `bool_and` of a boolean), so the chunks the scan decodes are folded
 //!   into the layout as blocks of cells, and written as above.
 //!
 //! Either way no row is made per cell or group, nothing is sorted by the dimensions, spilled,
@@ -24,13 +24,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, UInt64Array};
-use arrow::datatypes::Schema;
+use arrow::datatypes::{DataType, Schema};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{internal_err, Result};
 use datafusion::datasource::sink::{DataSink, DataSinkExec};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryLimit, MemoryPool};
 use datafusion::execution::TaskContext;
+use datafusion::functions_aggregate::bool_and_or::bool_and_udaf;
 use datafusion::functions_aggregate::min_max::min_udaf;
 use datafusion::physical_expr::aggregate::AggregateExprBuilder;
 use datafusion::physical_expr::expressions::{col, Column};
@@ -159,15 +160,23 @@ impl GridWriteExec {
         top: &Arc<dyn ExecutionPlan>,
         memory_left: Option<usize>,
     ) -> Result<Option<Self>> {
-        // The sort the sink asked for may have laid the scan out to read first what sorts
-        // first (`read_first`): the cells are read in the scan's own order again.
+        // What only orders or partitions rows is dropped (a grid takes cells as they come),
+        // and the sort the sink asked for may have laid the scan out to read first what
+        // sorts first (`read_first`): the cells are read in the scan's own order again.
         let top = &Arc::clone(top)
-            .transform_up(|node| match node.downcast_ref::<ScanExec>() {
-                Some(scan) => Ok(match scan.without_read_first() {
-                    Some(plain) => Transformed::yes(Arc::new(plain) as Arc<dyn ExecutionPlan>),
+            .transform_up(|node| {
+                if passes(&node) {
+                    if let [child] = node.children()[..] {
+                        return Ok(Transformed::yes(Arc::clone(child)));
+                    }
+                }
+                Ok(match node.downcast_ref::<ScanExec>() {
+                    Some(scan) => match scan.without_read_first() {
+                        Some(plain) => Transformed::yes(Arc::new(plain) as Arc<dyn ExecutionPlan>),
+                        None => Transformed::no(node),
+                    },
                     None => Transformed::no(node),
-                }),
-                None => Ok(Transformed::no(node)),
+                })
             })
             .data()?;
         let schema = top.schema();
@@ -185,7 +194,13 @@ impl GridWriteExec {
                     columns.push(Written::Variable {
                         expr: Arc::new(Column::new(name, aggregates.len())),
                     });
-                    let value = AggregateExprBuilder::new(min_udaf(), vec![col(name, &schema)?])
+                    // A cell's one value: `min` of it (`bool_and` of a boolean, which the
+                    // grid aggregate folds where it takes no `min`).
+                    let function = match field.data_type() {
+                        DataType::Boolean => bool_and_udaf(),
+                        _ => min_udaf(),
+                    };
+                    let value = AggregateExprBuilder::new(function, vec![col(name, &schema)?])
                         .schema(Arc::clone(&schema))
                         .alias(name)
                         .build()?;
