@@ -26,7 +26,7 @@ pub(crate) use dynamic_filter::{pruned_unit, LeadGate, UnitPruner};
 pub(crate) use exec::ScanExec;
 #[cfg_attr(not(feature = "cluster"), allow(unused_imports))]
 pub(crate) use grid_aggregate::GridAggregateExec;
-pub(crate) use grid_aggregate::GridAggregates;
+pub(crate) use grid_aggregate::{memory_left, GridAggregates};
 pub(crate) use order_policy::declares_order;
 #[cfg(feature = "cluster")]
 pub(crate) use origin::OriginSlot;

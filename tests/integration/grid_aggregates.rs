@@ -228,6 +228,34 @@ fn grid() -> impl proptest::strategy::Strategy<Value = Grid> {
 }
 
 impl Grid {
+    /// The grid written as a dataset `g` (its chunks the grid's) in a fresh folder, and two
+    /// sessions with it: the grid aggregate on, and off (DataFusion's own plans).
+    async fn sessions(&self) -> (tempfile::TempDir, SessionContext, SessionContext) {
+        use datafusion::datasource::MemTable;
+        let dir = tempfile::tempdir().unwrap();
+        let location = dir.path().join("g.zarr");
+        let writer = new_session_context();
+        let batch = self.batch();
+        let table = MemTable::try_new(batch.schema(), vec![vec![batch]]).unwrap();
+        writer.register_table("cells", Arc::new(table)).unwrap();
+        let [ct, clat, clon] = self.chunks;
+        let copy = format!(
+            "COPY (SELECT * FROM cells) TO '{}' STORED AS ZARR OPTIONS \
+             ('dimensions' 'time,lat,lon', 'chunks' 'time={ct},lat={clat},lon={clon}')",
+            location.display()
+        );
+        collect(&writer, &copy).await;
+        let create = format!(
+            "CREATE EXTERNAL TABLE g STORED AS ZARR LOCATION '{}'",
+            location.display()
+        );
+        let (on, off) = (new_session_context(), new_session_context());
+        collect(&on, &create).await;
+        collect(&off, &create).await;
+        collect(&off, "SET ndfusion.grid_aggregate = false").await;
+        (dir, on, off)
+    }
+
     /// The grid's cells as rows.
     fn batch(&self) -> RecordBatch {
         use arrow::array::TimestampNanosecondArray;
@@ -407,12 +435,8 @@ fn anomaly() -> impl proptest::strategy::Strategy<Value = String> {
         )
 }
 
-/// Random grids, key sets, filters and aggregates, and anomalies against random
-/// climatologies: the grid aggregate answers as DataFusion's own plan does (the rule
-/// switched off).
-#[test]
-fn grid_aggregates_answer_as_datafusion_on_random_grids() {
-    use datafusion::datasource::MemTable;
+/// A runtime of two workers, and a runner of `PROPTEST_CASES` cases (24 unless set).
+fn property_runner() -> (tokio::runtime::Runtime, proptest::test_runner::TestRunner) {
     use proptest::test_runner::{Config, TestRunner};
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -423,37 +447,27 @@ fn grid_aggregates_answer_as_datafusion_on_random_grids() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(24);
-    let mut runner = TestRunner::new(Config {
+    let runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
         ..Config::default()
     });
+    (runtime, runner)
+}
+
+/// Random grids, key sets, filters and aggregates, and anomalies against random
+/// climatologies: the grid aggregate answers as DataFusion's own plan does (the rule
+/// switched off).
+#[test]
+fn grid_aggregates_answer_as_datafusion_on_random_grids() {
+    let (runtime, mut runner) = property_runner();
     let queries = proptest::prop_oneof![3 => query(), 1 => anomaly()];
     let strategy = (grid(), proptest::collection::vec(queries, 4));
     runner
         .run(&strategy, |(grid, queries)| {
             runtime.block_on(async {
-                let dir = tempfile::tempdir().unwrap();
-                let location = dir.path().join("g.zarr");
-                let writer = new_session_context();
-                let batch = grid.batch();
-                let table = MemTable::try_new(batch.schema(), vec![vec![batch]]).unwrap();
-                writer.register_table("cells", Arc::new(table)).unwrap();
-                let [ct, clat, clon] = grid.chunks;
-                let copy = format!(
-                    "COPY (SELECT * FROM cells) TO '{}' STORED AS ZARR OPTIONS \
-                     ('dimensions' 'time,lat,lon', 'chunks' 'time={ct},lat={clat},lon={clon}')",
-                    location.display()
-                );
-                collect(&writer, &copy).await;
-                let create = format!(
-                    "CREATE EXTERNAL TABLE g STORED AS ZARR LOCATION '{}'",
-                    location.display()
-                );
-                let (folded, hashed) = (new_session_context(), new_session_context());
-                collect(&folded, &create).await;
-                collect(&hashed, &create).await;
-                collect(&hashed, "SET ndfusion.grid_aggregate = false").await;
+                // The folder lives as long as the sessions read from it.
+                let (_dir, folded, hashed) = grid.sessions().await;
                 for sql in &queries {
                     // Folded, or answered from the scan's statistics (no aggregate runs).
                     let plan = explain(&folded, sql).await;
@@ -722,47 +736,12 @@ fn grid_copy() -> impl proptest::strategy::Strategy<Value = (String, String)> {
 /// (GridWriteExec), they make the dataset the rows of DataFusion's plan make.
 #[test]
 fn grid_copies_write_what_their_rows_write_on_random_grids() {
-    use datafusion::datasource::MemTable;
-    use proptest::test_runner::{Config, TestRunner};
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(24);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let (runtime, mut runner) = property_runner();
     let strategy = (grid(), proptest::collection::vec(grid_copy(), 2));
     runner
         .run(&strategy, |(grid, copies)| {
             runtime.block_on(async {
-                let dir = tempfile::tempdir().unwrap();
-                let location = dir.path().join("g.zarr");
-                let writer = new_session_context();
-                let batch = grid.batch();
-                let table = MemTable::try_new(batch.schema(), vec![vec![batch]]).unwrap();
-                writer.register_table("cells", Arc::new(table)).unwrap();
-                let [ct, clat, clon] = grid.chunks;
-                let copy = format!(
-                    "COPY (SELECT * FROM cells) TO '{}' STORED AS ZARR OPTIONS \
-                     ('dimensions' 'time,lat,lon', 'chunks' 'time={ct},lat={clat},lon={clon}')",
-                    location.display()
-                );
-                collect(&writer, &copy).await;
-                let create = format!(
-                    "CREATE EXTERNAL TABLE g STORED AS ZARR LOCATION '{}'",
-                    location.display()
-                );
-                let (folded, rows_session) = (new_session_context(), new_session_context());
-                collect(&folded, &create).await;
-                collect(&rows_session, &create).await;
-                collect(&rows_session, "SET ndfusion.grid_aggregate = false").await;
+                let (dir, folded, rows_session) = grid.sessions().await;
                 for (i, (query, dimensions)) in copies.iter().enumerate() {
                     let at = dir.path().join(i.to_string());
                     same_dataset(&folded, &rows_session, &at, query, dimensions, "").await;

@@ -36,4 +36,4 @@ mod plan;
 mod rule;
 
 pub(crate) use exec::GridAggregateExec;
-pub(crate) use rule::GridAggregates;
+pub(crate) use rule::{memory_left, GridAggregates};

@@ -56,11 +56,15 @@ impl GridAggregates {
 
     /// The bytes the pool can still give, when it has a limit.
     fn memory_left(&self) -> Option<usize> {
-        let pool = self.pool.as_ref()?;
-        match pool.memory_limit() {
-            MemoryLimit::Finite(limit) => Some(limit.saturating_sub(pool.reserved())),
-            MemoryLimit::Infinite | MemoryLimit::Unknown => None,
-        }
+        memory_left(self.pool.as_deref()?)
+    }
+}
+
+/// The bytes `pool` can still give, when it has a limit.
+pub(crate) fn memory_left(pool: &dyn MemoryPool) -> Option<usize> {
+    match pool.memory_limit() {
+        MemoryLimit::Finite(limit) => Some(limit.saturating_sub(pool.reserved())),
+        MemoryLimit::Infinite | MemoryLimit::Unknown => None,
     }
 }
 

@@ -145,17 +145,25 @@ impl GridSink {
         data: SendableRecordBatchStream,
         ctx: &Arc<TaskContext>,
     ) -> DfResult<u64> {
+        let (target, mut reservation, mut writes) = self.begin(ctx).await?;
+        let outcome = (self.write_into(data, ctx, &target, &mut reservation, &mut writes)).await;
+        target.finish(outcome, &mut writes).await
+    }
+
+    /// Where the dataset is staged, the memory it holds, and its chunk writes in flight.
+    async fn begin(
+        &self,
+        ctx: &Arc<TaskContext>,
+    ) -> Result<(Target, MemoryReservation, JoinSet<Result<usize>>)> {
         let target = Target::create(
             &self.location,
             self.options.storage(),
             self.options.overwrite(),
         )
         .await?;
-        let mut reservation = MemoryConsumer::new(format!("ZarrGridSink {}", self.location))
+        let reservation = MemoryConsumer::new(format!("ZarrGridSink {}", self.location))
             .register(ctx.memory_pool());
-        let mut writes = JoinSet::new();
-        let outcome = (self.write_into(data, ctx, &target, &mut reservation, &mut writes)).await;
-        target.finish(outcome, &mut writes).await
+        Ok((target, reservation, JoinSet::new()))
     }
 
     /// A result already on its grid (`grid`, whose rows make `placement`) written as the
@@ -167,15 +175,7 @@ impl GridSink {
         placement: Placement,
         ctx: &Arc<TaskContext>,
     ) -> DfResult<u64> {
-        let target = Target::create(
-            &self.location,
-            self.options.storage(),
-            self.options.overwrite(),
-        )
-        .await?;
-        let mut reservation = MemoryConsumer::new(format!("ZarrGridSink {}", self.location))
-            .register(ctx.memory_pool());
-        let mut writes = JoinSet::new();
+        let (target, mut reservation, mut writes) = self.begin(ctx).await?;
         let outcome = async {
             let rows = placement.rows;
             let variables = (self.schema.fields().iter().enumerate())

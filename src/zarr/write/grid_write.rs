@@ -29,7 +29,7 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{internal_err, Result};
 use datafusion::datasource::sink::{DataSink, DataSinkExec};
-use datafusion::execution::memory_pool::{MemoryConsumer, MemoryLimit, MemoryPool};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool};
 use datafusion::execution::TaskContext;
 use datafusion::functions_aggregate::bool_and_or::bool_and_udaf;
 use datafusion::functions_aggregate::min_max::min_udaf;
@@ -51,7 +51,7 @@ use datafusion::physical_plan::{
 use super::grid_sink::GridSink;
 use crate::limits::SessionLimits;
 use crate::nd::on_grid::{OnGrid, OnGridDim};
-use crate::scan::{GridAggregateExec, ScanExec};
+use crate::scan::{memory_left, GridAggregateExec, ScanExec};
 
 /// A column of the COPY: a dimension (an aggregate's key) or a variable.
 #[derive(Debug, Clone)]
@@ -474,10 +474,7 @@ impl PhysicalOptimizerRule for GridWrites {
         if !SessionLimits::grid_aggregate(config) {
             return Ok(plan);
         }
-        let memory_left = match self.pool.memory_limit() {
-            MemoryLimit::Finite(limit) => Some(limit.saturating_sub(self.pool.reserved())),
-            MemoryLimit::Infinite | MemoryLimit::Unknown => None,
-        };
+        let memory_left = memory_left(self.pool.as_ref());
         plan.transform_down(|node| match GridWriteExec::new(&node, memory_left)? {
             Some(write) => Ok(Transformed::yes(Arc::new(write) as _)),
             None => Ok(Transformed::no(node)),
