@@ -285,6 +285,19 @@ impl Grid {
     }
 }
 
+/// A WHERE for the properties (or none): on values, dimensions, both, and one no row of a
+/// grid that ends before February passes.
+fn filter() -> impl proptest::strategy::Strategy<Value = &'static str> + Clone {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just(""),
+        Just("WHERE temp > 0"),
+        Just("WHERE n IS NOT NULL AND lat < 5"),
+        Just("WHERE time >= '2001-02-01'"),
+        Just("WHERE lon > 40 OR flag"),
+    ]
+}
+
 /// A query for the property: group keys (none, or of one or more axes), aggregates, and
 /// perhaps a WHERE and a FILTER.
 fn query() -> impl proptest::strategy::Strategy<Value = String> {
@@ -325,13 +338,7 @@ fn query() -> impl proptest::strategy::Strategy<Value = String> {
         ],
         1..=4,
     );
-    let filter = prop_oneof![
-        Just(""),
-        Just("WHERE temp > 0"),
-        Just("WHERE n IS NOT NULL AND lat < 5"),
-        Just("WHERE time >= '2001-02-01'"),
-        Just("WHERE lon > 40 OR flag"),
-    ];
+    let filter = filter();
     (keys, aggregates, filter).prop_map(|(keys, aggregates, filter)| {
         let select: Vec<String> = (keys.iter())
             .map(|k| format!("CAST({k} AS VARCHAR)"))
@@ -682,13 +689,7 @@ fn grid_copy() -> impl proptest::strategy::Strategy<Value = (String, String)> {
         ],
         1..=3,
     );
-    let filter = prop_oneof![
-        Just(""),
-        Just("WHERE temp > 0"),
-        Just("WHERE n IS NOT NULL AND lat < 5"),
-        Just("WHERE time >= '2001-02-01'"),
-        Just("WHERE lon > 40 OR flag"),
-    ];
+    let filter = filter();
     let aggregate = (
         keys,
         aggregates,
@@ -835,10 +836,10 @@ async fn grid_aggregate_copies_fall_back_to_rows() {
     );
     assert!(!dir.path().join("null.zarr").exists());
 
-    /// A pool that refuses what a gridded COPY lays out, and gives everyone else what
-    /// they ask.
+    /// A pool that refuses the reservations of consumers named with a prefix (what a
+    /// gridded COPY lays out, or its sink's slabs), and gives everyone else what they ask.
     #[derive(Debug)]
-    struct RefusingLayouts(GreedyMemoryPool);
+    struct RefusingLayouts(GreedyMemoryPool, &'static str);
     impl std::fmt::Display for RefusingLayouts {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             write!(f, "refusing layouts")
@@ -859,7 +860,7 @@ async fn grid_aggregate_copies_fall_back_to_rows() {
             reservation: &MemoryReservation,
             additional: usize,
         ) -> datafusion::common::Result<()> {
-            if reservation.consumer().name().starts_with("GridWriteExec") {
+            if reservation.consumer().name().starts_with(self.1) {
                 return Err(datafusion::common::DataFusionError::ResourcesExhausted(
                     "refused".into(),
                 ));
@@ -873,17 +874,19 @@ async fn grid_aggregate_copies_fall_back_to_rows() {
             MemoryLimit::Infinite
         }
     }
-    let pool: Arc<dyn MemoryPool> = Arc::new(RefusingLayouts(GreedyMemoryPool::new(1 << 34)));
-    let runtime = RuntimeEnvBuilder::new()
-        .with_memory_pool(pool)
-        .build_arc()
-        .unwrap();
-    let refused = ndfusion::new_session_context_with_runtime(Default::default(), runtime);
-    collect(
-        &refused,
-        &format!("CREATE EXTERNAL TABLE daily_v3 STORED AS ZARR LOCATION '{DIR}/daily_v3.zarr'"),
-    )
-    .await;
+    let refusing = |prefix: &'static str| {
+        let pool: Arc<dyn MemoryPool> =
+            Arc::new(RefusingLayouts(GreedyMemoryPool::new(1 << 34), prefix));
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_pool(pool)
+            .build_arc()
+            .unwrap();
+        ndfusion::new_session_context_with_runtime(Default::default(), runtime)
+    };
+    let create =
+        format!("CREATE EXTERNAL TABLE daily_v3 STORED AS ZARR LOCATION '{DIR}/daily_v3.zarr'");
+    let refused = refusing("GridWriteExec");
+    collect(&refused, &create).await;
     let query = "SELECT date_trunc('month', time) AS time, lat, avg(temp) AS temp FROM daily_v3 \
                  GROUP BY 1, 2";
     let copy = |ctx_name: &str| {
@@ -910,4 +913,29 @@ async fn grid_aggregate_copies_fall_back_to_rows() {
     let want = rows(&collect(&reader, "SELECT * FROM laid_out").await);
     assert_eq!(got.len(), 14 * 6);
     assert_close(&got, &want, "refused");
+
+    // A write from the grid that fails (its slabs refused) names why and leaves nothing.
+    let failing = refusing("ZarrGridSink");
+    collect(&failing, &create).await;
+    assert!(explain(&failing, &copy("failed"))
+        .await
+        .contains("GridWriteExec"));
+    let error = failing
+        .sql(&copy("failed"))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("failed.zarr") && error.contains("cannot hold one slab"),
+        "{error}"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert!(
+        left.iter()
+            .all(|e| !e.file_name().to_string_lossy().contains("failed")),
+        "{left:?}"
+    );
 }

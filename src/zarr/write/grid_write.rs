@@ -63,7 +63,7 @@ enum Written {
 }
 
 /// A `COPY` of a grid aggregate, written from the aggregate's grid (see the module).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct GridWriteExec {
     /// The `COPY` as DataFusion planned it (a `DataSinkExec` over a `GridSink`): its sink
     /// writes, and it runs whole when the result cannot be laid out.
@@ -88,17 +88,12 @@ impl GridWriteExec {
         let Some(sink) = sink_exec.sink().downcast_ref::<GridSink>() else {
             return Ok(None);
         };
-        // Orders and partitionings do not matter to a grid.
-        let mut top = Arc::clone(sink_exec.input());
-        while passes(&top) {
-            let [child] = top.children()[..] else {
-                return Ok(None);
-            };
-            top = Arc::clone(child);
-        }
-        match GridWriteExec::of_aggregate(planned, sink, &top)? {
+        // Both walks pass over what only orders or partitions rows (`passes`): it does not
+        // matter to a grid.
+        let top = sink_exec.input();
+        match GridWriteExec::of_aggregate(planned, sink, top)? {
             Some(write) => Ok(Some(write)),
-            None => GridWriteExec::of_selection(planned, sink, &top, memory_left),
+            None => GridWriteExec::of_selection(planned, sink, top, memory_left),
         }
     }
 
@@ -415,12 +410,7 @@ impl ExecutionPlan for GridWriteExec {
         if partition != 0 {
             return internal_err!("GridWriteExec has one partition, not {partition}");
         }
-        let this = GridWriteExec {
-            planned: Arc::clone(&self.planned),
-            aggregate: Arc::clone(&self.aggregate),
-            columns: self.columns.clone(),
-            values: Arc::clone(&self.values),
-        };
+        let this = self.clone();
         let schema = self.schema();
         let out = Arc::clone(&schema);
         let stream = futures::stream::once(async move {
