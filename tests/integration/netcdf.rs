@@ -92,6 +92,8 @@ async fn netcdf_files_read_as_xarray_reads_them() {
         "user_block",
         "szip",
         "enum",
+        // Bounds variables decoded with their coordinate's time units and calendar.
+        "bounds",
         // Variables netCDF4-python leaves out are left out (below: named, read or refused).
         "skipped",
         "shipped/xarray_example_1.nc",

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use serde_json::Value;
 
+use super::bounds::give_bounds_their_time_units;
 use super::coordinate::Coordinate;
 use super::variable::{is_char, Variable};
 use crate::error::{Error, Result};
@@ -88,7 +89,7 @@ impl Dataset {
     pub(crate) async fn open(
         store: ZarrStore,
         location: &str,
-        group: Group,
+        mut group: Group,
         options: &DatasetOptions,
     ) -> Result<Self> {
         let invalid = |reason: String| Error::InvalidMetadata {
@@ -97,6 +98,9 @@ impl Dataset {
         };
         if group.members.is_empty() {
             return Err(invalid("the group holds no arrays".into()));
+        }
+        if options.cf.decode_times {
+            give_bounds_their_time_units(&mut group.members);
         }
         let roles = Roles::of(&group);
         let joined = joined_char_arrays(&group);

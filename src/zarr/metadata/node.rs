@@ -78,6 +78,13 @@ impl MemberArray {
             MemberArray::Strings(m) => &m.attributes,
         }
     }
+
+    pub(crate) fn attributes_mut(&mut self) -> &mut Map<String, Value> {
+        match self {
+            MemberArray::Fixed(m) => &mut m.attributes,
+            MemberArray::Strings(m) => &mut m.attributes,
+        }
+    }
 }
 
 /// A variable-length string array: zarrs keeps its own data type and codecs. Or, with `item`,

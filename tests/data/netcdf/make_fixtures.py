@@ -38,6 +38,7 @@ Files (netCDF-4, HDF5 underneath):
   fetches from an object store (`expected.json` has the file's size and that range's sum).
 - `szip.nc`: the szip filter (nearest-neighbour and entropy coding, 16- and 32-bit samples).
 - `enum.nc`: enum variables (read as their base integers, as xarray reads them).
+- `bounds.nc`: CF cell bounds (`time_bnds` decoded with its coordinate's units and calendar).
 - `compound.nc`: a compound variable (nested, array and character members, gaps between
   members, an unwritten chunk), one `Struct` column as xarray shows it (`rows` in
   expected.json: each row an object, records as objects).
@@ -517,6 +518,41 @@ with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
     temp = nc.createVariable("temp", "f4", ("t",))
     temp[:] = np.arange(5, dtype="f4") / 2
 record("enum", path)
+
+# bounds.nc: CMIP-style cell bounds. `time` (noleap) names `time_bnds`, which has no units
+# of its own: xarray decodes it with the coordinate's units and calendar. `reftime`
+# (360_day) names `reftime_bnds`, which has units of its own and no calendar: it keeps its
+# units and takes the calendar. `lat_bnds` follows `lat`, whose units are not times: numbers.
+path = fresh("bounds.nc")
+with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
+    nc.createDimension("time", None)
+    nc.createDimension("bnds", 2)
+    nc.createDimension("lat", 3)
+    nc.createDimension("reftime", 2)
+    t = nc.createVariable("time", "f8", ("time",))
+    t.units = "days since 1850-01-01"
+    t.calendar = "noleap"
+    t.bounds = "time_bnds"
+    t[:] = np.arange(5) * 365 + 182.5
+    tb = nc.createVariable("time_bnds", "f8", ("time", "bnds"))
+    tb[:] = np.stack([np.arange(5) * 365, np.arange(1, 6) * 365], axis=1)
+    lat = nc.createVariable("lat", "f4", ("lat",))
+    lat.units = "degrees_north"
+    lat.bounds = "lat_bnds"
+    lat[:] = [-30, 0, 30]
+    nc.createVariable("lat_bnds", "f4", ("lat", "bnds"))[:] = [[-45, -15], [-15, 15], [15, 45]]
+    r = nc.createVariable("reftime", "i4", ("reftime",))
+    r.units = "days since 1900-01-01"
+    r.calendar = "360_day"
+    r.bounds = "reftime_bnds"
+    r[:] = [15, 45]
+    rb = nc.createVariable("reftime_bnds", "i4", ("reftime", "bnds"))
+    rb.units = "hours since 1900-01-01"
+    rb[:] = [[0, 720], [720, 1440]]
+    tas = nc.createVariable("tas", "f4", ("time", "lat"))
+    tas.units = "K"
+    tas[:] = (np.arange(15, dtype="f4") / 4 + 280).reshape(5, 3)
+record("bounds", path)
 
 def cell(v):
     """One cell of xarray's dataframe as JSON (records as objects, subarrays as lists)."""
