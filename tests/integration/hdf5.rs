@@ -146,6 +146,17 @@ async fn hdf5_datasets_read_as_h5py_reads_them() {
         ),
         ("filters.h5", "/nbit", "OPTIONS ('path' '/nbit')"),
         ("filters.h5", "/nbit_be", "OPTIONS ('path' '/nbit_be')"),
+        // Fletcher-32 over chunks of an odd number of bytes (compounds of 35 bytes).
+        (
+            "filters.h5",
+            "/fletcher32_records",
+            "OPTIONS ('path' '/fletcher32_records')",
+        ),
+        (
+            "filters.h5",
+            "/fletcher32_grid",
+            "OPTIONS ('path' '/fletcher32_grid')",
+        ),
         // Integers in fewer bits than their size, without n-bit.
         ("bits.h5", "/bits", "OPTIONS ('path' '/bits')"),
         ("bits.h5", "/bits_be", "OPTIONS ('path' '/bits_be')"),

@@ -16,7 +16,10 @@
 //! Codecs whose output is no larger than their input (checksums, `shuffle`) need no bound:
 //! the stored bytes they decode are bounded already (`ChunkReader::stored_limit`). `shuffle`
 //! is wrapped the same way for speed: its decode is `unshuffle.rs`'s (netCDF-4 and HDF5
-//! chunks are mostly shuffled before deflate).
+//! chunks are mostly shuffled before deflate). `fletcher32` is wrapped for correctness: zarrs
+//! 0.23's checksum leaves out the last byte of an odd-length chunk (it tests the word count,
+//! already counted down to zero, where libhdf5 and numcodecs test the byte count), so every
+//! chunk of an odd number of bytes (a compound of odd size, `|S` strings) read as corrupt.
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -29,7 +32,9 @@ use zarrs::array::codec::api::{
     CodecRuntimePluginV2, CodecRuntimePluginV3, CodecTraits, CodecTraitsV2, CodecTraitsV3,
     PartialDecoderCapability, PartialEncoderCapability, RecommendedConcurrency,
 };
-use zarrs::array::codec::{BloscCodec, Bz2Codec, GzipCodec, ShuffleCodec, ZlibCodec, ZstdCodec};
+use zarrs::array::codec::{
+    BloscCodec, Bz2Codec, Fletcher32Codec, GzipCodec, ShuffleCodec, ZlibCodec, ZstdCodec,
+};
 use zarrs::metadata::Configuration;
 use zarrs::plugin::{
     ExtensionAliases, ExtensionName, PluginCreateError, ZarrVersion, ZarrVersion2, ZarrVersion3,
@@ -46,6 +51,8 @@ enum Decoder {
     /// The shuffle filter undone, elements of this many bytes (read from the codec's
     /// configuration when it is wrapped).
     Unshuffle(usize),
+    /// HDF5's Fletcher-32 checksum checked and stripped (`verify_fletcher32`).
+    Fletcher32,
 }
 
 thread_local! {
@@ -79,6 +86,7 @@ fn install() {
         register::<Bz2Codec>(Decoder::Decompress(Compressor::Bz2));
         register::<BloscCodec>(Decoder::Decompress(Compressor::Blosc));
         register::<ShuffleCodec>(Decoder::Unshuffle(0));
+        register::<Fletcher32Codec>(Decoder::Fletcher32);
     });
 }
 
@@ -216,6 +224,10 @@ impl BytesToBytesCodecTraits for Bounded {
         };
         let compressor = match self.decoder {
             Decoder::Decompress(compressor) => compressor,
+            Decoder::Fletcher32 => {
+                let checked = options.validate_checksums();
+                return verify_fletcher32(encoded_value, checked).map_err(CodecError::Other);
+            }
             Decoder::Unshuffle(width) => {
                 if let Bound::Exact(n) = bound {
                     if encoded_value.len() != n {
@@ -238,6 +250,36 @@ impl BytesToBytesCodecTraits for Bounded {
             Err(e) => Err(CodecError::Other(e.to_string())),
         }
     }
+}
+
+/// `stored` without its last 4 bytes, a little-endian Fletcher-32 of the others (as
+/// libhdf5's `H5Z_filter_fletcher32` and numcodecs' `Fletcher32` write it), checked when
+/// `check`. As libhdf5 does, the checksum is also accepted with the bytes of each 16-bit half
+/// swapped: what HDF5 before 1.6.3 wrote on little-endian machines.
+fn verify_fletcher32(stored: ArrayBytesRaw<'_>, check: bool) -> Result<ArrayBytesRaw<'_>, String> {
+    let Some(payload) = stored.len().checked_sub(4) else {
+        return Err(format!(
+            "a fletcher32 chunk of {} bytes, too short for its 4-byte checksum",
+            stored.len()
+        ));
+    };
+    if check {
+        let mut sum = [0u8; 4];
+        sum.copy_from_slice(&stored[payload..]);
+        let stored_sum = u32::from_le_bytes(sum);
+        let computed = hdf5_reader::checksum::fletcher32(&stored[..payload]);
+        let [a, b, c, d] = computed.to_le_bytes();
+        let before_1_6_3 = u32::from_le_bytes([b, a, d, c]);
+        if stored_sum != computed && stored_sum != before_1_6_3 {
+            return Err(format!(
+                "the fletcher32 checksum of a chunk of {payload} bytes is invalid (stored \
+                 {stored_sum:#010x}, computed {computed:#010x})"
+            ));
+        }
+    }
+    let mut decoded = stored.into_owned();
+    decoded.truncate(payload);
+    Ok(Cow::Owned(decoded))
 }
 
 #[cfg(test)]
@@ -400,5 +442,38 @@ mod tests {
         assert_eq!(unbounded(&chain(gzip_chain())).unwrap(), strings);
         // The scope ended with the array it built: zarrs' own codecs again.
         assert_eq!(unbounded(&plain_chain(gzip_chain())).unwrap(), strings);
+    }
+
+    /// Checksums numcodecs 0.17.1 wrote (`Fletcher32().encode(payload)[-4:]`), of even and
+    /// odd lengths, in both byte orders HDF5 has written; a changed byte or a short chunk is
+    /// an error, and `validate_checksums` off strips without checking.
+    #[test]
+    fn fletcher32_checks_odd_chunks_as_numcodecs_and_libhdf5_do() {
+        let long: Vec<u8> = (0..=254u8).cycle().take(765).collect();
+        for (payload, sum) in [
+            (b"ndfusion".to_vec(), "b1b73343"),
+            (b"odd bytes".to_vec(), "641daf40"),
+            (long, "40bf20ff"),
+        ] {
+            let sum: Vec<u8> = (0..4)
+                .map(|i| u8::from_str_radix(&sum[2 * i..2 * i + 2], 16).unwrap())
+                .collect();
+            let stored = [payload.clone(), sum.clone()].concat();
+            let decoded = verify_fletcher32(Cow::Borrowed(&stored), true).unwrap();
+            assert_eq!(decoded.as_ref(), payload.as_slice());
+            let swapped = [payload.clone(), vec![sum[1], sum[0], sum[3], sum[2]]].concat();
+            assert!(verify_fletcher32(Cow::Borrowed(&swapped), true).is_ok());
+            let mut damaged = stored.clone();
+            damaged[payload.len() - 1] ^= 1;
+            let error = verify_fletcher32(Cow::Borrowed(&damaged), true).unwrap_err();
+            assert!(
+                error.contains("checksum") && error.contains("invalid"),
+                "{error}"
+            );
+            let unchecked = verify_fletcher32(Cow::Borrowed(&damaged), false).unwrap();
+            assert_eq!(unchecked.len(), payload.len());
+        }
+        let error = verify_fletcher32(Cow::Borrowed(&[1, 2, 3][..]), true).unwrap_err();
+        assert!(error.contains("too short"), "{error}");
     }
 }

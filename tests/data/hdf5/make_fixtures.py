@@ -22,7 +22,8 @@ Files:
   it), `/scaleoffset_float` (float32, D-scale with 2 decimal digits: h5py reads the rounded
   values), `/nbit` (a 12-bit signed integer datatype in 2 bytes, packed by the n-bit filter; HDF5 2
   refuses more than 7 unused bits),
-  `/nbit_be` (the same, big-endian, an unwritten chunk).
+  `/nbit_be` (the same, big-endian, an unwritten chunk); Fletcher-32 on compounds of an odd
+  size (chunks of an odd number of bytes): `/fletcher32_records`, `/fletcher32_grid` (gzip).
 - `bits.h5`: integers that keep their value in fewer bits than their size, without the n-bit
   filter (h5py's `set_precision`/`set_offset`; HDF5 hands readers the value shifted down and
   sign-extended): `/bits` (12 bits from bit 2 of a little-endian int16, contiguous),
@@ -246,6 +247,32 @@ record("filters.h5", "/scaleoffset_int")
 record("filters.h5", "/scaleoffset_float")
 record("filters.h5", "/nbit")
 record("filters.h5", "/nbit_be")
+
+# Fletcher-32 checksums on compounds of an odd size (35 bytes: a nested compound and an array
+# member), so chunks of 3 records are 105 bytes: an odd length, whose last byte the checksum
+# counts as libhdf5 does. `/fletcher32_records` is checked alone, the last chunk an edge;
+# `/fletcher32_grid` after deflate, chunks splitting both dimensions.
+inner = np.dtype([("level", "<i2"), ("flag", "u1")])
+odd = np.dtype([("id", "<i4"), ("pos", "<f8", (3,)), ("meta", inner), ("x", "<f4")])
+assert odd.itemsize == 35
+with h5py.File(HERE / "filters.h5", "a") as f:
+    n = 23
+    recs = np.zeros(n, odd)
+    recs["id"] = np.arange(n) * 3 - 10
+    recs["pos"] = np.arange(3 * n).reshape(n, 3) / 3
+    recs["meta"]["level"] = np.arange(n) - 5
+    recs["meta"]["flag"] = np.arange(n) * 37 % 256
+    recs["x"] = np.arange(n, dtype="f4") / 7
+    f.create_dataset("fletcher32_records", data=recs, chunks=(3,), fletcher32=True)
+    grid = np.zeros((7, 5), odd)
+    grid["id"] = np.arange(35).reshape(7, 5)
+    grid["pos"] = np.arange(105).reshape(7, 5, 3) * 0.5
+    grid["meta"]["flag"] = 200
+    f.create_dataset(
+        "fletcher32_grid", data=grid, chunks=(3, 3), fletcher32=True, compression="gzip"
+    )
+record("filters.h5", "/fletcher32_records")
+record("filters.h5", "/fletcher32_grid")
 
 # ---------------------------------------------------------------- bits.h5
 def reduced(group, name, base, precision, offset, data, shape, chunks=None, fill=None):

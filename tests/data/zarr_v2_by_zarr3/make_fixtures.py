@@ -2,8 +2,8 @@
 
     PYENV_VERSION=3.12.1 python3.12 tests/data/zarr_v2_by_zarr3/make_fixtures.py
 
-Same arrays as tests/data/zarr_v3 (see ../fixture_common.py); expected.json holds what numpy
-reads back.
+Same arrays as tests/data/zarr_v3 (see ../fixture_common.py), and `fletcher32_odd` (numcodecs'
+Fletcher32 over chunks of an odd number of bytes); expected.json holds what numpy reads back.
 """
 
 import sys
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import zarr
-from numcodecs import Zstd
+from numcodecs import Fletcher32, Zstd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fixture_common import GRID, GRID_CHUNKS, GRID_SHAPE, POINT, POINT_FILL, Recorder, grid_data, point_data  # noqa: E402
@@ -38,5 +38,14 @@ a = zarr.create_array(store, shape=GRID_SHAPE, chunks=GRID_CHUNKS, dtype=GRID, z
                       fill_value=np.zeros((), dtype=GRID)[()], attributes={"_ARRAY_DIMENSIONS": ["time", "station"]})
 a[...] = grid_data()
 rec.record("grid_2d_fortran", store, ["time", "station"])
+
+# numcodecs' Fletcher32 over chunks of an odd number of bytes (3 records of 13 bytes), whose
+# last byte the checksum counts.
+store = rec.fresh("fletcher32_odd.zarr")
+a = zarr.create_array(store, shape=GRID_SHAPE, chunks=(1, 3), dtype=GRID, zarr_format=2,
+                      fill_value=np.zeros((), dtype=GRID)[()], attributes={"_ARRAY_DIMENSIONS": ["time", "station"]},
+                      filters=[Fletcher32()], compressors=None)
+a[...] = grid_data()
+rec.record("fletcher32_odd", store, ["time", "station"])
 
 rec.write()
