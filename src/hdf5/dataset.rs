@@ -5,14 +5,15 @@
 //! (`netcdf/nc4.rs::place`).
 
 use hdf5_reader::group::Group;
-use hdf5_reader::messages::datatype::Datatype;
+use hdf5_reader::messages::datatype::{Datatype, StringSize, VarLenKind};
 use hdf5_reader::{Dataset, Hdf5File};
 use netcdf_reader::NcMetadataMode;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
+use crate::limits::METADATA_BYTES;
 use crate::netcdf::classic::attributes_json;
 use crate::netcdf::layout::{Layout, Source};
-use crate::netcdf::nc4::{place, stored, Placed};
+use crate::netcdf::nc4::{place, stored, whole_array_json, whole_count, Placed, VlenChunk};
 use crate::netcdf::numpy_type::NumpyType;
 
 /// The layout of dataset `ds` (at `path`, in group `parent`) of `h5`, a file of `file_len`
@@ -23,8 +24,20 @@ pub(crate) fn dataset_layout(
     ds: &Dataset,
     path: &str,
     file_len: u64,
+    metadata_bytes: u64,
 ) -> Result<Layout, String> {
     let at = |why: String| format!("dataset '{path}': {why}");
+    if let Datatype::String {
+        size: StringSize::Variable,
+        ..
+    }
+    | Datatype::VarLen {
+        kind: VarLenKind::String,
+        ..
+    } = ds.dtype()
+    {
+        return string_dataset_layout(h5, parent, ds, metadata_bytes).map_err(at);
+    }
     let stored = stored(h5, ds).map_err(at)?;
     let element = NumpyType::of(&stored.datatype).map_err(at)?;
     if matches!(stored.datatype, Datatype::Array { .. }) {
@@ -62,6 +75,67 @@ pub(crate) fn dataset_layout(
         "dimension_names": dims,
     });
     Ok(root_array(zarr_json, source))
+}
+
+/// The layout of a dataset of variable-length strings: a group whose one variable, `value`,
+/// holds them, so the dataset reader shows it (one `Utf8` column, as h5py's `asstr()`
+/// decodes them) with the array table's columns (`dim_0`, ..., `value`, `__global_attrs__`:
+/// the dataset's attributes, on the group so that no CF rule applies to them, as h5py applies
+/// none). Each element is a reference into a global heap, so the strings are read when the
+/// table opens, as a netCDF-4 `NC_STRING` variable's are: the references counted against the
+/// metadata limit first, the strings' bytes after.
+fn string_dataset_layout(
+    h5: &Hdf5File,
+    parent: &Group,
+    ds: &Dataset,
+    metadata_bytes: u64,
+) -> Result<Layout, String> {
+    let shape = ds.shape().to_vec();
+    // A reference: the string's length, its heap collection's address, its index there.
+    let reference = 8 + u64::from(h5.superblock().offset_size);
+    let count = whole_count(&shape, reference, metadata_bytes, "strings")?;
+    let strings = ds.read_strings().map_err(|e| format!("its strings: {e}"))?;
+    if strings.len() as u64 != count {
+        return Err(format!(
+            "it holds {} strings, its shape {shape:?} needs {count}",
+            strings.len()
+        ));
+    }
+    let bytes: u64 = strings.iter().map(|s| s.len() as u64).sum();
+    if bytes > metadata_bytes {
+        return Err(format!(
+            "its strings hold {bytes} bytes, more than the metadata limit allows \
+             ({METADATA_BYTES})"
+        ));
+    }
+    let mut chunk = VlenChunk::new(count, "strings")?;
+    for text in &strings {
+        chunk.push(text.as_bytes())?;
+    }
+    let dims = dimension_names(h5, parent, ds)?;
+    let dims: Vec<&str> = dims.iter().map(String::as_str).collect();
+    let array = whole_array_json(&shape, &dims, json!("string"), "vlen-utf8", Map::new());
+    let attributes =
+        netcdf_reader::nc4::attributes::extract_variable_attributes(ds, NcMetadataMode::Strict)
+            .map_err(|e| format!("its attributes: {e}"))?;
+    let mut group = Map::new();
+    group.insert("zarr_format".into(), json!(3));
+    group.insert("node_type".into(), json!("group"));
+    let attributes = attributes_json(&attributes, None);
+    group.insert("attributes".into(), Value::Object(attributes));
+    let mut layout = Layout::default();
+    layout.documents.insert(
+        "zarr.json".into(),
+        Value::Object(group).to_string().into_bytes(),
+    );
+    layout
+        .documents
+        .insert("value/zarr.json".into(), array.to_string().into_bytes());
+    layout
+        .variables
+        .insert("value".into(), Source::Inline(chunk.bytes.into()));
+    layout.order.push("value".into());
+    Ok(layout)
 }
 
 /// A layout holding one array, at the root.

@@ -119,7 +119,7 @@ fn layout(
         let ds = parent
             .dataset(last)
             .map_err(|e| format!("dataset '{path}': {e}"))?;
-        dataset_layout(&h5, &parent, &ds, &path, file_len)
+        dataset_layout(&h5, &parent, &ds, &path, file_len, metadata_bytes)
     } else if groups.iter().any(|g| g == last) {
         nc4_layout(cached, metadata_bytes, Some(&path), wanted)
     } else {

@@ -22,7 +22,7 @@ use crate::zarr::ZarrTable;
 /// dimension scale attached to it, else `dim_0`, `dim_1`, ...), then a column per member of
 /// a compound type (nested compounds as structs, array members as fixed-size lists,
 /// fixed-length strings as bytes: h5py's NumPy dtype, by the rules of Zarr struct arrays),
-/// or one column `value` — with `__global_attrs__` holding the dataset's attributes. A
+/// or one column `value` (variable-length strings as `Utf8`) — with `__global_attrs__` holding the dataset's attributes. A
 /// `path` naming a group reads it as a dataset table, as [`NetCDFTable`](crate::NetCDFTable)
 /// reads a netCDF-4 group; a file holding one dataset needs no `path`. Filters on the
 /// dimension columns select the HDF5 chunks read.

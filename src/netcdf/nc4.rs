@@ -564,6 +564,17 @@ fn read_whole_count(
     what: &str,
 ) -> Result<u64, String> {
     let shape: Vec<u64> = var.dimensions.iter().map(|d| d.size).collect();
+    whole_count(&shape, reference, metadata_bytes, what)
+}
+
+/// The elements of an array of `shape` read whole when the table opens, each `reference`
+/// bytes in the dataset: at most what the metadata limit holds of them.
+pub(crate) fn whole_count(
+    shape: &[u64],
+    reference: u64,
+    metadata_bytes: u64,
+    what: &str,
+) -> Result<u64, String> {
     let count = (shape.iter()).try_fold(1u64, |n, &d| n.checked_mul(d));
     let max = metadata_bytes / reference.max(1);
     count.filter(|&n| n <= max).ok_or_else(|| {
@@ -576,20 +587,20 @@ fn read_whole_count(
 
 /// One chunk of variable-length elements as numcodecs' `vlen-utf8` and `vlen-bytes` lay
 /// them out: the element count, then each element's length and bytes (u32 little-endian).
-struct VlenChunk {
-    bytes: Vec<u8>,
+pub(crate) struct VlenChunk {
+    pub bytes: Vec<u8>,
     what: &'static str,
 }
 
 impl VlenChunk {
-    fn new(count: u64, what: &'static str) -> Result<Self, String> {
+    pub(crate) fn new(count: u64, what: &'static str) -> Result<Self, String> {
         let count = u32::try_from(count).map_err(|_| format!("its {what} are too many"))?;
         let mut bytes = Vec::with_capacity(4 + 4 * count as usize);
         bytes.extend_from_slice(&count.to_le_bytes());
         Ok(VlenChunk { bytes, what })
     }
 
-    fn push(&mut self, element: &[u8]) -> Result<(), String> {
+    pub(crate) fn push(&mut self, element: &[u8]) -> Result<(), String> {
         let len = u32::try_from(element.len())
             .map_err(|_| format!("its {} are longer than 4 GiB", self.what))?;
         self.bytes.extend_from_slice(&len.to_le_bytes());
@@ -605,6 +616,18 @@ fn whole_variable_json(var: &NcVariable, data_type: Value, codec: &str) -> Value
     let dims: Vec<&str> = var.dimensions.iter().map(|d| d.name.as_str()).collect();
     let mut attributes = attributes_json(&var.attributes, Some((&dims, &var.dtype)));
     attributes.remove("_ARRAY_DIMENSIONS");
+    whole_array_json(&shape, &dims, data_type, codec, attributes)
+}
+
+/// The `zarr.json` of an array of `shape` read whole into one chunk of `data_type`, decoded
+/// by the array-to-bytes `codec`.
+pub(crate) fn whole_array_json(
+    shape: &[u64],
+    dims: &[&str],
+    data_type: Value,
+    codec: &str,
+    attributes: Map<String, Value>,
+) -> Value {
     // One chunk of the whole variable (a dimension of length 0 has chunks of 1).
     let chunks: Vec<u64> = shape.iter().map(|&d| d.max(1)).collect();
     json!({

@@ -163,6 +163,10 @@ async fn hdf5_datasets_read_as_h5py_reads_them() {
         // Chunk B-trees four levels deep, chunks written out of order and some never.
         ("btree.h5", "/grid", "OPTIONS ('path' '/grid')"),
         ("btree.h5", "/line", "OPTIONS ('path' '/line')"),
+        // Variable-length strings (h5py's string_dtype), as h5py's asstr() reads them.
+        ("strings.h5", "/names", "OPTIONS ('path' '/names')"),
+        ("strings.h5", "/grid", "OPTIONS ('path' '/grid')"),
+        ("strings.h5", "/ascii", "OPTIONS ('path' '/ascii')"),
     ] {
         let name = format!("{file}:{path}");
         let want = &expected[&name];
@@ -304,6 +308,21 @@ async fn bad_paths_and_unread_types_are_errors_naming_the_file() {
         err.contains("bits.h5")
             && err.contains("dataset '/compound'")
             && err.contains("its compound type holds a number that keeps its value in fewer bits"),
+        "{err}"
+    );
+    // A compound with a variable-length string member: not read yet, the member named.
+    let err = create(
+        &ctx,
+        &format!("{DIR}/strings.h5"),
+        "OPTIONS ('path' '/records')",
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.contains("strings.h5")
+            && err.contains("dataset '/records'")
+            && err.contains("member 'name'")
+            && err.contains("variable-length"),
         "{err}"
     );
     // Options of other kinds are named.

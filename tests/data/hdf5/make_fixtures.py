@@ -35,6 +35,8 @@ Files:
   at most 4 entries (`istore_k` 2, where libhdf5's default is 32): `/grid` (24 x 20 int32 in
   chunks of 2 x 3, written in a shuffled order, a quarter of them never written: the fill
   value 7) and `/line` (100 float64 in chunks of 1, gzip, every third never written: NaN).
+- `strings.h5`: variable-length strings (UTF-8 and ASCII, 1-D and chunked 2-D with chunks
+  never written, string attributes; a compound with a string member, not read yet).
 - `scales.h5`: h5py's dimension scales and attributes in the netCDF-4 data model (`time`,
   `station`, `temp`): a group read as a dataset, compared with xarray (h5netcdf engine).
 
@@ -71,6 +73,8 @@ def value(v):
         return bool(v)
     if isinstance(v, np.integer):
         return int(v)
+    if isinstance(v, str):
+        return v
     raise TypeError(f"no JSON for {v!r} ({type(v)})")
 
 
@@ -93,7 +97,8 @@ HIDDEN = {"DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME", "_Netcdf4Dimid"}
 def record(path, name, dims=None):
     with h5py.File(HERE / path, "r") as f:
         ds = f[name]
-        data = ds[()]
+        # Variable-length strings as text (h5py's `asstr()`), as ndfusion reads them (Utf8).
+        data = ds.asstr()[()] if h5py.check_string_dtype(ds.dtype) else ds[()]
         names = dims or [f"dim_{i}" for i in range(data.ndim)]
         rows = []
         for index in np.ndindex(data.shape):
@@ -337,6 +342,34 @@ with h5py.File(fid) as f:
             line[i] = i / 4
 record("btree.h5", "/grid")
 record("btree.h5", "/line")
+
+# ---------------------------------------------------------------- strings.h5
+# Variable-length strings (h5py.string_dtype()): `/names` (UTF-8, an empty one, a vlen string
+# attribute and an array of them), `/grid` (chunks splitting both dimensions, gzip, chunks
+# never written: h5py reads ""), `/ascii` (ASCII), `/records` (a compound with a vlen string
+# member: not read yet, an error naming the member).
+with h5py.File(fresh("strings.h5"), "w") as f:
+    names = f.create_dataset(
+        "names", data=np.array(["alpha", "béta", "", "γάμμα δ"], dtype=object),
+        dtype=h5py.string_dtype(),
+    )
+    names.attrs["long_name"] = "station names"
+    names.attrs["labels"] = np.array(["x", "yy"], dtype=object)
+    grid = f.create_dataset(
+        "grid", shape=(5, 4), chunks=(2, 3), dtype=h5py.string_dtype(), compression="gzip"
+    )
+    grid[0:4, 0:3] = np.array(
+        [[f"r{i}c{j}" * (i + 1) for j in range(3)] for i in range(4)], dtype=object
+    )
+    f.create_dataset(
+        "ascii", data=np.array([b"ab", b"", b"cde"], dtype=object),
+        dtype=h5py.string_dtype("ascii"),
+    )
+    records = np.dtype([("id", "<i4"), ("name", h5py.string_dtype())])
+    f.create_dataset("records", data=np.array([(1, "one"), (2, "two")], dtype=records))
+record("strings.h5", "/names")
+record("strings.h5", "/grid")
+record("strings.h5", "/ascii")
 
 # ---------------------------------------------------------------- scales.h5
 with h5py.File(fresh("scales.h5"), "w") as f:
