@@ -70,6 +70,33 @@ def test_an_empty_result_is_an_array_of_no_elements(tmp_path):
     assert len(a[:]) == 0
 
 
+def test_a_tables_own_rows_read_back_as_zarr_python_reads_them(tmp_path):
+    """`COPY (SELECT * FROM t WHERE ...)` of zarr-python's struct array: its `dim_0` is kept
+    as a field and the dimension is named `index`; zarr-python reads the rows selected, in
+    order, and ndfusion reads the same ones."""
+    source = ROOT / "tests" / "data" / "zarr_v3" / "struct_1d.zarr"
+    out = tmp_path / "subset.zarr"
+    ndfusion(f"CREATE EXTERNAL TABLE s STORED AS ZARR LOCATION '{source}'; "
+             f"COPY (SELECT * FROM s WHERE dim_0 BETWEEN 2 AND 8 ORDER BY dim_0) TO '{out}' "
+             "STORED AS ZARR")
+    whole = zarr.open_array(source, mode="r")[:]
+    a = zarr.open_array(out, mode="r")
+    assert a.metadata.dimension_names == ("index",)
+    assert a.dtype.names == ("dim_0",) + whole.dtype.names
+    data = a[:]
+    np.testing.assert_array_equal(data["dim_0"], np.arange(2, 9))
+    for name in whole.dtype.names:
+        # Bit for bit (a NaN in a nested field is equal to itself only so).
+        assert data[name].tobytes() == whole[2:9][name].tobytes(), name
+    back = ndfusion(f"CREATE EXTERNAL TABLE b STORED AS ZARR LOCATION '{out}'; "
+                    "SELECT index, dim_0, id, value FROM b ORDER BY index")
+    rows = [line.split(",") for line in back.split()[1:]]
+    assert [int(r[0]) for r in rows] == list(range(7))
+    assert [int(r[1]) for r in rows] == list(range(2, 9))
+    assert [int(r[2]) for r in rows] == whole[2:9]["id"].tolist()
+    np.testing.assert_array_equal([float(r[3]) for r in rows], whole[2:9]["value"])
+
+
 def test_a_failed_copy_leaves_nothing(tmp_path):
     out = tmp_path / "failed.zarr"
     done = subprocess.run(

@@ -64,11 +64,6 @@ pub(crate) enum LayoutError {
     Unsupported { column: String, data_type: DataType },
     #[error("the query has no columns; a struct element needs at least one field")]
     NoColumns,
-    #[error(
-        "column '{column}' is named like the array's dimension, which ndfusion reads back as \
-         a column of its own: rename it or leave it out (SELECT * EXCLUDE ({column}))"
-    )]
-    DimensionName { column: String },
     #[error("column '{column}': the field name '{name}' appears more than once")]
     Duplicate { column: String, name: String },
     #[error("column '{column}' has an empty field name")]
@@ -92,16 +87,10 @@ pub(crate) enum LayoutError {
 }
 
 impl Layout {
-    /// The layout of `schema`'s columns; `dimension` is the name ndfusion reads the element
-    /// index back as (`dim_0`), which no column may take.
-    pub(crate) fn of(schema: &Schema, dimension: &str) -> Result<Layout, LayoutError> {
+    /// The layout of `schema`'s columns.
+    pub(crate) fn of(schema: &Schema) -> Result<Layout, LayoutError> {
         if schema.fields().is_empty() {
             return Err(LayoutError::NoColumns);
-        }
-        if let Some(f) = schema.fields().iter().find(|f| f.name() == dimension) {
-            return Err(LayoutError::DimensionName {
-                column: f.name().clone(),
-            });
         }
         let mut size = 0;
         let fields = lay_out(schema.fields(), "", 0, &mut size)?;
@@ -411,7 +400,7 @@ mod tests {
             ("point", Arc::new(point)),
             ("ok", Arc::new(BooleanArray::from(vec![true]))),
         ]);
-        let layout = Layout::of(&b.schema(), "dim_0").unwrap();
+        let layout = Layout::of(&b.schema()).unwrap();
         assert_eq!(layout.size(), 4 + 1 + 8 + 1);
         let mut out = vec![0u8; layout.size()];
         layout.encode(b.columns(), &mut out, 0).unwrap();
@@ -439,7 +428,7 @@ mod tests {
             ("t", Arc::new(times) as ArrayRef),
             ("d", Arc::new(days) as ArrayRef),
         ]);
-        let layout = Layout::of(&b.schema(), "dim_0").unwrap();
+        let layout = Layout::of(&b.schema()).unwrap();
         let mut out = vec![0u8; 2 * layout.size()];
         layout.encode(b.columns(), &mut out, 0).unwrap();
         let at = |i: usize| i64::from_le_bytes(out[i * 8..i * 8 + 8].try_into().unwrap());
@@ -448,7 +437,7 @@ mod tests {
             "n",
             Arc::new(Int32Array::from(vec![Some(1), None])) as ArrayRef,
         )]);
-        let layout = Layout::of(&b.schema(), "dim_0").unwrap();
+        let layout = Layout::of(&b.schema()).unwrap();
         let mut out = vec![0u8; 8];
         let err = layout
             .encode(b.columns(), &mut out, 100)
@@ -466,17 +455,9 @@ mod tests {
             ("id", Arc::new(Int32Array::from(vec![1])) as ArrayRef),
             ("name", Arc::new(StringArray::from(vec!["a"]))),
         ]);
-        let err = Layout::of(&b.schema(), "dim_0").unwrap_err().to_string();
+        let err = Layout::of(&b.schema()).unwrap_err().to_string();
         assert!(err.contains("column 'name' is Utf8"), "{err}");
-        let b = batch(vec![(
-            "dim_0",
-            Arc::new(Int32Array::from(vec![1])) as ArrayRef,
-        )]);
-        let err = Layout::of(&b.schema(), "dim_0").unwrap_err().to_string();
-        assert!(err.contains("EXCLUDE (dim_0)"), "{err}");
-        let err = Layout::of(&Schema::empty(), "dim_0")
-            .unwrap_err()
-            .to_string();
+        let err = Layout::of(&Schema::empty()).unwrap_err().to_string();
         assert!(err.contains("no columns"), "{err}");
     }
 }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use arrow::array::ArrayRef;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::common::Result as DfResult;
 use datafusion::datasource::sink::DataSink;
@@ -25,8 +25,32 @@ use super::options::{Compression, ZarrWriteOptions, GZIP_LEVEL, ZSTD_LEVEL};
 use super::target::{Commit, ObjectWriter, Target};
 use crate::error::{Error, Result};
 
-/// The name ndfusion reads the element index back as.
-pub(crate) const DIMENSION: &str = "dim_0";
+/// The name of the array's dimension, which ndfusion reads the element index back as: the
+/// name it gives an unnamed dimension, so that a table's rows copied without it read back the
+/// same.
+const DIMENSION: &str = "dim_0";
+
+/// The name the array's dimension takes when a column is named [`DIMENSION`] (the rows of a
+/// table ndfusion read, `COPY (SELECT * FROM t WHERE ...)`): that column's values are kept as
+/// a field, whatever they are, and the dimension is named as pandas' `reset_index` names an
+/// index, `index` (`index_1`, `index_2`, ... when a column has that name too).
+const RENAMED_DIMENSION: &str = "index";
+
+/// The dimension name of an array whose fields are `schema`'s columns: one no column has.
+fn dimension_name(schema: &Schema) -> String {
+    let taken = |name: &str| schema.fields().iter().any(|f| f.name() == name);
+    if !taken(DIMENSION) {
+        return DIMENSION.to_string();
+    }
+    // At most one name per column is taken: the search ends within the schema's width.
+    (0..=schema.fields().len())
+        .map(|i| match i {
+            0 => RENAMED_DIMENSION.to_string(),
+            i => format!("{RENAMED_DIMENSION}_{i}"),
+        })
+        .find(|name| !taken(name))
+        .unwrap_or_else(|| RENAMED_DIMENSION.to_string())
+}
 
 /// Bytes of elements a chunk holds by default: zarr-python's and xarray's guidance is chunks
 /// of a few MiB, large enough that a request is worth it, small enough to read a part.
@@ -45,6 +69,8 @@ pub(crate) struct ZarrSink {
     options: ZarrWriteOptions,
     schema: SchemaRef,
     layout: Layout,
+    /// The array's dimension: [`DIMENSION`], unless a column has that name.
+    dimension: String,
     chunk_rows: usize,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -58,11 +84,12 @@ impl ZarrSink {
         schema: SchemaRef,
     ) -> Result<Self> {
         options.zarr_version()?;
-        let layout = Layout::of(&schema, DIMENSION).map_err(|e| Error::Write {
+        let layout = Layout::of(&schema).map_err(|e| Error::Write {
             location: location.to_string(),
             reason: e.to_string(),
         })?;
-        let chunk_rows = match options.chunk_length(&[DIMENSION], DIMENSION)? {
+        let dimension = dimension_name(&schema);
+        let chunk_rows = match options.chunk_length(&[&dimension], &dimension)? {
             Some(n) => n,
             None => (TARGET_CHUNK_BYTES / layout.size()).max(1),
         };
@@ -80,6 +107,7 @@ impl ZarrSink {
             options,
             schema,
             layout,
+            dimension,
             chunk_rows,
             metrics: ExecutionPlanMetricsSet::new(),
         })
@@ -98,7 +126,7 @@ impl ZarrSink {
             "fill_value": self.layout.fill_value(),
             "codecs": codecs,
             "attributes": {},
-            "dimension_names": [DIMENSION],
+            "dimension_names": [self.dimension],
         });
         Commit::new(
             "zarr.json",
@@ -120,10 +148,11 @@ impl ZarrSink {
             location: self.location.clone(),
             reason: format!(
                 "the memory pool cannot hold one chunk of {chunk} bytes ({} elements of {} \
-                 bytes); write smaller chunks (OPTIONS ('chunks' '{DIMENSION}=N')) or raise \
+                 bytes); write smaller chunks (OPTIONS ('chunks' '{}=N')) or raise \
                  the memory limit",
                 self.chunk_rows,
-                self.layout.size()
+                self.layout.size(),
+                self.dimension
             ),
         })
     }
@@ -322,5 +351,29 @@ impl DataSink for ZarrSink {
         context: &Arc<TaskContext>,
     ) -> DfResult<u64> {
         self.write(data, context).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::datatypes::{DataType, Field};
+
+    use super::*;
+
+    #[test]
+    fn the_dimension_takes_a_name_no_column_has() {
+        let schema = |names: &[&str]| {
+            Schema::new(
+                (names.iter())
+                    .map(|n| Field::new(*n, DataType::Int64, false))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(dimension_name(&schema(&["id", "value"])), "dim_0");
+        assert_eq!(dimension_name(&schema(&["dim_0", "value"])), "index");
+        assert_eq!(
+            dimension_name(&schema(&["index", "dim_0", "index_1"])),
+            "index_2"
+        );
     }
 }
