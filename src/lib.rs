@@ -74,6 +74,7 @@ mod table_kind;
 mod table_options;
 mod table_source;
 mod write_format;
+mod yielding;
 mod zarr;
 
 #[cfg(feature = "cluster")]

@@ -12,6 +12,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use crate::limits::SessionLimits;
 use crate::scan::{GridAggregates, RunAggregates, ScanDerivedColumns};
 use crate::table_kind::{table_kinds, TableKind};
+use crate::yielding::YieldPoints;
 use crate::zarr::GridWrites;
 
 /// The `STORED AS` name of Zarr tables.
@@ -118,7 +119,8 @@ pub fn new_session_context_with_runtime(
 /// metadata), `GridAggregates` just after it (before DataFusion distributes the plan: a grid
 /// aggregate gives one partition, its parents are distributed as they need), `RunAggregates`
 /// after all of them (for the aggregates left to DataFusion), then `GridWrites` (a gridded
-/// `COPY` of a grid aggregate written from its grid, once the plan is final). `pool` is the
+/// `COPY` of a grid aggregate written from its grid, once the plan is final), and last
+/// `YieldPoints` (every operator yields to the runtime, so that a dropped query stops). `pool` is the
 /// session's memory pool: a grid aggregate that would not fit in it is left to DataFusion.
 fn physical_optimizer_rules(
     pool: Arc<dyn MemoryPool>,
@@ -131,6 +133,7 @@ fn physical_optimizer_rules(
     rules.insert(at + 2, Arc::new(GridAggregates::single(Arc::clone(&pool))));
     rules.push(Arc::new(RunAggregates));
     rules.push(Arc::new(GridWrites::new(pool)));
+    rules.push(Arc::new(YieldPoints));
     rules
 }
 
@@ -150,7 +153,8 @@ mod tests {
             .unwrap();
         assert_eq!(names[at + 1], "aggregate_statistics", "{names:?}");
         assert_eq!(names[at + 2], "GridAggregates", "{names:?}");
-        assert_eq!(names[names.len() - 2], "RunAggregates", "{names:?}");
-        assert_eq!(names.last().unwrap(), "GridWrites");
+        assert_eq!(names[names.len() - 3], "RunAggregates", "{names:?}");
+        assert_eq!(names[names.len() - 2], "GridWrites", "{names:?}");
+        assert_eq!(names.last().unwrap(), "YieldPoints");
     }
 }

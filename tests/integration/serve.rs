@@ -672,6 +672,70 @@ async fn a_query_past_the_timeout_ends() {
     assert!(query(&mut client, "SELECT 1").await.is_ok());
 }
 
+/// A join that computes without waiting for anything (10^10 combinations of a table made
+/// by the server's start statement, in small batches of work).
+const CPU_BOUND: &str = "SELECT count(*) FROM r a, r b, r c, r d, r e \
+                         WHERE a.id + b.id + c.id + d.id + e.id = 7";
+const MAKE_R: &str = "CREATE TABLE r AS SELECT value AS id FROM generate_series(1, 100)";
+
+/// `--query-timeout` stops a query that computes without waiting: the client gets the
+/// server's DEADLINE_EXCEEDED, the server stops using the cores, and SIGTERM with such a
+/// query running ends the server within its grace.
+#[tokio::test]
+async fn a_cpu_bound_query_past_the_timeout_stops_its_work() {
+    let server = Server::start(&["--query-timeout", "1", "-c", MAKE_R], &[]);
+    let pid = server.child.id();
+    let mut client = server.client().await;
+    let start = Instant::now();
+    let err = query_batches(&mut client, CPU_BOUND).await.unwrap_err();
+    assert!(
+        err.contains(DEADLINE_EXCEEDED) && err.contains("--query-timeout"),
+        "{err}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    // Given a moment to wind down, the server idles.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = crate::servers::cpu_seconds(pid);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let used = crate::servers::cpu_seconds(pid) - before;
+    assert!(
+        used < 0.5,
+        "{used} CPU seconds in the 2 s after the timeout"
+    );
+    assert!(query(&mut client, "SELECT 1").await.is_ok());
+
+    // SIGTERM with a CPU-bound query running (no timeout): the server ends it within its
+    // 10 s grace and exits.
+    let mut server = Server::start(&["-c", MAKE_R], &[]);
+    let mut client = server.client().await;
+    let info = client.execute(CPU_BOUND.into(), None).await.unwrap();
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let running = tokio::spawn(async move {
+        let stream = client.do_get(ticket).await;
+        let _ = stream.map(|s| s.try_collect::<Vec<_>>());
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let start = Instant::now();
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) };
+    loop {
+        if server.child.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(14),
+            "still running {:?} after SIGTERM:\n{}",
+            start.elapsed(),
+            server.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    running.abort();
+}
+
 #[tokio::test]
 async fn thirty_two_clients_at_once() {
     let server = Server::start(&[], &[]);

@@ -135,6 +135,125 @@ fn a_slow_scan_shows_progress_and_ctrl_c_stops_it_not_the_repl() {
     session.exp_eof().unwrap();
 }
 
+/// CPU seconds the process marked with `NDFUSION_TEST_MARK=mark` has used (the REPL runs in
+/// a pseudo-terminal, whose process id rexpect keeps to itself).
+fn cpu_seconds_of(mark: &str) -> f64 {
+    let wanted = format!("NDFUSION_TEST_MARK={mark}");
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environ.split(|b| *b == 0).any(|v| v == wanted.as_bytes()) {
+            let pid = entry.file_name().to_string_lossy().parse().unwrap();
+            return crate::servers::cpu_seconds(pid);
+        }
+    }
+    panic!("no process marked {mark}");
+}
+
+/// Ctrl-C stops a statement that computes without waiting for anything (a five-way cross
+/// join of 100 rows: 10^10 combinations, small batches of work each): the prompt comes back,
+/// the process stops using the cores, and the next statement answers at once.
+#[test]
+fn ctrl_c_stops_a_cpu_bound_join_and_its_work() {
+    let state = tempfile::tempdir().unwrap();
+    let mark = format!("join-{}", std::process::id());
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ndfusion"));
+    command
+        .arg("--no-demo")
+        .env("COLUMNS", "100")
+        .env("XDG_STATE_HOME", state.path())
+        .env("TERM", "xterm-256color")
+        .env("NDFUSION_TEST_MARK", &mark);
+    let mut session = spawn_command(command, Some(30_000)).unwrap();
+    session.exp_string("ndfusion> ").unwrap();
+    command_line(
+        &mut session,
+        "CREATE TABLE r AS SELECT value AS id FROM generate_series(1, 100);",
+    );
+    enter(
+        &mut session,
+        "SELECT count(*) FROM r a, r b, r c, r d, r e \
+         WHERE a.id + b.id + c.id + d.id + e.id = 7;",
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let busy = cpu_seconds_of(&mark);
+    assert!(busy > 1.0, "the join used {busy} CPU seconds in 2 s");
+    let interrupted = Instant::now();
+    session.send_control('c').unwrap();
+    session.exp_string("cancelled").unwrap();
+    session.exp_string("ndfusion> ").unwrap();
+    let stopped = interrupted.elapsed();
+    // Given a moment to wind down, the process then idles.
+    std::thread::sleep(Duration::from_millis(500));
+    let before = cpu_seconds_of(&mark);
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_seconds_of(&mark) - before;
+    assert!(
+        used < 0.5,
+        "{used} CPU seconds used in the 2 s after the join was stopped (in {stopped:?})"
+    );
+    let asked = Instant::now();
+    enter(&mut session, "SELECT 40 + 2 AS answer;");
+    session.exp_string("| 42 ").unwrap();
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
+    session.send_control('d').unwrap();
+    session.exp_eof().unwrap();
+}
+
+/// Ctrl-C stops a command whose statement computes without waiting — a big hash aggregate
+/// and a sort (TopK), each over a cross join of in-memory rows — and the process exits at
+/// once: its runtime's shutdown waits for no task still computing (it would give them 10 s).
+#[test]
+fn ctrl_c_stops_a_cpu_bound_aggregate_and_sort_in_a_command() {
+    let make_r = "CREATE TABLE r AS SELECT value AS id FROM generate_series(1, 1000)";
+    for query in [
+        "SELECT k, count(*) AS n FROM (SELECT a.id * 1000 + b.id AS k FROM r a, r b, r c) \
+         GROUP BY k ORDER BY n DESC LIMIT 1",
+        "SELECT a.id + b.id * c.id AS s FROM r a, r b, r c ORDER BY s DESC LIMIT 3",
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ndfusion"))
+            .args(["-c", make_r, "-c", query])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_secs(2));
+        let busy = crate::servers::cpu_seconds(child.id());
+        assert!(busy > 1.0, "{query}: {busy} CPU seconds in 2 s");
+        // SAFETY: a signal to the child this test started and still holds.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+        let start = Instant::now();
+        let output = loop {
+            if child.try_wait().unwrap().is_some() {
+                break child.wait_with_output().unwrap();
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "{query}: no exit after SIGINT"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(130), "{query}: {stderr}");
+        assert!(
+            start.elapsed() < Duration::from_secs(8),
+            "{query}: exit {:?} after SIGINT",
+            start.elapsed()
+        );
+    }
+}
+
+/// Types `line` and Enter, and waits for the prompt.
+fn command_line(session: &mut PtySession, line: &str) {
+    enter(session, line);
+    session.exp_string("ndfusion> ").unwrap();
+}
+
 #[test]
 fn ctrl_c_during_a_copy_leaves_nothing_at_its_target() {
     let (_root, _server, create) = slow_store();
