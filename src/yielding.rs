@@ -82,6 +82,16 @@ impl PhysicalOptimizerRule for YieldPoints {
     }
 }
 
+/// `plan` without the [`Yielding`] around it: for an operator that keeps a child to fold
+/// or look up itself rather than poll (`GridAggregateExec`'s scan and tables,
+/// `GridWriteExec`'s aggregate), a wrapped child is the same child.
+pub(crate) fn unwrapped(plan: &Arc<dyn ExecutionPlan>) -> &Arc<dyn ExecutionPlan> {
+    match (plan.as_ref() as &dyn std::any::Any).downcast_ref::<Yielding>() {
+        Some(yielding) => &yielding.inner,
+        None => plan,
+    }
+}
+
 /// An operator whose stream yields to the runtime once the task's budget is spent; otherwise
 /// the operator itself.
 #[derive(Debug)]

@@ -1,5 +1,5 @@
-"""ndfusion's tables for datafusion-python: Zarr arrays, groups and collections, netCDF files,
-Icechunk repositories, and lance-nd tables, with their filters pushed into the scan as in Rust; and lance-nd tables
+"""ndfusion's tables for datafusion-python: Zarr arrays, groups and collections, netCDF and
+HDF5 files, Icechunk repositories, and lance-nd tables, with their filters pushed into the scan as in Rust; and lance-nd tables
 written from and read into xarray Datasets."""
 
 import datafusion as _datafusion
@@ -21,6 +21,7 @@ from ._ndfusion import (  # noqa: E402
     NetCDFTable,
     TableFactory,
     ZarrTable,
+    table_kinds,
 )
 from .nd_batches import read_nd_batches, write_nd_batches  # noqa: E402
 
@@ -33,11 +34,13 @@ __all__ = [
     "ZarrTable",
     "read_nd_batches",
     "register_table_factories",
+    "table_kinds",
     "write_nd_batches",
 ]
 
 
 def register_table_factories(ctx: _datafusion.SessionContext) -> None:
-    """Lets `ctx` run `CREATE EXTERNAL TABLE ... STORED AS ZARR | NETCDF | ICECHUNK | LANCE_ND`."""
-    for fmt in ("ZARR", "NETCDF", "ICECHUNK", "LANCE_ND"):
+    """Lets `ctx` run `CREATE EXTERNAL TABLE ... STORED AS <kind>` for every kind of table
+    ndfusion reads (`table_kinds()`: ZARR, NETCDF, HDF5, ICECHUNK, LANCE_ND)."""
+    for fmt in table_kinds():
         ctx.register_table_factory(fmt, TableFactory(fmt))

@@ -298,6 +298,15 @@ impl TableFactory {
     }
 }
 
+/// The `STORED AS` names of every kind of table (`ndfusion::table_kinds()`), for
+/// `register_table_factories`: the one list of kinds, so Python's cannot drift from it.
+#[pyfunction]
+fn table_kinds() -> Vec<&'static str> {
+    (ndfusion::table_kinds().iter())
+        .map(|k| k.stored_as())
+        .collect()
+}
+
 #[pymodule]
 fn _ndfusion(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ZarrTable>()?;
@@ -306,6 +315,7 @@ fn _ndfusion(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LanceNdTable>()?;
     m.add_class::<IcechunkTable>()?;
     m.add_class::<TableFactory>()?;
+    m.add_function(wrap_pyfunction!(table_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(nd_batches::write_nd_batches, m)?)?;
     m.add_function(wrap_pyfunction!(nd_batches::read_nd_batches, m)?)?;
     m.add("Error", m.py().get_type::<Error>())?;

@@ -93,6 +93,12 @@ def test_an_hdf5_dataset_reads_as_h5py_reads_it(ctx):
     assert "chunks=1/3" in plan(ctx, "SELECT id FROM h WHERE dim_0 >= 4 AND dim_0 < 6")
     with pytest.raises(ndfusion.Error, match="it holds 6 datasets"):
         ndfusion.HDF5Table(path)
+    # STORED AS HDF5 too: every kind the extension reads is registered.
+    assert ndfusion.table_kinds() == ["ZARR", "NETCDF", "HDF5", "ICECHUNK", "LANCE_ND"]
+    ndfusion.register_table_factories(ctx)
+    ctx.sql(f"CREATE EXTERNAL TABLE s STORED AS HDF5 LOCATION '{path}' "
+            "OPTIONS ('path' '/obs/records')")
+    assert one(ctx, "SELECT count(*), sum(id) FROM s WHERE id >= 0") == got[:2]
 
 
 def test_a_collection_is_chosen_by_its_members_attributes(ctx):

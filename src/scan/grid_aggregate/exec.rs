@@ -49,6 +49,7 @@ use super::input::Folding;
 use super::lookup::{Lookup, LookupTable};
 use super::plan::GridPlan;
 use crate::scan::{FoldTarget, ScanExec};
+use crate::yielding::unwrapped;
 
 /// What a grid aggregate gives.
 #[derive(Debug, Clone)]
@@ -80,6 +81,12 @@ pub(crate) struct GridAggregateExec {
 }
 
 impl GridAggregateExec {
+    /// Whether `other` folds what this one folds: the same plan over the same scan (its
+    /// tables may have been given again, as `with_new_children` takes them).
+    pub(crate) fn folds_as(&self, other: &GridAggregateExec) -> bool {
+        Arc::ptr_eq(&self.plan, &other.plan) && same(&self.scan, &other.scan)
+    }
+
     /// `partial` (a partial aggregate) folded, when it can be: one output partition per scan
     /// partition, as `partial` has.
     pub(crate) fn partial(partial: &Arc<AggregateExec>) -> Result<Option<Self>> {
@@ -262,6 +269,7 @@ impl Folding for Folds {
 
 /// Whether `a` and `b` are one node.
 fn same(a: &Arc<dyn ExecutionPlan>, b: &Arc<dyn ExecutionPlan>) -> bool {
+    let (a, b) = (unwrapped(a), unwrapped(b));
     std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
 }
 

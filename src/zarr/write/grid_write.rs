@@ -52,6 +52,7 @@ use super::grid_sink::GridSink;
 use crate::limits::SessionLimits;
 use crate::nd::on_grid::{OnGrid, OnGridDim};
 use crate::scan::{memory_left, GridAggregateExec, ScanExec};
+use crate::yielding::unwrapped;
 
 /// A column of the COPY: a dimension (an aggregate's key) or a variable.
 #[derive(Debug, Clone)]
@@ -395,9 +396,24 @@ impl ExecutionPlan for GridWriteExec {
         self: Arc<Self>,
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        match children.first() {
-            Some(child) if children.len() == 1 && Arc::ptr_eq(child, &self.aggregate) => Ok(self),
-            // Another input: the COPY as DataFusion planned it.
+        // The same fold, also behind a wrapper that changes only how its stream is polled
+        // (`yielding.rs`; this exec folds the aggregate itself, never polls it) or with its
+        // tables given again: the child taken as it is.
+        let fold = |plan: &Arc<dyn ExecutionPlan>| {
+            let plan = Arc::clone(unwrapped(plan));
+            plan.downcast_ref::<GridAggregateExec>()
+                .is_some()
+                .then_some(plan)
+        };
+        match (children.as_slice(), fold(&self.aggregate)) {
+            ([child], Some(ours)) => match fold(child) {
+                Some(theirs) if same_fold(&ours, &theirs) => Ok(Arc::new(GridWriteExec {
+                    aggregate: theirs,
+                    ..self.as_ref().clone()
+                })),
+                // Another input: the COPY as DataFusion planned it.
+                _ => Ok(Arc::clone(&self.planned)),
+            },
             _ => Ok(Arc::clone(&self.planned)),
         }
     }
@@ -478,5 +494,16 @@ impl PhysicalOptimizerRule for GridWrites {
 
     fn schema_check(&self) -> bool {
         true
+    }
+}
+
+/// Whether two grid aggregates fold the same cells the same way.
+fn same_fold(a: &Arc<dyn ExecutionPlan>, b: &Arc<dyn ExecutionPlan>) -> bool {
+    match (
+        a.downcast_ref::<GridAggregateExec>(),
+        b.downcast_ref::<GridAggregateExec>(),
+    ) {
+        (Some(a), Some(b)) => a.folds_as(b),
+        _ => false,
     }
 }
