@@ -102,8 +102,9 @@ pub use serve::{FlightSqlServer, ServeSettings, SERVE_TOKEN_ENV};
 #[cfg(feature = "icechunk")]
 pub use session::ICECHUNK_FORMAT;
 pub use session::{
-    new_session_context, new_session_context_with_config, new_session_context_with_runtime,
-    register_table_factories, HDF5_FORMAT, LANCE_ND_FORMAT, NETCDF_FORMAT, ZARR_FORMAT,
+    memory_limited_runtime, new_session_context, new_session_context_with_config,
+    new_session_context_with_runtime, register_table_factories, HDF5_FORMAT, LANCE_ND_FORMAT,
+    NETCDF_FORMAT, ZARR_FORMAT,
 };
 pub use storage::StorageOptions;
 pub use table_kind::{table_kind, table_kind_of, table_kinds, NamedTableFunction, TableKind};

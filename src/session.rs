@@ -2,8 +2,13 @@
 
 use std::sync::Arc;
 
-use datafusion::execution::memory_pool::MemoryPool;
-use datafusion::execution::runtime_env::RuntimeEnv;
+use std::num::NonZeroUsize;
+
+use datafusion::common::config::ExecutionOptions;
+use datafusion::execution::memory_pool::{
+    FairSpillPool, MemoryLimit, MemoryPool, TrackConsumersPool,
+};
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -103,6 +108,7 @@ pub fn new_session_context_with_runtime(
     config: SessionConfig,
     runtime: Arc<RuntimeEnv>,
 ) -> SessionContext {
+    let config = sorts_within(config, runtime.memory_pool.as_ref());
     let state = SessionStateBuilder::new()
         .with_config(config)
         .with_runtime_env(Arc::clone(&runtime))
@@ -112,6 +118,42 @@ pub fn new_session_context_with_runtime(
     let ctx = SessionContext::new_with_state(state);
     register_table_factories(&ctx);
     ctx
+}
+
+/// A runtime whose memory pool holds `limit` bytes (the CLI's and `serve`'s
+/// `--memory-limit`): a fair pool, in which each operator that can spill (a sort, a hash
+/// aggregate) may hold an equal part of what the others cannot give back, rather than
+/// whoever asks first taking it all. With [`new_session_context_with_runtime`]'s sort
+/// reservation, a sort of more rows than the pool holds then completes (`sorts_within`).
+pub fn memory_limited_runtime(limit: usize) -> datafusion::error::Result<Arc<RuntimeEnv>> {
+    let pool = TrackConsumersPool::new(
+        FairSpillPool::new(limit),
+        NonZeroUsize::new(5).unwrap_or(NonZeroUsize::MIN),
+    );
+    RuntimeEnvBuilder::new()
+        .with_memory_pool(Arc::new(pool))
+        .build_arc()
+}
+
+/// `config` with each sort's merge reservation sized to the memory pool. DataFusion's
+/// external sort holds rows until its part of the pool is full, then sorts them before it
+/// spills them, which takes about as much memory again (`ExternalSorterMerge`); it sets
+/// that aside up front only as `sort_spill_reservation_bytes`, 10 MiB by default, so under a
+/// limit a sort of more rows than the pool holds (a gridded `COPY` of 2·10^7 rows with
+/// `--memory-limit 256M`) failed at its first spill. With a finite pool and the default
+/// reservation, each sorting partition sets aside a half of its part: pool / (2 × target
+/// partitions). A reservation the application chose is kept.
+fn sorts_within(mut config: SessionConfig, pool: &dyn MemoryPool) -> SessionConfig {
+    let MemoryLimit::Finite(limit) = pool.memory_limit() else {
+        return config;
+    };
+    let execution = &mut config.options_mut().execution;
+    let default = ExecutionOptions::default().sort_spill_reservation_bytes;
+    if execution.sort_spill_reservation_bytes == default {
+        let partitions = execution.target_partitions.max(1);
+        execution.sort_spill_reservation_bytes = limit / (2 * partitions);
+    }
+    config
 }
 
 /// DataFusion's physical optimizer rules with ndfusion's: `ScanDerivedColumns` just before
@@ -140,6 +182,27 @@ fn physical_optimizer_rules(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sorts_set_aside_half_their_part_of_a_finite_pool() {
+        use datafusion::execution::memory_pool::GreedyMemoryPool;
+        let reservation =
+            |config: SessionConfig| config.options().execution.sort_spill_reservation_bytes;
+        let two = || SessionConfig::new().with_target_partitions(2);
+        let pool = GreedyMemoryPool::new(256 << 20);
+        assert_eq!(reservation(sorts_within(two(), &pool)), 64 << 20);
+        // A reservation the application chose is kept; an unlimited pool changes nothing.
+        let chosen = two().with_sort_spill_reservation_bytes(1 << 20);
+        assert_eq!(reservation(sorts_within(chosen, &pool)), 1 << 20);
+        let unlimited = datafusion::execution::memory_pool::UnboundedMemoryPool::default();
+        let default = reservation(two());
+        assert_eq!(reservation(sorts_within(two(), &unlimited)), default);
+        let runtime = memory_limited_runtime(64 << 20).unwrap();
+        assert!(matches!(
+            runtime.memory_pool.memory_limit(),
+            MemoryLimit::Finite(n) if n == 64 << 20
+        ));
+    }
 
     #[test]
     fn derived_columns_come_just_before_aggregate_statistics() {

@@ -325,14 +325,11 @@ async fn session(args: &Args) -> Result<SessionContext> {
         return Ok(ndfusion::new_cluster_context_with(url, &security).await?);
     }
     let config = datafusion::prelude::SessionConfig::new().with_information_schema(true);
-    let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
-    if let Some(limit) = args.memory_limit {
-        runtime = runtime.with_memory_limit(limit, 1.0);
-    }
-    Ok(ndfusion::new_session_context_with_runtime(
-        config,
-        runtime.build_arc()?,
-    ))
+    let runtime = match args.memory_limit {
+        Some(limit) => ndfusion::memory_limited_runtime(limit),
+        None => datafusion::execution::runtime_env::RuntimeEnvBuilder::new().build_arc(),
+    };
+    Ok(ndfusion::new_session_context_with_runtime(config, runtime?))
 }
 
 /// One source of statements, in command-line order.

@@ -141,11 +141,11 @@ async fn session(args: &ServeArgs, security: &SecurityArgs) -> Result<SessionCon
             .map_err(|e| e.to_string());
     }
     let config = datafusion::prelude::SessionConfig::new().with_information_schema(true);
-    let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
-    if let Some(limit) = args.memory_limit {
-        runtime = runtime.with_memory_limit(limit, 1.0);
-    }
-    let runtime = runtime.build_arc().map_err(|e| e.to_string())?;
+    let runtime = match args.memory_limit {
+        Some(limit) => ndfusion::memory_limited_runtime(limit),
+        None => datafusion::execution::runtime_env::RuntimeEnvBuilder::new().build_arc(),
+    };
+    let runtime = runtime.map_err(|e| e.to_string())?;
     Ok(ndfusion::new_session_context_with_runtime(config, runtime))
 }
 
