@@ -95,6 +95,26 @@ impl Server {
         FlightSqlServiceClient::new(channel)
     }
 
+    /// Sends SIGTERM and waits for the server to exit, at most `limit`: its exit status and
+    /// how long the exit took.
+    async fn terminate(&mut self, limit: Duration) -> (std::process::ExitStatus, Duration) {
+        let start = Instant::now();
+        // SAFETY: a signal to the child this test started and still holds.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status, start.elapsed());
+            }
+            assert!(
+                start.elapsed() < limit,
+                "still running {:?} after SIGTERM:\n{}",
+                start.elapsed(),
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Waits for a log line containing `text` (the server writes it when a query ends),
     /// letting this runtime's tasks (the client's connection) run meanwhile.
     async fn wait_for_log(&self, text: &str) -> String {
@@ -719,20 +739,7 @@ async fn a_cpu_bound_query_past_the_timeout_stops_its_work() {
         let _ = stream.map(|s| s.try_collect::<Vec<_>>());
     });
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let start = Instant::now();
-    unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) };
-    loop {
-        if server.child.try_wait().unwrap().is_some() {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(14),
-            "still running {:?} after SIGTERM:\n{}",
-            start.elapsed(),
-            server.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    server.terminate(Duration::from_secs(14)).await;
     running.abort();
 }
 
@@ -784,19 +791,7 @@ async fn sigterm_lets_running_queries_finish_then_exits() {
     let mut server = Server::start(&[], &[]);
     let mut client = server.client().await;
     assert!(query(&mut client, "SELECT 1").await.is_ok());
-    let start = Instant::now();
-    unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) };
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "{}",
-            server.log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (status, _) = server.terminate(Duration::from_secs(15)).await;
     assert!(status.success(), "{status}: {}", server.log());
     assert!(server.log().contains("stopping"));
 
@@ -807,24 +802,8 @@ async fn sigterm_lets_running_queries_finish_then_exits() {
     let ticket = info.endpoint[0].ticket.clone().unwrap();
     let mut stream = client.do_get(ticket).await.unwrap();
     stream.try_next().await.unwrap();
-    let start = Instant::now();
-    unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) };
-    loop {
-        if server.child.try_wait().unwrap().is_some() {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(14),
-            "{}",
-            server.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(
-        start.elapsed() >= Duration::from_secs(9),
-        "{}",
-        server.log()
-    );
+    let (_, took) = server.terminate(Duration::from_secs(14)).await;
+    assert!(took >= Duration::from_secs(9), "{}", server.log());
 }
 
 #[test]

@@ -135,6 +135,21 @@ fn a_slow_scan_shows_progress_and_ctrl_c_stops_it_not_the_repl() {
     session.exp_eof().unwrap();
 }
 
+/// Sends SIGINT to `child` and waits for it to exit (at most `limit`): its output and how
+/// long the exit took.
+fn interrupt(mut child: std::process::Child, limit: Duration) -> (std::process::Output, Duration) {
+    // SAFETY: a signal to the child this test started and still holds.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return (child.wait_with_output().unwrap(), start.elapsed());
+        }
+        assert!(start.elapsed() < limit, "no exit {limit:?} after SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// CPU seconds the process marked with `NDFUSION_TEST_MARK=mark` has used (the REPL runs in
 /// a pseudo-terminal, whose process id rexpect keeps to itself).
 fn cpu_seconds_of(mark: &str) -> f64 {
@@ -216,7 +231,7 @@ fn ctrl_c_stops_a_cpu_bound_aggregate_and_sort_in_a_command() {
          GROUP BY k ORDER BY n DESC LIMIT 1",
         "SELECT a.id + b.id * c.id AS s FROM r a, r b, r c ORDER BY s DESC LIMIT 3",
     ] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ndfusion"))
+        let child = Command::new(env!("CARGO_BIN_EXE_ndfusion"))
             .args(["-c", make_r, "-c", query])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -225,25 +240,12 @@ fn ctrl_c_stops_a_cpu_bound_aggregate_and_sort_in_a_command() {
         std::thread::sleep(Duration::from_secs(2));
         let busy = crate::servers::cpu_seconds(child.id());
         assert!(busy > 1.0, "{query}: {busy} CPU seconds in 2 s");
-        // SAFETY: a signal to the child this test started and still holds.
-        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-        let start = Instant::now();
-        let output = loop {
-            if child.try_wait().unwrap().is_some() {
-                break child.wait_with_output().unwrap();
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "{query}: no exit after SIGINT"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let (output, took) = interrupt(child, Duration::from_secs(20));
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(130), "{query}: {stderr}");
         assert!(
-            start.elapsed() < Duration::from_secs(8),
-            "{query}: exit {:?} after SIGINT",
-            start.elapsed()
+            took < Duration::from_secs(8),
+            "{query}: exit {took:?} after SIGINT"
         );
     }
 }
@@ -292,26 +294,14 @@ fn ctrl_c_during_a_copy_leaves_nothing_at_its_target() {
 #[test]
 fn ctrl_c_stops_a_command_with_status_130() {
     let (_root, _server, create) = slow_store();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ndfusion"))
+    let child = Command::new(env!("CARGO_BIN_EXE_ndfusion"))
         .args(["-c", &create, "-c", "SELECT sum(value) FROM slow"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(2500));
-    // SAFETY: a signal to the child this test started and still holds.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-    let start = Instant::now();
-    let output = loop {
-        if child.try_wait().unwrap().is_some() {
-            break child.wait_with_output().unwrap();
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "no exit after SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (output, _) = interrupt(child, Duration::from_secs(10));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("cancelled"), "{stderr}");
