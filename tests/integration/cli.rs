@@ -591,8 +591,7 @@ fn a_copy_larger_than_the_memory_limit_writes_in_a_small_process() {
 /// 2000 × 2500 grid, through a 64 MiB pool) finishes: the sort it needs spills within the
 /// pool (`memory_limited_runtime`, `sorts_within`); it failed in DataFusion's
 /// `ExternalSorterMerge` before. The store holds every cell. (A debug binary peaks at about
-/// 320 MB here, most of it outside the pool: the bound catches a process that holds the
-/// rows, 120 MB and their sorted copies.)
+/// 300 MB here, 460 MB with no limit: the bound fails a process that ignores the pool.)
 #[test]
 fn a_gridded_copy_larger_than_the_memory_limit_completes() {
     let dir = tempfile::tempdir().unwrap();
@@ -614,7 +613,7 @@ fn a_gridded_copy_larger_than_the_memory_limit_completes() {
     ]);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(written, "count\n5000000\n");
-    assert!(peak < 512 * MIB, "peak RSS {} MiB", peak / MIB);
+    assert!(peak < 400 * MIB, "peak RSS {} MiB", peak / MIB);
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("v").join("zarr.json")).unwrap()).unwrap();
     assert_eq!(meta["shape"], serde_json::json!([2000, 2500]));
