@@ -118,16 +118,15 @@ fn string_dataset_layout(
     let attributes =
         netcdf_reader::nc4::attributes::extract_variable_attributes(ds, NcMetadataMode::Strict)
             .map_err(|e| format!("its attributes: {e}"))?;
-    let mut group = Map::new();
-    group.insert("zarr_format".into(), json!(3));
-    group.insert("node_type".into(), json!("group"));
-    let attributes = attributes_json(&attributes, None);
-    group.insert("attributes".into(), Value::Object(attributes));
+    let group = json!({
+        "zarr_format": 3,
+        "node_type": "group",
+        "attributes": Value::Object(attributes_json(&attributes, None)),
+    });
     let mut layout = Layout::default();
-    layout.documents.insert(
-        "zarr.json".into(),
-        Value::Object(group).to_string().into_bytes(),
-    );
+    layout
+        .documents
+        .insert("zarr.json".into(), group.to_string().into_bytes());
     layout
         .documents
         .insert("value/zarr.json".into(), array.to_string().into_bytes());

@@ -283,6 +283,11 @@ fn ndfusion_peak(args: &[&str]) -> (Option<i32>, String, String, u64) {
 
 const MIB: u64 = 1 << 20;
 
+/// [`ndfusion_peak`] of the statement `copy` through a pool of `limit`, in CSV.
+fn copy_peak(limit: &str, copy: &str) -> (Option<i32>, String, String, u64) {
+    ndfusion_peak(&["-q", "--format", "csv", "--memory-limit", limit, "-c", copy])
+}
+
 /// [`ndfusion_peak`] of `query` over the Zarr table at `location`, registered as `t`, in CSV.
 fn query_peak(location: &std::path::Path, query: &str) -> (Option<i32>, String, String, u64) {
     let create = format!(
@@ -567,15 +572,7 @@ fn a_copy_larger_than_the_memory_limit_writes_in_a_small_process() {
          FROM generate_series(1, 10000000)) TO '{}' STORED AS ZARR",
         out.display()
     );
-    let (code, written, err, peak) = ndfusion_peak(&[
-        "-q",
-        "--format",
-        "csv",
-        "--memory-limit",
-        "64M",
-        "-c",
-        &copy,
-    ]);
+    let (code, written, err, peak) = copy_peak("64M", &copy);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(written, "count\n10000000\n");
     assert!(peak < 256 * MIB, "peak RSS {} MiB", peak / MIB);
@@ -602,15 +599,7 @@ fn a_gridded_copy_larger_than_the_memory_limit_completes() {
          OPTIONS ('dimensions' 'x,y')",
         out.display()
     );
-    let (code, written, err, peak) = ndfusion_peak(&[
-        "-q",
-        "--format",
-        "csv",
-        "--memory-limit",
-        "64M",
-        "-c",
-        &copy,
-    ]);
+    let (code, written, err, peak) = copy_peak("64M", &copy);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(written, "count\n5000000\n");
     assert!(peak < 400 * MIB, "peak RSS {} MiB", peak / MIB);

@@ -399,21 +399,14 @@ impl ExecutionPlan for GridWriteExec {
         // The same fold, also behind a wrapper that changes only how its stream is polled
         // (`yielding.rs`; this exec folds the aggregate itself, never polls it) or with its
         // tables given again: the child taken as it is.
-        let fold = |plan: &Arc<dyn ExecutionPlan>| {
-            let plan = Arc::clone(unwrapped(plan));
-            plan.downcast_ref::<GridAggregateExec>()
-                .is_some()
-                .then_some(plan)
-        };
-        match (children.as_slice(), fold(&self.aggregate)) {
-            ([child], Some(ours)) => match fold(child) {
-                Some(theirs) if same_fold(&ours, &theirs) => Ok(Arc::new(GridWriteExec {
-                    aggregate: theirs,
+        match children.as_slice() {
+            [child] if same_fold(unwrapped(child), unwrapped(&self.aggregate)) => {
+                Ok(Arc::new(GridWriteExec {
+                    aggregate: Arc::clone(unwrapped(child)),
                     ..self.as_ref().clone()
-                })),
-                // Another input: the COPY as DataFusion planned it.
-                _ => Ok(Arc::clone(&self.planned)),
-            },
+                }))
+            }
+            // Another input: the COPY as DataFusion planned it.
             _ => Ok(Arc::clone(&self.planned)),
         }
     }
