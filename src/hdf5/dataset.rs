@@ -10,10 +10,9 @@ use hdf5_reader::{Dataset, Hdf5File};
 use netcdf_reader::NcMetadataMode;
 use serde_json::{json, Map, Value};
 
-use crate::limits::METADATA_BYTES;
 use crate::netcdf::classic::attributes_json;
 use crate::netcdf::layout::{Layout, Source};
-use crate::netcdf::nc4::{place, stored, whole_array_json, whole_count, Placed, VlenChunk};
+use crate::netcdf::nc4::{place, stored, strings_chunk, whole_array_json, whole_count, Placed};
 use crate::netcdf::numpy_type::NumpyType;
 
 /// The layout of dataset `ds` (at `path`, in group `parent`) of `h5`, a file of `file_len`
@@ -95,23 +94,7 @@ fn string_dataset_layout(
     let reference = 8 + u64::from(h5.superblock().offset_size);
     let count = whole_count(&shape, reference, metadata_bytes, "strings")?;
     let strings = ds.read_strings().map_err(|e| format!("its strings: {e}"))?;
-    if strings.len() as u64 != count {
-        return Err(format!(
-            "it holds {} strings, its shape {shape:?} needs {count}",
-            strings.len()
-        ));
-    }
-    let bytes: u64 = strings.iter().map(|s| s.len() as u64).sum();
-    if bytes > metadata_bytes {
-        return Err(format!(
-            "its strings hold {bytes} bytes, more than the metadata limit allows \
-             ({METADATA_BYTES})"
-        ));
-    }
-    let mut chunk = VlenChunk::new(count, "strings")?;
-    for text in &strings {
-        chunk.push(text.as_bytes())?;
-    }
+    let chunk = strings_chunk(&strings, &shape, count, metadata_bytes)?;
     let dims = dimension_names(h5, parent, ds)?;
     let dims: Vec<&str> = dims.iter().map(String::as_str).collect();
     let array = whole_array_json(&shape, &dims, json!("string"), "vlen-utf8", Map::new());
@@ -132,7 +115,7 @@ fn string_dataset_layout(
         .insert("value/zarr.json".into(), array.to_string().into_bytes());
     layout
         .variables
-        .insert("value".into(), Source::Inline(chunk.bytes.into()));
+        .insert("value".into(), Source::Inline(chunk.into()));
     layout.order.push("value".into());
     Ok(layout)
 }

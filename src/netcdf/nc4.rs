@@ -464,19 +464,39 @@ fn string_variable(
     let strings = nc
         .read_variable_as_strings(path)
         .map_err(|e| format!("its strings: {e}"))?;
+    let shape: Vec<u64> = var.dimensions.iter().map(|d| d.size).collect();
+    let chunk = strings_chunk(&strings, &shape, count, metadata_bytes)?;
+    let zarr_json = whole_variable_json(var, json!("string"), "vlen-utf8");
+    Ok((zarr_json, Source::Inline(chunk.into())))
+}
+
+/// The one `vlen-utf8` chunk of the `count` strings of an array of `shape` (netCDF-4
+/// `NC_STRING`, HDF5 variable-length strings), read whole: an error when there are not
+/// `count` of them, or when they hold more bytes than the metadata limit allows.
+pub(crate) fn strings_chunk(
+    strings: &[String],
+    shape: &[u64],
+    count: u64,
+    metadata_bytes: u64,
+) -> Result<Vec<u8>, String> {
     if strings.len() as u64 != count {
         return Err(format!(
-            "it holds {} strings, its shape {:?} needs {count}",
-            strings.len(),
-            var.dimensions.iter().map(|d| d.size).collect::<Vec<_>>()
+            "it holds {} strings, its shape {shape:?} needs {count}",
+            strings.len()
+        ));
+    }
+    let bytes: u64 = strings.iter().map(|s| s.len() as u64).sum();
+    if bytes > metadata_bytes {
+        return Err(format!(
+            "its strings hold {bytes} bytes, more than the metadata limit allows \
+             ({METADATA_BYTES})"
         ));
     }
     let mut chunk = VlenChunk::new(count, "strings")?;
-    for text in &strings {
+    for text in strings {
         chunk.push(text.as_bytes())?;
     }
-    let zarr_json = whole_variable_json(var, json!("string"), "vlen-utf8");
-    Ok((zarr_json, Source::Inline(chunk.bytes.into())))
+    Ok(chunk.bytes)
 }
 
 /// A vlen variable's `zarr.json` and its lists: each element is a reference into a global
@@ -587,20 +607,20 @@ pub(crate) fn whole_count(
 
 /// One chunk of variable-length elements as numcodecs' `vlen-utf8` and `vlen-bytes` lay
 /// them out: the element count, then each element's length and bytes (u32 little-endian).
-pub(crate) struct VlenChunk {
-    pub bytes: Vec<u8>,
+struct VlenChunk {
+    bytes: Vec<u8>,
     what: &'static str,
 }
 
 impl VlenChunk {
-    pub(crate) fn new(count: u64, what: &'static str) -> Result<Self, String> {
+    fn new(count: u64, what: &'static str) -> Result<Self, String> {
         let count = u32::try_from(count).map_err(|_| format!("its {what} are too many"))?;
         let mut bytes = Vec::with_capacity(4 + 4 * count as usize);
         bytes.extend_from_slice(&count.to_le_bytes());
         Ok(VlenChunk { bytes, what })
     }
 
-    pub(crate) fn push(&mut self, element: &[u8]) -> Result<(), String> {
+    fn push(&mut self, element: &[u8]) -> Result<(), String> {
         let len = u32::try_from(element.len())
             .map_err(|_| format!("its {} are longer than 4 GiB", self.what))?;
         self.bytes.extend_from_slice(&len.to_le_bytes());
