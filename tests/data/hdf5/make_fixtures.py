@@ -346,7 +346,7 @@ record("btree.h5", "/line")
 # ---------------------------------------------------------------- strings.h5
 # Variable-length strings (h5py.string_dtype()): `/names` (UTF-8, an empty one, a vlen string
 # attribute and an array of them), `/grid` (chunks splitting both dimensions, gzip, chunks
-# never written: h5py reads ""), `/ascii` (ASCII), `/records` (a compound with a vlen string
+# never written: h5py reads ""), `/ascii` (ASCII), `/long` (20,000 bytes of strings), `/records` (a compound with a vlen string
 # member: not read yet, an error naming the member).
 with h5py.File(fresh("strings.h5"), "w") as f:
     names = f.create_dataset(
@@ -364,6 +364,12 @@ with h5py.File(fresh("strings.h5"), "w") as f:
     f.create_dataset(
         "ascii", data=np.array([b"ab", b"", b"cde"], dtype=object),
         dtype=h5py.string_dtype("ascii"),
+    )
+    # Two strings of 10,000 characters: 32 bytes of references, 20,000 of strings (the
+    # metadata limit counts both).
+    f.create_dataset(
+        "long", data=np.array(["x" * 10000, "y" * 10000], dtype=object),
+        dtype=h5py.string_dtype(),
     )
     records = np.dtype([("id", "<i4"), ("name", h5py.string_dtype())])
     f.create_dataset("records", data=np.array([(1, "one"), (2, "two")], dtype=records))
