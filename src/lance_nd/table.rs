@@ -400,7 +400,8 @@ impl TableProvider for LanceNdTable {
             schema,
             Some(Arc::clone(&self.reading)),
         );
-        Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
+        let order = sink.required_ordering();
+        Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), order)))
     }
 
     fn supports_filters_pushdown(

@@ -626,6 +626,47 @@ fn a_gridded_copy_larger_than_the_memory_limit_completes() {
     );
 }
 
+/// A lance-nd COPY of more rows than `--memory-limit` holds (5·10^6 rows in 10 batches
+/// through a 64 MiB pool) finishes: the rows arrive sorted by their batch (the sort spills
+/// within the pool) and each batch is written as soon as its rows are complete, then all
+/// are committed at once. It failed in the sink before (`LanceNdSink ... can spill: false`),
+/// which held every row. (A debug binary peaks at about 330 MB here; the old sink, holding
+/// every row, at 600 MB with no limit.)
+#[test]
+fn a_lance_nd_copy_larger_than_the_memory_limit_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.lance");
+    let copy = format!(
+        "COPY (SELECT value % 10 AS b, value / 10 AS x, CAST(value AS DOUBLE) AS v \
+         FROM generate_series(0, 4999999) ORDER BY random()) TO '{}' STORED AS LANCE_ND \
+         OPTIONS ('dimensions' 'x', 'batch_by' 'b')",
+        out.display()
+    );
+    let (code, written, err, peak) = copy_peak("64M", &copy);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(written, "count\n5000000\n");
+    assert!(peak < 400 * MIB, "peak RSS {} MiB", peak / MIB);
+    let create = format!(
+        "CREATE EXTERNAL TABLE t STORED AS LANCE_ND LOCATION '{}'",
+        out.display()
+    );
+    let (code, sums, err, _) = ndfusion_peak(&[
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        &create,
+        "-c",
+        "SELECT count(*), count(DISTINCT __global_attrs__.b), sum(v), \
+         sum(CASE WHEN v = x * 10 + __global_attrs__.b THEN 1 ELSE 0 END) FROM t",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        sums.ends_with("\n5000000,10,12499997500000.0,5000000\n"),
+        "{sums}"
+    );
+}
+
 /// ndfusion's own warnings reach the command line's user on stderr (a netCDF variable xarray
 /// leaves out, left out too); other libraries' log records do not, unless RUST_LOG asks.
 #[test]

@@ -91,6 +91,7 @@ impl Writes for LanceNdWriter {
         .map_err(|e| refused(e.to_string()))?;
         let options = self.options.write_options();
         let sink = LanceNdSink::new(location, layout, options, schema, None);
-        Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
+        let order = sink.required_ordering();
+        Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), order)))
     }
 }

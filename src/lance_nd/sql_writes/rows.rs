@@ -9,14 +9,11 @@
 //! not have. Every other column becomes an array on the batch's grid, NULL in the cells no
 //! row names: reading the table back gives the rows written, plus those cells.
 
-use std::collections::BTreeMap;
-
 use arrow::array::{Array, ArrayRef, AsArray, BooleanBufferBuilder, RecordBatch, UInt32Array};
 use arrow::buffer::NullBuffer;
-use arrow::compute::{take, take_record_batch};
+use arrow::compute::take;
 use arrow::datatypes::{DataType, Int64Type, Schema};
 use arrow::error::ArrowError;
-use arrow::row::{RowConverter, SortField};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::DataFusionError;
 use datafusion::execution::memory_pool::MemoryReservation;
@@ -74,7 +71,12 @@ pub(crate) enum RowsError {
         cells: String,
         rows: usize,
     },
-    #[error("more than {} rows in one write", u32::MAX)]
+    #[error(
+        "the rows reached the writer unsorted by their global attributes, so a batch would be \
+         written as two table rows"
+    )]
+    Unsorted,
+    #[error("more than {} rows in one batch", u32::MAX)]
     TooManyRows,
     #[error("{0}")]
     Nd(#[from] NdError),
@@ -192,56 +194,24 @@ impl RowsLayout {
         })
     }
 
-    /// The nd record batches of `rows`, one per distinct global attributes, in their order.
-    /// What the batches hold is reserved in `memory` as they are made.
-    pub(crate) fn batches(
-        &self,
-        rows: &RecordBatch,
-        memory: &mut MemoryReservation,
-    ) -> Result<Vec<NdRecordBatch>, RowsError> {
-        let mut batches = Vec::new();
-        for indices in self.groups(rows)? {
-            let group = take_record_batch(rows, &indices)?;
-            batches.push(self.batch(&group, memory)?);
-        }
-        Ok(batches)
-    }
-
-    /// The rows of each batch: grouped by the attribute columns, in the order of their values.
-    fn groups(&self, rows: &RecordBatch) -> Result<Vec<UInt32Array>, RowsError> {
-        let n = rows.num_rows();
-        if u32::try_from(n).is_err() {
-            return Err(RowsError::TooManyRows);
-        }
-        let keys: Vec<usize> = (self.attributes.iter().copied())
+    /// The columns whose values tell the batches apart (`batch_by`, then `__global_attrs__`).
+    pub(crate) fn keys(&self) -> Vec<usize> {
+        (self.attributes.iter().copied())
             .chain(self.global_attrs)
-            .collect();
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        if keys.is_empty() {
-            return Ok(vec![UInt32Array::from_iter_values(0..n as u32)]);
-        }
-        let fields = (keys.iter())
-            .map(|&c| SortField::new(rows.schema().field(c).data_type().clone()))
-            .collect();
-        let converter = RowConverter::new(fields)?;
-        let columns: Vec<ArrayRef> = keys.iter().map(|&c| rows.column(c).clone()).collect();
-        let converted = converter.convert_columns(&columns)?;
-        let mut groups: BTreeMap<_, Vec<u32>> = BTreeMap::new();
-        for (i, key) in converted.iter().enumerate() {
-            groups.entry(key).or_default().push(i as u32);
-        }
-        Ok(groups.into_values().map(UInt32Array::from).collect())
+            .collect()
     }
 
-    /// The rows of one group as one batch on the grid of their dimension values.
-    fn batch(
+    /// The rows of one group (the same global attributes) as one batch on the grid of their
+    /// dimension values. What the batch holds is reserved in `memory`.
+    pub(crate) fn batch(
         &self,
         group: &RecordBatch,
         memory: &mut MemoryReservation,
     ) -> Result<NdRecordBatch, RowsError> {
         let rows = group.num_rows();
+        if u32::try_from(rows).is_err() {
+            return Err(RowsError::TooManyRows);
+        }
         // A dimension NULL in every row is one the batch does not have (as the rows of a
         // lance-nd table read it); NULL in some rows only, an error (`GridError::Null`).
         let absent = |d: &DimColumn| group.column(d.column).null_count() == rows;
@@ -495,9 +465,12 @@ mod tests {
     use std::sync::Arc;
 
     use arrow::array::{Float64Array, Int64Array, StringArray, StructArray};
+    use arrow::compute::take_record_batch;
     use arrow::datatypes::{Field, Float64Type};
+    use arrow::row::{RowConverter, SortField};
     use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, UnboundedMemoryPool};
 
+    use super::super::groups::GroupCuts;
     use super::*;
 
     fn memory() -> MemoryReservation {
@@ -507,6 +480,35 @@ mod tests {
 
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// The batches of `rows` as the sink makes them: sorted by their keys, cut where a key
+    /// changes.
+    fn batches(layout: &RowsLayout, rows: &RecordBatch) -> Result<Vec<NdRecordBatch>, RowsError> {
+        let keys = layout.keys();
+        let mut order: Vec<u32> = (0..rows.num_rows() as u32).collect();
+        if !keys.is_empty() {
+            let converter = RowConverter::new(
+                (keys.iter())
+                    .map(|&c| SortField::new(rows.schema().field(c).data_type().clone()))
+                    .collect(),
+            )?;
+            let columns: Vec<ArrayRef> = keys.iter().map(|&c| rows.column(c).clone()).collect();
+            let converted = converter.convert_columns(&columns)?;
+            order.sort_by_key(|&i| converted.row(i as usize));
+        }
+        let sorted = take_record_batch(rows, &UInt32Array::from(order))?;
+        let mut starts = GroupCuts::new(&rows.schema(), keys)?.starts(&sorted)?;
+        starts.push(sorted.num_rows());
+        let mut begin = 0;
+        let mut out = Vec::new();
+        for end in starts {
+            if end > begin {
+                out.push(layout.batch(&sorted.slice(begin, end - begin), &mut memory())?);
+            }
+            begin = end;
+        }
+        Ok(out)
     }
 
     fn profiles() -> RecordBatch {
@@ -537,7 +539,7 @@ mod tests {
             1 << 20,
         )
         .unwrap();
-        let batches = layout.batches(&rows, &mut memory()).unwrap();
+        let batches = batches(&layout, &rows).unwrap();
         assert_eq!(batches.len(), 2);
         let a = &batches[0];
         assert_eq!(a.grid(), &[Dim::new("depth", 3)]);
@@ -577,17 +579,14 @@ mod tests {
         .unwrap();
         let layout =
             RowsLayout::for_copy(&rows.schema(), &names(&["x", "y"]), &[], 1 << 20).unwrap();
-        let batch = &layout.batches(&rows, &mut memory()).unwrap()[0];
+        let batch = &batches(&layout, &rows).unwrap()[0];
         let v = batch.array("v").unwrap().values();
         assert_eq!(v.len(), 4);
         assert!(v.is_null(1));
         assert_eq!(v.as_primitive::<Float64Type>().value(3), 3.0);
 
         let layout = RowsLayout::for_copy(&rows.schema(), &names(&["x"]), &[], 1 << 20).unwrap();
-        let err = layout
-            .batches(&rows, &mut memory())
-            .unwrap_err()
-            .to_string();
+        let err = batches(&layout, &rows).unwrap_err().to_string();
         assert!(
             err.contains("two rows of one batch have the same dimensions (x) = (1)"),
             "{err}"
@@ -626,10 +625,7 @@ mod tests {
             1 << 20,
         )
         .unwrap();
-        let err = layout
-            .batches(&rows, &mut memory())
-            .unwrap_err()
-            .to_string();
+        let err = batches(&layout, &rows).unwrap_err().to_string();
         assert!(
             err.contains("would have too many cells for its 2 rows"),
             "{err}"
@@ -642,10 +638,7 @@ mod tests {
         let layout =
             RowsLayout::for_insert(&rows.schema(), &names(&["x"]), &names(&["x"]), 1 << 20)
                 .unwrap();
-        let err = layout
-            .batches(&rows, &mut memory())
-            .unwrap_err()
-            .to_string();
+        let err = batches(&layout, &rows).unwrap_err().to_string();
         assert!(err.contains("positions from 0, found -1"), "{err}");
     }
 
@@ -670,7 +663,7 @@ mod tests {
         let layout =
             RowsLayout::for_insert(&rows.schema(), &names(&["i", "t"]), &names(&["i"]), 1 << 20)
                 .unwrap();
-        let batches = layout.batches(&rows, &mut memory()).unwrap();
+        let batches = batches(&layout, &rows).unwrap();
         assert_eq!(batches.len(), 2);
         // station NULL sorts first: no global attributes, t a coordinate of one value.
         assert!(batches[0].global_attrs().is_empty());

@@ -1,28 +1,36 @@
 //! [`LanceNdSink`]: a query's rows appended to a lance-nd table as nd record batches, in one
-//! Lance commit (`write_nd_batches`), by `COPY ... STORED AS LANCE_ND` and `INSERT INTO`.
+//! Lance commit, by `COPY ... STORED AS LANCE_ND` and `INSERT INTO`.
 //!
-//! A batch is one table row and the commit takes all of them, so the rows are held until the
-//! write: what they and their batches take is reserved from the session's memory pool, and a
-//! result larger than the pool is an error before anything is written, never a process out of
-//! memory. Grouping and gridding run on a blocking thread, off the async workers.
+//! The sink requires its rows sorted by their global attributes (`groups.rs`), so the rows of
+//! one batch arrive together: when the next batch's first row arrives, the batch is laid on
+//! its grid and its data files are written (`StagedWrite`), and its rows are let go. A write
+//! holds one batch at a time, reserved from the session's memory pool (the sort before it
+//! spills); one batch larger than the pool is an error, never a process out of memory. The
+//! commit comes after the last batch, so a query that fails or is cancelled first commits
+//! nothing. Gridding runs on a blocking thread, off the async workers.
 
 use std::sync::Arc;
 
+use arrow::array::RecordBatch;
 use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::common::{DataFusionError, Result as DfResult};
 use datafusion::datasource::sink::DataSink;
-use datafusion::execution::memory_pool::MemoryConsumer;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_expr::LexRequirement;
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
 use futures::StreamExt;
 
+use super::groups::{required_ordering, GroupCuts};
 use super::rows::RowsLayout;
 use crate::error::Error;
 use crate::lance_nd::table::Reading;
-use crate::lance_nd::writer::{write_nd_batches, WriteOptions};
+use crate::lance_nd::writer::{StagedWrite, WriteOptions};
 
 /// Appends rows to the lance-nd table at one location.
 #[derive(Debug)]
@@ -57,6 +65,11 @@ impl LanceNdSink {
         }
     }
 
+    /// The order the sink takes its rows in (by their batch), for its `DataSinkExec`.
+    pub(crate) fn required_ordering(&self) -> Option<LexRequirement> {
+        required_ordering(&self.schema, &self.layout.keys())
+    }
+
     /// A write refused for `reason`, naming the location.
     fn refused(&self, reason: impl ToString) -> DataFusionError {
         DataFusionError::from(Error::Write {
@@ -76,6 +89,22 @@ impl DisplayAs for LanceNdSink {
     }
 }
 
+/// The rows of the batch being received, and what they hold in the memory pool.
+struct OpenBatch {
+    rows: Vec<RecordBatch>,
+    memory: MemoryReservation,
+}
+
+impl OpenBatch {
+    fn take(&mut self, rows: RecordBatch) -> DfResult<()> {
+        if rows.num_rows() > 0 {
+            self.memory.try_grow(rows.get_array_memory_size())?;
+            self.rows.push(rows);
+        }
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl DataSink for LanceNdSink {
     fn metrics(&self) -> Option<MetricsSet> {
@@ -86,43 +115,36 @@ impl DataSink for LanceNdSink {
         &self.schema
     }
 
-    /// Takes every row, makes the batches, and appends them in one commit: called once per
-    /// statement. Nothing is committed when the query fails or is cancelled first.
+    /// Takes the rows in the order of their batches, writes each batch's data files when
+    /// its rows are complete, and commits them all at the end: called once per statement.
     async fn write_all(
         &self,
         mut data: SendableRecordBatchStream,
         context: &Arc<TaskContext>,
     ) -> DfResult<u64> {
-        let memory = MemoryConsumer::new(format!("LanceNdSink {}", self.location))
-            .register(context.memory_pool());
-        let mut received = Vec::new();
+        let written = MetricBuilder::new(&self.metrics).global_counter("nd_batches");
+        let mut write = StagedWrite::begin(&self.location, &self.options).await?;
+        let mut cuts =
+            GroupCuts::new(&self.schema, self.layout.keys()).map_err(|e| self.refused(e))?;
+        let mut open = OpenBatch {
+            rows: Vec::new(),
+            memory: MemoryConsumer::new(format!("LanceNdSink {}", self.location))
+                .register(context.memory_pool()),
+        };
         let mut rows = 0u64;
         while let Some(batch) = data.next().await {
             let batch = batch?;
-            memory.try_grow(batch.get_array_memory_size())?;
             rows += batch.num_rows() as u64;
-            received.push(batch);
+            let mut begin = 0;
+            for start in cuts.starts(&batch).map_err(|e| self.refused(e))? {
+                open.take(batch.slice(begin, start - begin))?;
+                open = self.write_batch(open, &mut write, &written).await?;
+                begin = start;
+            }
+            open.take(batch.slice(begin, batch.num_rows() - begin))?;
         }
-        let layout = Arc::clone(&self.layout);
-        let schema = Arc::clone(&self.schema);
-        let (batches, memory) = tokio::task::spawn_blocking(move || {
-            let mut memory = memory;
-            // Held twice while they are joined.
-            memory.try_grow(memory.size())?;
-            let all = concat_batches(&schema, &received)?;
-            drop(received);
-            memory.shrink(memory.size() / 2);
-            let batches = layout.batches(&all, &mut memory);
-            Ok::<_, DataFusionError>((batches, memory))
-        })
-        .await
-        .map_err(|e| DataFusionError::External(Box::new(e)))??;
-        let batches = batches.map_err(|e| self.refused(e))?;
-        MetricBuilder::new(&self.metrics)
-            .global_counter("nd_batches")
-            .add(batches.len());
-        write_nd_batches(&self.location, &batches, &self.options).await?;
-        drop(memory);
+        self.write_batch(open, &mut write, &written).await?;
+        write.commit().await?;
         if let Some(table) = &self.table {
             table.refresh().await.map_err(|e| {
                 self.refused(format!(
@@ -131,5 +153,42 @@ impl DataSink for LanceNdSink {
             })?;
         }
         Ok(rows)
+    }
+}
+
+impl LanceNdSink {
+    /// Lays the rows of `open` (one batch's, if any) on their grid and writes them; gives
+    /// back an empty batch with the memory let go.
+    async fn write_batch(
+        &self,
+        open: OpenBatch,
+        write: &mut StagedWrite,
+        written: &Count,
+    ) -> DfResult<OpenBatch> {
+        let OpenBatch { rows, mut memory } = open;
+        if rows.is_empty() {
+            return Ok(OpenBatch { rows, memory });
+        }
+        let layout = Arc::clone(&self.layout);
+        let schema = Arc::clone(&self.schema);
+        let (batch, memory) = tokio::task::spawn_blocking(move || {
+            // Held twice while they are joined.
+            memory.try_grow(memory.size())?;
+            let group = concat_batches(&schema, &rows)?;
+            drop(rows);
+            memory.shrink(memory.size() / 2);
+            let batch = layout.batch(&group, &mut memory);
+            Ok::<_, DataFusionError>((batch, memory))
+        })
+        .await
+        .map_err(|e| DataFusionError::External(Box::new(e)))??;
+        let batch = batch.map_err(|e| self.refused(e))?;
+        write.add(std::slice::from_ref(&batch)).await?;
+        written.add(1);
+        memory.free();
+        Ok(OpenBatch {
+            rows: Vec::new(),
+            memory,
+        })
     }
 }

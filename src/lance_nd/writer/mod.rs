@@ -1,38 +1,27 @@
 //! Writing nd record batches to a lance-nd table: one table row per batch, the schema extended
 //! first when a write brings new arrays, attribute keys or global attribute keys.
 //!
+//! `staged.rs` writes the batches' data files as they come and commits them once,
 //! `schema_plan.rs` works out the table schema a write needs, `cast.rs` the type changes it
-//! makes (as `nd/casting.rs` allows), `statistics.rs` the optional `__stats__` columns, `encode.rs` the rows.
+//! makes (as `nd/casting.rs` allows), `statistics.rs` the optional `__stats__` columns,
+//! `encode.rs` the rows.
 
 mod cast;
 mod encode;
 mod schema_plan;
+mod staged;
 mod statistics;
 
+pub(crate) use staged::StagedWrite;
 pub(crate) use statistics::check_stats_field;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use arrow::array::RecordBatchIterator;
-use arrow::datatypes::{Field, Schema, SchemaRef};
-use lance::dataset::fragment::write::FragmentCreateBuilder;
-use lance::dataset::transaction::{Operation, Transaction};
-use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode};
-use lance::Dataset;
-use lance_table::format::Fragment;
-
-use cast::Casts;
-
-use super::format::{check_marker, write_error, FORMAT_KEY, FORMAT_VERSION};
-use super::location::TableLocation;
 use crate::error::{Error, Result};
 pub use crate::nd::Casting;
 use crate::nd::NdRecordBatch;
 use crate::storage::StorageOptions;
 use crate::table_options::{FormatOptions, OptionKind, OptionSpec};
-use encode::encode_rows;
-use schema_plan::{plan_schema, schema_additions};
 
 /// A write that does not fit the table (or breaks the format), at `uri`.
 fn invalid(uri: &str, reason: impl Into<String>) -> Error {
@@ -140,132 +129,9 @@ pub async fn write_nd_batches(
     if batches.is_empty() {
         return Ok(());
     }
-    let location = TableLocation::resolve(location, &options.storage)?;
-    let uri = location.shown.as_str();
-    match location.open_lance().await? {
-        Some(dataset) => {
-            check_marker(&dataset, uri)?;
-            let existing = Schema::from(dataset.schema());
-            let (wanted, casts) = plan_schema(uri, &existing, batches, options)?;
-            let additions = schema_additions(&existing, &wanted);
-            if additions.is_empty() {
-                append(&location, dataset, batches, &casts).await
-            } else {
-                evolve_and_append(&location, dataset, additions, batches, &casts).await
-            }
-        }
-        None => {
-            let (wanted, casts) = plan_schema(uri, &Schema::empty(), batches, options)?;
-            let schema = Arc::new(Schema::new(wanted).with_metadata(HashMap::from([(
-                FORMAT_KEY.to_string(),
-                FORMAT_VERSION.to_string(),
-            )])));
-            let batch = encode_rows(uri, &schema, batches, &casts)?;
-            let reader = RecordBatchIterator::new(vec![Ok(batch)], Arc::clone(&schema));
-            let params = location.write_params(WriteMode::Create);
-            Dataset::write(reader, location.uri(), Some(params))
-                .await
-                .map_err(|e| write_error(uri, e, COMMIT_UNKNOWN))?;
-            Ok(())
-        }
-    }
-}
-
-/// What a failed write left when it failed before committing.
-const NOTHING_WRITTEN: &str = "nothing was written";
-/// What a failed write left when the commit itself failed (not by a conflict): the store may
-/// have taken the new manifest before the failure hid the answer.
-const COMMIT_UNKNOWN: &str = "the commit's outcome is unknown: read the table before retrying";
-
-/// Appends the rows of a write that fits the table's schema: data files first, then one
-/// commit.
-async fn append(
-    location: &TableLocation,
-    dataset: Dataset,
-    batches: &[NdRecordBatch],
-    casts: &Casts,
-) -> Result<()> {
-    let uri = location.shown.as_str();
-    let schema: SchemaRef = Arc::new(Schema::from(dataset.schema()));
-    let batch = encode_rows(uri, &schema, batches, casts)?;
-    let dataset = Arc::new(dataset);
-    let params = location.write_params(WriteMode::Append);
-    let transaction = InsertBuilder::new(Arc::clone(&dataset))
-        .with_params(&params)
-        .execute_uncommitted(vec![batch])
-        .await
-        .map_err(|e| write_error(uri, e, NOTHING_WRITTEN))?;
-    commit(uri, dataset, transaction).await
-}
-
-/// Commits `transaction` on `dataset`: a conflict left nothing; another failure may have hidden
-/// a commit that landed.
-async fn commit(uri: &str, dataset: Arc<Dataset>, transaction: Transaction) -> Result<()> {
-    CommitBuilder::new(dataset)
-        .execute(transaction)
-        .await
-        .map_err(|e| match e {
-            conflict @ (lance::Error::CommitConflict { .. }
-            | lance::Error::RetryableCommitConflict { .. }
-            | lance::Error::IncompatibleTransaction { .. }
-            | lance::Error::TooMuchWriteContention { .. }) => {
-                write_error(uri, conflict, NOTHING_WRITTEN)
-            }
-            e => write_error(uri, e, COMMIT_UNKNOWN),
-        })?;
-    Ok(())
-}
-
-/// Adds `additions` (new columns, or new leaves of struct columns, all null in the existing
-/// rows) and appends the rows in one commit: the rows are written as new fragments under the
-/// evolved schema, then a `Merge` commits the table's fragments plus the new ones with that
-/// schema. Lance refuses the `Merge` when another writer committed since the table was read
-/// (a retryable conflict), so no concurrent row is dropped.
-async fn evolve_and_append(
-    location: &TableLocation,
-    dataset: Dataset,
-    additions: Vec<Field>,
-    batches: &[NdRecordBatch],
-    casts: &Casts,
-) -> Result<()> {
-    let uri = location.shown.as_str();
-    let failed = |e| write_error(uri, e, NOTHING_WRITTEN);
-    let manifest = dataset.manifest();
-    let mut schema = dataset
-        .schema()
-        .merge(&Schema::new(additions))
-        .map_err(failed)?;
-    schema
-        .try_set_field_id(Some(manifest.max_field_id()))
-        .map_err(failed)?;
-    let arrow_schema: SchemaRef = Arc::new(Schema::from(&schema));
-    let batch = encode_rows(uri, &arrow_schema, batches, casts)?;
-    let reader = RecordBatchIterator::new(vec![Ok(batch)], arrow_schema);
-    let params = location.write_params(WriteMode::Append);
-    let mut written = FragmentCreateBuilder::new(location.uri())
-        .schema(&schema)
-        .write_params(&params)
-        .write_fragments(reader)
-        .await
-        .map_err(failed)?;
-    let first_id = manifest.max_fragment_id().map_or(0, |id| id + 1);
-    for (fragment, id) in written.iter_mut().zip(first_id..) {
-        fragment.id = id;
-    }
-    let mut fragments: Vec<Fragment> = dataset
-        .get_fragments()
-        .iter()
-        .map(|f| f.metadata().clone())
-        .collect();
-    fragments.extend(written);
-    let operation = Operation::Merge {
-        fragments,
-        schema,
-        // The additions are nullable (schema_plan.rs), so existing rows read them as null.
-        preserves_nullability: true,
-    };
-    let transaction = Transaction::new(manifest.version, operation, None);
-    commit(uri, Arc::new(dataset), transaction).await
+    let mut write = StagedWrite::begin(location, options).await?;
+    write.add(batches).await?;
+    write.commit().await
 }
 
 #[cfg(test)]
