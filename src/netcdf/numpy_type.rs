@@ -56,6 +56,14 @@ impl NumpyType {
         codecs
     }
 
+    /// A Zarr `fill_value` of zeros (HDF5's default), for an array read whole, which has no
+    /// unwritten chunk.
+    pub(crate) fn zero_fill(&self) -> Value {
+        let packed: u64 = self.keep.iter().map(|&(_, len)| len).sum();
+        use base64::Engine;
+        Value::from(base64::engine::general_purpose::STANDARD.encode(vec![0u8; packed as usize]))
+    }
+
     /// The Zarr `fill_value` (base64 of a packed element) of unwritten chunks: the
     /// dataset's fill value, else HDF5's default (zeros).
     pub(crate) fn fill_value(&self, stored: &Stored) -> Result<Value, String> {

@@ -36,7 +36,8 @@ Files:
   chunks of 2 x 3, written in a shuffled order, a quarter of them never written: the fill
   value 7) and `/line` (100 float64 in chunks of 1, gzip, every third never written: NaN).
 - `strings.h5`: variable-length strings (UTF-8 and ASCII, 1-D and chunked 2-D with chunks
-  never written, string attributes; a compound with a string member, not read yet).
+  never written, string attributes; compounds with string members, and one with a string in a
+  nested compound, not read yet).
 - `scales.h5`: h5py's dimension scales and attributes in the netCDF-4 data model (`time`,
   `station`, `temp`): a group read as a dataset, compared with xarray (h5netcdf engine).
 
@@ -94,6 +95,11 @@ def attr(v):
 HIDDEN = {"DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME", "_Netcdf4Dimid"}
 
 
+def is_vlen_string(dtype):
+    info = h5py.check_string_dtype(dtype)
+    return info is not None and info.length is None
+
+
 def record(path, name, dims=None):
     with h5py.File(HERE / path, "r") as f:
         ds = f[name]
@@ -105,7 +111,12 @@ def record(path, name, dims=None):
             row = dict(zip(names, index))
             element = data[index]
             if data.dtype.names:
-                row.update({m: value(element[m]) for m in data.dtype.names})
+                # Variable-length string members as text, as ndfusion reads them (h5py
+                # gives bytes).
+                row.update({
+                    m: element[m].decode() if is_vlen_string(ds.dtype[m]) else value(element[m])
+                    for m in data.dtype.names
+                })
             else:
                 row["value"] = value(element)
             rows.append(row)
@@ -346,8 +357,9 @@ record("btree.h5", "/line")
 # ---------------------------------------------------------------- strings.h5
 # Variable-length strings (h5py.string_dtype()): `/names` (UTF-8, an empty one, a vlen string
 # attribute and an array of them), `/grid` (chunks splitting both dimensions, gzip, chunks
-# never written: h5py reads ""), `/ascii` (ASCII), `/long` (20,000 bytes of strings), `/records` (a compound with a vlen string
-# member: not read yet, an error naming the member).
+# never written: h5py reads ""), `/ascii` (ASCII), `/long` (20,000 bytes of strings), `/records`
+# (a compound with vlen string members), `/nested` (a vlen string in a nested compound: not
+# read yet, an error naming the member).
 with h5py.File(fresh("strings.h5"), "w") as f:
     names = f.create_dataset(
         "names", data=np.array(["alpha", "béta", "", "γάμμα δ"], dtype=object),
@@ -371,11 +383,25 @@ with h5py.File(fresh("strings.h5"), "w") as f:
         "long", data=np.array(["x" * 10000, "y" * 10000], dtype=object),
         dtype=h5py.string_dtype(),
     )
-    records = np.dtype([("id", "<i4"), ("name", h5py.string_dtype())])
-    f.create_dataset("records", data=np.array([(1, "one"), (2, "two")], dtype=records))
+    # Compound records with vlen string members (UTF-8 and ASCII) beside a number and a
+    # nested compound: chunks of 3, gzip, the last chunk never written (h5py: 0, b"").
+    records = np.dtype([
+        ("id", "<i4"), ("name", h5py.string_dtype()), ("pos", [("x", "<f8"), ("y", "<f8")]),
+        ("code", h5py.string_dtype("ascii")),
+    ])
+    d = f.create_dataset("records", shape=(7,), chunks=(3,), dtype=records, compression="gzip")
+    d[0:4] = np.array([
+        (1, "one", (0.5, -1.0), b"A"), (2, "", (1.5, 2.0), b""),
+        (3, "très", (2.5, 3.0), b"CC"), (4, "four", (3.5, 4.0), b"D"),
+    ], dtype=records)
+    d.attrs["title"] = "records with names"
+    # A vlen string inside a nested compound: not read yet, an error naming the member.
+    nested = np.dtype([("id", "<i4"), ("tag", [("label", h5py.string_dtype())])])
+    f.create_dataset("nested", data=np.array([(1, ("a",))], dtype=nested))
 record("strings.h5", "/names")
 record("strings.h5", "/grid")
 record("strings.h5", "/ascii")
+record("strings.h5", "/records")
 
 # ---------------------------------------------------------------- scales.h5
 with h5py.File(fresh("scales.h5"), "w") as f:
