@@ -128,7 +128,8 @@ fn string_dataset_layout(
 /// table opens, as a string dataset is: its elements counted against the metadata limit
 /// first, the strings' bytes after. A string member becomes one `vlen-utf8` chunk (h5py's
 /// bytes, decoded as UTF-8, as `asstr()` decodes a string dataset); any other member, one
-/// chunk of its packed bytes, typed as h5py types it.
+/// chunk of its packed bytes, typed as h5py types it (an array member a subarray: a
+/// fixed-size list per record).
 fn compound_with_strings_layout(
     h5: &Hdf5File,
     parent: &Group,
@@ -190,14 +191,7 @@ fn compound_with_strings_layout(
                 whole_array_json(&shape, &dim_names, json!("string"), "vlen-utf8", Map::new());
             (array, chunk)
         } else {
-            if matches!(field.datatype, Datatype::Array { .. }) {
-                return Err(member(
-                    "an array member beside variable-length strings, which ndfusion does not \
-                     read yet"
-                        .into(),
-                ));
-            }
-            let element = NumpyType::of(&field.datatype).map_err(member)?;
+            let element = NumpyType::of_member(&field.datatype).map_err(member)?;
             let len = element.stored_bytes as usize;
             if offset + len > size {
                 return Err(member(format!("it ends past the record's {size} bytes")));

@@ -24,6 +24,8 @@ pub(crate) struct NumpyType {
     pub stored_bytes: u64,
     /// The ranges of a stored element the packed element keeps, in member order.
     keep: Vec<(u64, u64)>,
+    /// For an HDF5 array type read on its own: the subarray's shape (`dtype` its item's).
+    shape: Option<Vec<u64>>,
 }
 
 impl NumpyType {
@@ -34,12 +36,35 @@ impl NumpyType {
             dtype,
             stored_bytes: stored_size(t)?,
             keep: keep.ranges,
+            shape: None,
+        })
+    }
+
+    /// The type of a compound's member read as an array of its own (`hdf5/dataset.rs`): as
+    /// [`of`](Self::of), an HDF5 array type as a subarray of its item type, as h5py reads
+    /// such a member (one fixed-size list per element).
+    pub(crate) fn of_member(t: &Datatype) -> Result<Self, String> {
+        let Datatype::Array { base, dims } = t else {
+            return Self::of(t);
+        };
+        let mut keep = Keep::default();
+        Ok(NumpyType {
+            dtype: keep_array(base, dims, "", 0, &mut keep)?,
+            stored_bytes: stored_size(t)?,
+            keep: keep.ranges,
+            shape: Some(dims.clone()),
         })
     }
 
     /// The Zarr v3 `data_type`.
     pub(crate) fn data_type(&self) -> Value {
-        json!({"name": NUMPY_DTYPE, "configuration": {"dtype": self.dtype}})
+        match &self.shape {
+            None => json!({"name": NUMPY_DTYPE, "configuration": {"dtype": self.dtype}}),
+            Some(shape) => json!({
+                "name": NUMPY_DTYPE,
+                "configuration": {"dtype": self.dtype, "shape": shape},
+            }),
+        }
     }
 
     /// The codecs from `bytes` up to the HDF5 filters': `bytes`, then the repacking of the
@@ -206,25 +231,7 @@ fn numpy_dtype(t: &Datatype, member: &str, at: u64, keep: &mut Keep) -> Result<V
                 let start = at + offset;
                 let entry = match &field.datatype {
                     Datatype::Array { base, dims } => {
-                        let item_size = stored_size(base)?;
-                        let count = len / item_size.max(1);
-                        // One item's ranges, then repeated for the others.
-                        let mut item = Keep::default();
-                        let dtype = numpy_dtype(base, &path, 0, &mut item)?;
-                        if item.ranges == [(0, item_size)] {
-                            keep.push(start, len)?;
-                        } else {
-                            if (count as usize).saturating_mul(item.ranges.len()) > MAX_RANGES {
-                                return Err(format!(
-                                    "member '{path}': its items leave more than {MAX_RANGES} gaps"
-                                ));
-                            }
-                            for i in 0..count {
-                                for &(o, l) in &item.ranges {
-                                    keep.push(start + i * item_size + o, l)?;
-                                }
-                            }
-                        }
+                        let dtype = keep_array(base, dims, &path, start, keep)?;
                         json!([field.name, dtype, dims])
                     }
                     other => json!([field.name, numpy_dtype(other, &path, start, keep)?]),
@@ -248,6 +255,39 @@ fn numpy_dtype(t: &Datatype, member: &str, at: u64, keep: &mut Keep) -> Result<V
     }
 }
 
+/// The NumPy dtype of the items of an HDF5 array type (`base` items, `dims` of them) stored
+/// at `at`, each item's kept bytes added to `keep`. `path` names the member in messages.
+fn keep_array(
+    base: &Datatype,
+    dims: &[u64],
+    path: &str,
+    at: u64,
+    keep: &mut Keep,
+) -> Result<Value, String> {
+    let item_size = stored_size(base)?;
+    let count = (dims.iter())
+        .try_fold(1u64, |n, &d| n.checked_mul(d))
+        .ok_or("an array type of more than 2^64 items")?;
+    // One item's ranges, then repeated for the others.
+    let mut item = Keep::default();
+    let dtype = numpy_dtype(base, path, 0, &mut item)?;
+    if item.ranges == [(0, item_size)] {
+        keep.push(at, item_size.saturating_mul(count))?;
+    } else {
+        if count.saturating_mul(item.ranges.len() as u64) > MAX_RANGES as u64 {
+            return Err(format!(
+                "member '{path}': its items leave more than {MAX_RANGES} gaps"
+            ));
+        }
+        for i in 0..count {
+            for &(o, l) in &item.ranges {
+                keep.push(at + i * item_size + o, l)?;
+            }
+        }
+    }
+    Ok(dtype)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,6 +299,34 @@ mod tests {
             signed: true,
             byte_order: order,
         }
+    }
+
+    /// An array member read on its own is a subarray of its item type, in the item's order.
+    #[test]
+    fn an_array_member_on_its_own_is_a_subarray() {
+        let t = Datatype::Array {
+            base: Box::new(int(2, ByteOrder::BigEndian)),
+            dims: vec![2, 3],
+        };
+        let member = NumpyType::of_member(&t).unwrap();
+        assert_eq!(
+            member.data_type(),
+            json!({"name": NUMPY_DTYPE, "configuration": {"dtype": ">i2", "shape": [2, 3]}})
+        );
+        assert_eq!(
+            (member.stored_bytes, member.keep.as_slice()),
+            (12, &[(0, 12)][..])
+        );
+        let element = crate::zarr::metadata::data_type::parse_data_type(
+            &member.data_type(),
+            crate::zarr::metadata::element::ByteOrder::Little,
+        )
+        .unwrap();
+        assert_eq!(
+            element.arrow_type().to_string(),
+            "FixedSizeList(2 x non-null FixedSizeList(3 x non-null Int16))"
+        );
+        assert!(NumpyType::of(&t).is_err());
     }
 
     #[test]

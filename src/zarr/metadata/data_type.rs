@@ -20,9 +20,9 @@ pub(crate) fn parse_data_type(
 }
 
 /// ndfusion's name for a data type given as a NumPy dtype (`{"dtype": ">i2"}`, or a
-/// structured dtype's field list, as a Zarr v2 `.zarray` gives it): what an HDF5 dataset's
-/// type is (`hdf5/dataset.rs`), with a byte order per field and array members, which the
-/// v3 `struct` type cannot say. Its elements are stored as they are: the `bytes` codec's
+/// structured dtype's field list, as a Zarr v2 `.zarray` gives it; with `"shape": [3]`, a
+/// subarray of such items): what an HDF5 dataset's type is (`hdf5/dataset.rs`), with a byte
+/// order per field and array members, which the v3 `struct` type cannot say. Its elements are stored as they are: the `bytes` codec's
 /// `endian` does not apply, and its fill value is base64 of an element's bytes.
 pub(crate) const NUMPY_DTYPE: &str = "ndfusion.numpy_dtype";
 
@@ -117,7 +117,12 @@ fn parse_at(
             let dtype = config.and_then(|c| c.get("dtype")).ok_or_else(|| {
                 MetadataProblem::DataType(format!("{name}{} needs configuration.dtype", at()))
             })?;
-            crate::zarr::metadata::v2::parse_dtype(dtype)
+            let element = crate::zarr::metadata::v2::parse_dtype(dtype)?;
+            // A subarray (an HDF5 array member read as a variable of its own).
+            match config.and_then(|c| c.get("shape")) {
+                Some(shape) => crate::zarr::metadata::v2::subarray(element, shape, name),
+                None => Ok(element),
+            }
         }
         "bool" => scalar(ScalarKind::Bool),
         "int8" => scalar(ScalarKind::Int8),

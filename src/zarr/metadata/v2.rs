@@ -150,18 +150,7 @@ fn parse_fields(fields: &[Value], parent: &str) -> Result<ElementType, MetadataP
             }
         };
         if let Some(shape) = parts.and_then(|p| p.get(2)) {
-            let dims = u64_list(Some(shape))
-                .filter(|d| !d.is_empty() && !d.contains(&0))
-                .ok_or_else(|| {
-                    format!("field '{path}': subarray shape {shape} must be positive integers")
-                })?;
-            // Innermost dimension first, so [2, 3] is 2 lists of 3.
-            for &n in dims.iter().rev() {
-                element = ElementType::FixedArray {
-                    item: Box::new(element),
-                    len: n as usize,
-                };
-            }
+            element = subarray(element, shape, &format!("field '{path}'"))?;
         }
         out.push(StructField {
             name: name.to_string(),
@@ -169,6 +158,25 @@ fn parse_fields(fields: &[Value], parent: &str) -> Result<ElementType, MetadataP
         });
     }
     Ok(ElementType::Struct(out))
+}
+
+/// `element` as a NumPy subarray of `shape` (positive integers; `what` names it in errors):
+/// nested fixed-size lists, the innermost dimension first, so [2, 3] is 2 lists of 3.
+pub(crate) fn subarray(
+    mut element: ElementType,
+    shape: &Value,
+    what: &str,
+) -> Result<ElementType, MetadataProblem> {
+    let dims = u64_list(Some(shape))
+        .filter(|d| !d.is_empty() && !d.contains(&0))
+        .ok_or_else(|| format!("{what}: subarray shape {shape} must be positive integers"))?;
+    for &n in dims.iter().rev() {
+        element = ElementType::FixedArray {
+            item: Box::new(element),
+            len: n as usize,
+        };
+    }
+    Ok(element)
 }
 
 /// `<f8`, `|b1`, `>i2`, `<U4`, `|S5`, `|V3`, `<M8[ns]`, `<m8[10s]`.

@@ -358,7 +358,8 @@ record("btree.h5", "/line")
 # Variable-length strings (h5py.string_dtype()): `/names` (UTF-8, an empty one, a vlen string
 # attribute and an array of them), `/grid` (chunks splitting both dimensions, gzip, chunks
 # never written: h5py reads ""), `/ascii` (ASCII), `/long` (20,000 bytes of strings), `/records`
-# (a compound with vlen string members), `/nested` (a vlen string in a nested compound: not
+# (a compound with vlen string members beside a number, a nested compound and an array),
+# `/nested` (a vlen string in a nested compound: not
 # read yet, an error naming the member).
 with h5py.File(fresh("strings.h5"), "w") as f:
     names = f.create_dataset(
@@ -387,12 +388,12 @@ with h5py.File(fresh("strings.h5"), "w") as f:
     # nested compound: chunks of 3, gzip, the last chunk never written (h5py: 0, b"").
     records = np.dtype([
         ("id", "<i4"), ("name", h5py.string_dtype()), ("pos", [("x", "<f8"), ("y", "<f8")]),
-        ("code", h5py.string_dtype("ascii")),
+        ("code", h5py.string_dtype("ascii")), ("vec", "<i2", (3,)),
     ])
     d = f.create_dataset("records", shape=(7,), chunks=(3,), dtype=records, compression="gzip")
     d[0:4] = np.array([
-        (1, "one", (0.5, -1.0), b"A"), (2, "", (1.5, 2.0), b""),
-        (3, "très", (2.5, 3.0), b"CC"), (4, "four", (3.5, 4.0), b"D"),
+        (1, "one", (0.5, -1.0), b"A", (1, 2, 3)), (2, "", (1.5, 2.0), b"", (-1, 0, 1)),
+        (3, "très", (2.5, 3.0), b"CC", (7, 8, 9)), (4, "four", (3.5, 4.0), b"D", (0, 0, -7)),
     ], dtype=records)
     d.attrs["title"] = "records with names"
     # A vlen string inside a nested compound: not read yet, an error naming the member.
