@@ -1,6 +1,9 @@
-"""ndfusion's tables for datafusion-python: Zarr arrays, groups and collections, netCDF and
-HDF5 files, Icechunk repositories, and lance-nd tables, with their filters pushed into the scan as in Rust; and lance-nd tables
-written from and read into xarray Datasets."""
+"""ndfusion from Python: its own session (`SessionContext`: every kind's `STORED AS`, the
+table functions, the optimizer rules such as the grid aggregate, `SET ndfusion.*`, `COPY`),
+whose results (`DataFrame`) go to pyarrow, pandas and polars through the Arrow C stream
+interface; its tables for datafusion-python (Zarr arrays, groups and collections, netCDF and
+HDF5 files, Icechunk repositories, lance-nd tables), with their filters pushed into the scan
+as in Rust; and lance-nd tables written from and read into xarray Datasets."""
 
 import datafusion as _datafusion
 
@@ -14,11 +17,13 @@ if _major != _SUPPORTED_MAJOR:
     )
 
 from ._ndfusion import (  # noqa: E402
+    DataFrame,
     Error,
     HDF5Table,
     IcechunkTable,
     LanceNdTable,
     NetCDFTable,
+    SessionContext,
     TableFactory,
     ZarrTable,
     table_kinds,
@@ -26,11 +31,13 @@ from ._ndfusion import (  # noqa: E402
 from .nd_batches import read_nd_batches, write_nd_batches  # noqa: E402
 
 __all__ = [
+    "DataFrame",
     "Error",
     "HDF5Table",
     "IcechunkTable",
     "LanceNdTable",
     "NetCDFTable",
+    "SessionContext",
     "ZarrTable",
     "read_nd_batches",
     "register_table_factories",

@@ -1,7 +1,8 @@
 //! ndfusion's tables for datafusion-python: `ZarrTable` and `LanceNdTable` hand their
 //! providers over `datafusion-ffi` (`__datafusion_table_provider__`), opened on the
 //! extension's own tokio runtime, which also runs their scans. `nd_batches.rs` writes and
-//! reads lance-nd tables for `ndfusion.write_nd_batches` / `read_nd_batches`.
+//! reads lance-nd tables for `ndfusion.write_nd_batches` / `read_nd_batches`;
+//! `session.rs` is ndfusion's own session (`ndfusion.SessionContext`), which needs no FFI.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -25,6 +26,7 @@ use tokio::runtime::Runtime;
 
 mod described_plan;
 mod nd_batches;
+mod session;
 
 use described_plan::DescribedPlan;
 
@@ -230,6 +232,29 @@ table_class!(
     ndfusion::IcechunkTable
 );
 
+/// The provider of one of ndfusion's table objects, for `SessionContext.register_table`.
+fn table_provider(table: &Bound<'_, PyAny>) -> PyResult<Arc<dyn TableProvider>> {
+    macro_rules! provider_of {
+        ($($class:ident),*) => {
+            $(if let Ok(t) = table.cast::<$class>() {
+                return Ok(Arc::clone(&t.get().provider));
+            })*
+        };
+    }
+    provider_of!(
+        ZarrTable,
+        NetCDFTable,
+        HDF5Table,
+        LanceNdTable,
+        IcechunkTable
+    );
+    Err(error(format!(
+        "register_table takes one of ndfusion's tables (ZarrTable, NetCDFTable, HDF5Table, \
+         LanceNdTable, IcechunkTable), not {}",
+        table.get_type().name()?
+    )))
+}
+
 /// A table factory as `STORED AS ZARR` / `STORED AS LANCE_ND` use it, whose tables are
 /// wrapped as `ZarrTable`'s are.
 #[derive(Debug)]
@@ -315,6 +340,8 @@ fn _ndfusion(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LanceNdTable>()?;
     m.add_class::<IcechunkTable>()?;
     m.add_class::<TableFactory>()?;
+    m.add_class::<session::PySessionContext>()?;
+    m.add_class::<session::PyDataFrame>()?;
     m.add_function(wrap_pyfunction!(table_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(nd_batches::write_nd_batches, m)?)?;
     m.add_function(wrap_pyfunction!(nd_batches::read_nd_batches, m)?)?;

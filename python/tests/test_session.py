@@ -1,0 +1,149 @@
+"""ndfusion's own session from Python (`ndfusion.SessionContext`, issue 69): its optimizer
+rules, `SET ndfusion.*` and `COPY` apply, and its results reach pyarrow, pandas and xarray.
+Every answer is one xarray, zarr-python or pyarrow computes on the same files."""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import ndfusion
+from answers import DATA, expected
+
+DAILY = DATA / "grid" / "daily_v3.zarr"
+
+
+def rows(df):
+    return df.to_arrow().to_pylist()
+
+
+@pytest.fixture
+def ctx():
+    return ndfusion.SessionContext()
+
+
+def test_every_kind_is_stored_as_in_the_session(ctx):
+    ctx.sql(f"CREATE EXTERNAL TABLE s STORED AS ZARR LOCATION '{DATA / 'zarr_v3' / 'struct_1d.zarr'}'")
+    ids = expected("zarr_v3")["struct_1d"]["columns"]["id"]
+    assert rows(ctx.sql("SELECT count(*) AS n, sum(id) AS total FROM s")) == [
+        {"n": len(ids), "total": sum(ids)}
+    ]
+    ctx.sql(f"CREATE EXTERNAL TABLE h STORED AS HDF5 LOCATION '{DATA / 'hdf5' / 'strings.h5'}' "
+            "OPTIONS ('path' '/names')")
+    names = [r["value"] for r in expected("hdf5")["strings.h5:/names"]["rows"]]
+    assert [r["value"] for r in rows(ctx.sql("SELECT value FROM h ORDER BY dim_0"))] == names
+    assert ctx.tables() == ["h", "s"]
+    # The session's information schema is on, as the CLI's is.
+    kinds = rows(ctx.sql("SELECT count(*) AS n FROM information_schema.tables "
+                         "WHERE table_name IN ('h', 's')"))
+    assert kinds == [{"n": 2}]
+
+
+def test_monthly_means_are_a_grid_aggregate_and_equal_xarrays(ctx):
+    """The session's own rules apply (datafusion-python's FFI session has none of them):
+    per-cell monthly means fold chunks into dense accumulators, and equal xarray's resample
+    on its own fixture (NaN cells, descending latitudes, chunks splitting every axis)."""
+    import xarray as xr
+    ctx.sql(f"CREATE EXTERNAL TABLE d STORED AS ZARR LOCATION '{DAILY}'")
+    query = ("SELECT date_trunc('month', time) AS time, lat, lon, avg(temp) AS temp "
+             "FROM d GROUP BY 1, 2, 3")
+    assert "GridAggregateExec" in ctx.sql(query).explain()
+    got = ctx.sql(query + " ORDER BY 1, 2, 3").to_pandas().set_index(["time", "lat", "lon"])
+    ds = xr.open_zarr(DAILY).load()
+    want = (ds["temp"].astype("float64").resample(time="MS").mean()
+            .to_dataframe()["temp"].dropna().sort_index())
+    got = got["temp"].dropna()
+    assert len(got) == len(want) > 0
+    np.testing.assert_array_equal(got.index.get_level_values("lat"),
+                                  want.index.get_level_values("lat"))
+    np.testing.assert_allclose(got.to_numpy(), want.to_numpy(), rtol=1e-12)
+
+
+def test_config_is_what_set_takes(ctx):
+    ctx.sql(f"CREATE EXTERNAL TABLE d STORED AS ZARR LOCATION '{DAILY}'")
+    query = "SELECT lat, avg(temp) AS mean FROM d GROUP BY lat ORDER BY lat"
+    assert "GridAggregateExec" in ctx.sql(query).explain()
+    off = ndfusion.SessionContext({"ndfusion.grid_aggregate": "false"})
+    off.sql(f"CREATE EXTERNAL TABLE d STORED AS ZARR LOCATION '{DAILY}'")
+    assert "GridAggregateExec" not in off.sql(query).explain()
+    hashed, folded = off.sql(query).to_arrow(), ctx.sql(query).to_arrow()
+    assert hashed.column("lat").equals(folded.column("lat"))
+    assert hashed.column("mean").to_pylist() == pytest.approx(folded.column("mean").to_pylist(),
+                                                              rel=1e-12)
+    # SET in SQL changes the same setting.
+    ctx.sql("SET ndfusion.grid_aggregate = false")
+    assert "GridAggregateExec" not in ctx.sql(query).explain()
+    with pytest.raises(ndfusion.Error, match="config key 'ndfusion.no_such_key'"):
+        ndfusion.SessionContext({"ndfusion.no_such_key": "1"})
+    with pytest.raises(ndfusion.Error, match="config key 'a b' is not a setting's name"):
+        ndfusion.SessionContext({"a b": "1"})
+
+
+def test_arrow_data_joins_the_grids(ctx):
+    """A station list from pyarrow (and a RecordBatch) joined with a grid's cells."""
+    ctx.sql(f"CREATE EXTERNAL TABLE d STORED AS ZARR LOCATION '{DAILY}'")
+    ds = __import__("xarray").open_zarr(DAILY).load()
+    lat, lon = float(ds["lat"][1]), float(ds["lon"][2])
+    stations = pa.table({"name": ["buoy"], "lat": [lat], "lon": [lon]})
+    ctx.register_arrow("stations", stations)
+    ctx.register_arrow("one", pa.record_batch({"k": [1, 2]}))
+    got = rows(ctx.sql("SELECT s.name, count(d.temp) AS n, avg(d.temp) AS mean FROM d "
+                       "JOIN stations s ON d.lat = s.lat AND d.lon = s.lon GROUP BY s.name"))
+    cell = ds["temp"].sel(lat=lat, lon=lon).astype("float64")
+    assert got[0]["name"] == "buoy" and got[0]["n"] == int(cell.count())
+    assert got[0]["mean"] == pytest.approx(float(cell.mean()), rel=1e-12)
+    assert rows(ctx.sql("SELECT sum(k) AS s FROM one")) == [{"s": 3}]
+    with pytest.raises(ndfusion.Error, match="register_arrow\\('x', ...\\) takes Arrow data"):
+        ctx.register_arrow("x", [1, 2])
+
+
+def test_ndfusions_tables_register(ctx):
+    ctx.register_table("s", ndfusion.ZarrTable(str(DATA / "zarr_v3" / "struct_1d.zarr")))
+    ids = expected("zarr_v3")["struct_1d"]["columns"]["id"]
+    assert rows(ctx.sql("SELECT sum(id) AS total FROM s WHERE dim_0 >= 8")) == [
+        {"total": sum(ids[8:])}
+    ]
+    with pytest.raises(ndfusion.Error, match="register_table takes one of ndfusion's tables"):
+        ctx.register_table("x", pa.table({"a": [1]}))
+
+
+def test_results_cross_as_arrow_streams(ctx):
+    ctx.sql(f"CREATE EXTERNAL TABLE d STORED AS ZARR LOCATION '{DAILY}'")
+    df = ctx.sql("SELECT lat, count(temp) AS n FROM d GROUP BY lat ORDER BY lat")
+    # The PyCapsule interface: pyarrow reads the stream as it is computed.
+    table = pa.table(df)
+    assert table.schema == df.schema()
+    assert table.equals(df.to_arrow())
+    assert df.count() == 6 == table.num_rows
+    reader = pa.RecordBatchReader.from_stream(df)
+    assert reader.read_all().num_rows == 6
+    # A stream given up after its first batch stops the query (its stream is dropped).
+    cells = pa.RecordBatchReader.from_stream(ctx.sql("SELECT * FROM d"))
+    assert cells.read_next_batch().num_rows > 0
+    cells.close()
+    ds = __import__("xarray").open_zarr(DAILY).load()
+    counts = ds["temp"].count(["time", "lon"]).sortby("lat")
+    assert table.column("n").to_pylist() == [int(c) for c in counts.values]
+    assert df.to_pandas()["n"].sum() == int(counts.sum())
+    shown = repr(df)
+    assert "| lat" in shown and "(6 rows)" in shown, shown
+    assert "(the first 10 rows)" in repr(ctx.sql("SELECT * FROM d"))
+    assert "GridAggregateExec" in df.explain(analyze=True)
+
+
+def test_copy_and_errors(ctx, tmp_path):
+    """COPY runs when `sql` is called (its row count is the result), and xarray reads what
+    it wrote; a bad statement is an ndfusion.Error with DataFusion's message."""
+    import xarray as xr
+    ctx.sql(f"CREATE EXTERNAL TABLE d STORED AS ZARR LOCATION '{DAILY}'")
+    out = tmp_path / "zonal.zarr"
+    copy = ctx.sql(f"COPY (SELECT time, lat, avg(temp) AS temp FROM d GROUP BY 1, 2) TO '{out}' "
+                   "STORED AS ZARR OPTIONS ('dimensions' 'time,lat')")
+    assert out.exists()
+    assert rows(copy) == [{"count": 400 * 6}]
+    got = xr.open_zarr(out).load()
+    want = xr.open_zarr(DAILY).load()["temp"].astype("float64").mean("lon").sortby("lat")
+    xr.testing.assert_allclose(got["temp"], want.transpose("time", "lat"), rtol=1e-12)
+    with pytest.raises(ndfusion.Error, match="table '.*nope' not found"):
+        ctx.sql("SELECT * FROM nope")
+    with pytest.raises(ndfusion.Error, match="no_such"):
+        ctx.sql(f"CREATE EXTERNAL TABLE e STORED AS ZARR LOCATION '{DAILY}' OPTIONS ('no_such' '1')")
