@@ -147,3 +147,29 @@ def test_copy_and_errors(ctx, tmp_path):
         ctx.sql("SELECT * FROM nope")
     with pytest.raises(ndfusion.Error, match="no_such"):
         ctx.sql(f"CREATE EXTERNAL TABLE e STORED AS ZARR LOCATION '{DAILY}' OPTIONS ('no_such' '1')")
+
+
+def test_ctrl_c_stops_a_running_query(ctx):
+    """A KeyboardInterrupt (here `_thread.interrupt_main`, what Ctrl-C and a Jupyter kernel
+    interrupt raise) ends a CPU-bound query within a second and stops its work; the session
+    answers the next one. Without the signal checks the cross join below runs for minutes."""
+    import _thread
+    import threading
+    import time
+    # A join whose every batch is small work (as in the CLI's pty test, tests/terminal.rs).
+    ctx.sql("CREATE TABLE r AS SELECT value AS id FROM generate_series(1, 100)")
+    slow = ctx.sql("SELECT count(*) FROM r a, r b, r c, r d, r e "
+                   "WHERE a.id + b.id + c.id + d.id + e.id = 7")
+    timer = threading.Timer(1.0, _thread.interrupt_main)
+    started = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        slow.to_arrow()
+    stopped = time.monotonic() - started
+    timer.join()
+    assert stopped < 2.0, stopped
+    # The query's work stopped too: the process is idle in the next second.
+    cpu = time.process_time()
+    time.sleep(1.0)
+    assert time.process_time() - cpu < 0.5
+    assert rows(ctx.sql("SELECT count(*) AS n FROM r")) == [{"n": 100}]
