@@ -95,6 +95,7 @@ pub use lance_nd::{
     LanceNdWriter, ReadOptions, WriteOptions,
 };
 pub use limits::{format_size, parse_size, Limits, SessionLimits};
+pub use nd::rows_batch::rows_on_grid;
 pub use nd::{Dim, NdArrowArray, NdError, NdRecordBatch};
 pub use netcdf::{NetCDFKeys, NetCDFOptions, NetCDFTable, NetCDFTableFactory};
 #[cfg(feature = "cluster")]

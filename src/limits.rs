@@ -140,7 +140,7 @@ impl Limits {
 
     /// The limits a session reads under: what `SET ndfusion.*` changed there, over the
     /// process's defaults.
-    pub(crate) fn of_session(config: &ConfigOptions) -> Result<Limits> {
+    pub fn of_session(config: &ConfigOptions) -> Result<Limits> {
         match config.extensions.get::<SessionLimits>() {
             Some(session) => session.limits(),
             None => Limits::from_env(),

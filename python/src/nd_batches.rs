@@ -81,7 +81,7 @@ fn batch_from_py(index: usize, (arrays, globals): &PyNdBatch<'_>) -> PyResult<Nd
     NdRecordBatch::try_new(arrays, globals).map_err(|e| error(format!("batch {index}: {e}")))
 }
 
-fn batch_to_py<'py>(py: Python<'py>, batch: &NdRecordBatch) -> PyResult<PyNdBatch<'py>> {
+pub(crate) fn batch_to_py<'py>(py: Python<'py>, batch: &NdRecordBatch) -> PyResult<PyNdBatch<'py>> {
     let arrays = (batch.arrays().iter())
         .map(|(name, array)| -> PyResult<PyNdArray<'py>> {
             Ok((

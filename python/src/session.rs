@@ -26,6 +26,7 @@ use futures::StreamExt;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
+use crate::nd_batches::batch_to_py;
 use crate::{error, runtime, table_provider};
 
 /// Rows `repr` shows.
@@ -187,6 +188,33 @@ impl PyDataFrame {
         Table::try_new(batches, self.arrow_schema())
             .map_err(error)?
             .into_pyarrow(py)
+    }
+
+    /// The result as an `xarray.Dataset` on the grid of the columns `dims`, as
+    /// `xr.Dataset.from_dataframe(df.to_pandas().set_index(dims))` makes it (coordinates
+    /// sorted, NaN/NaT where no row names a cell, two rows on one cell an error naming it),
+    /// laid out in Rust from the Arrow columns (`ndfusion::rows_on_grid`), with no pandas
+    /// round trip; the coordinates are bounded by `ndfusion.max_coordinate_bytes`.
+    fn to_xarray<'py>(&self, py: Python<'py>, dims: Vec<String>) -> PyResult<Bound<'py, PyAny>> {
+        let df = self.df.clone();
+        let schema = self.arrow_schema();
+        let task = df.task_ctx();
+        let limits =
+            ndfusion::Limits::of_session(task.session_config().options()).map_err(error)?;
+        let pool = Arc::clone(task.memory_pool());
+        let batch = run(py, async move {
+            let batches = df.collect().await?;
+            let laid = tokio::task::spawn_blocking(move || {
+                ndfusion::rows_on_grid(&schema, &batches, &dims, limits.coordinate_bytes, &pool)
+            });
+            let batch = laid
+                .await
+                .map_err(|e| DataFusionError::Execution(format!("to_xarray: {e}")))?;
+            batch.map_err(|e| DataFusionError::Execution(format!("to_xarray: {e}")))
+        })?;
+        let (arrays, globals) = batch_to_py(py, &batch)?;
+        py.import("ndfusion.nd_batches")?
+            .call_method1("_dataset_of", (arrays, globals))
     }
 
     /// The result as a `pandas.DataFrame` (through pyarrow).

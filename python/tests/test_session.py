@@ -173,3 +173,51 @@ def test_ctrl_c_stops_a_running_query(ctx):
     time.sleep(1.0)
     assert time.process_time() - cpu < 0.5
     assert rows(ctx.sql("SELECT count(*) AS n FROM r")) == [{"n": 100}]
+
+
+def from_dataframe(df, dims):
+    """What xarray makes of the same result through pandas (the reference)."""
+    import xarray as xr
+    return xr.Dataset.from_dataframe(df.to_pandas().set_index(dims))
+
+
+def test_to_xarray_lays_a_result_as_from_dataframe_does(ctx):
+    """Monthly means (a grid aggregate: every cell; latitudes descending in the store,
+    ascending here as from_dataframe sorts them), a selection with
+    missing cells and an integer column (float64 with NaN there, as pandas makes it), and a
+    string dimension: each equal to xarray's from_dataframe of the same result."""
+    import xarray as xr
+    ctx.sql(f"CREATE EXTERNAL TABLE d STORED AS ZARR LOCATION '{DAILY}'")
+    monthly = ctx.sql("SELECT date_trunc('month', time) AS time, lat, lon, avg(temp) AS temp, "
+                      "count(temp) AS n FROM d GROUP BY 1, 2, 3")
+    dims = ["time", "lat", "lon"]
+    got = monthly.to_xarray(dims)
+    xr.testing.assert_identical(got, from_dataframe(monthly, dims))
+    assert got["temp"].dims == ("time", "lat", "lon")
+    ds = xr.open_zarr(DAILY).load()
+    want = ds["temp"].astype("float64").resample(time="MS").mean().sortby("lat")
+    xr.testing.assert_allclose(got["temp"], want.transpose(*dims), rtol=1e-12)
+
+    warm = ctx.sql("SELECT time, lat, lon, temp, CAST(lon * 10 AS BIGINT) AS k FROM d "
+                   "WHERE temp > 26 AND time < '2001-02-01'")
+    got = warm.to_xarray(dims)
+    xr.testing.assert_identical(got, from_dataframe(warm, dims))
+    assert got["k"].dtype == np.float64 and bool(got["k"].isnull().any())
+
+    hemis = ctx.sql("SELECT CASE WHEN lat > 0 THEN 'north' ELSE 'south' END AS hemi, lon, "
+                    "avg(temp) AS temp FROM d GROUP BY 1, 2")
+    got = hemis.to_xarray(["hemi", "lon"])
+    want = from_dataframe(hemis, ["hemi", "lon"])
+    assert list(got["hemi"].values) == list(want["hemi"].values) == ["north", "south"]
+    np.testing.assert_array_equal(got["lon"].values, want["lon"].values)
+    np.testing.assert_allclose(got["temp"].values, want["temp"].values, rtol=1e-12)
+
+
+def test_to_xarray_refuses_two_rows_on_a_cell(ctx):
+    ctx.sql(f"CREATE EXTERNAL TABLE d STORED AS ZARR LOCATION '{DAILY}'")
+    # (xarray's from_dataframe keeps a repeated index value as a repeated coordinate.)
+    rows_ = ctx.sql("SELECT lat, temp FROM d")
+    with pytest.raises(ndfusion.Error, match=r"to_xarray: .*same dimensions \(lat\) = \("):
+        rows_.to_xarray(["lat"])
+    with pytest.raises(ndfusion.Error, match="'depth'"):
+        rows_.to_xarray(["depth"])

@@ -12,7 +12,9 @@ pub(crate) mod casting;
 #[cfg(test)]
 mod generated_inputs;
 pub(crate) mod on_grid;
+pub(crate) mod rows_batch;
 pub(crate) mod rows_grid;
+pub(crate) mod rows_groups;
 
 pub(crate) use array::cell_count;
 pub use array::{Dim, NdArrowArray};

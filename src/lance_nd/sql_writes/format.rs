@@ -13,10 +13,10 @@ use datafusion::physical_expr::LexRequirement;
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::options::LanceNdCopyOptions;
-use super::rows::RowsLayout;
 use super::sink::LanceNdSink;
 use crate::error::Error;
 use crate::limits::Limits;
+use crate::nd::rows_batch::RowsLayout;
 use crate::write_format::{WriteOnly, WriteOnlyFactory, Writes};
 
 /// Makes the format `COPY ... STORED AS LANCE_ND` writes with.

@@ -3,17 +3,15 @@
 //!
 //! The stages, in the order rows pass them: `format.rs` (what DataFusion's COPY planner
 //! calls), `options.rs` (the `OPTIONS` keys), `sink.rs` (rows sorted by their batch, each
-//! batch written as it completes and all committed once through `writer/`), `groups.rs`
-//! (where one batch's rows end), `rows.rs` (a batch's rows on the grid of its own dimension
-//! values).
+//! batch written as it completes and all committed once through `writer/`); `nd/rows_groups.rs`
+//! finds where one batch's rows end, `nd/rows_batch.rs` lays them on the grid of the batch's
+//! own dimension values.
 
 mod format;
-mod groups;
 mod options;
-mod rows;
 mod sink;
 
+pub(crate) use crate::nd::rows_batch::RowsLayout;
 pub use format::{LanceNdFormat, LanceNdFormatFactory, LanceNdWriter};
 pub use options::{LanceNdCopyKeys, LanceNdCopyOptions};
-pub(crate) use rows::RowsLayout;
 pub(crate) use sink::LanceNdSink;

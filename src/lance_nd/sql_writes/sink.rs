@@ -1,7 +1,7 @@
 //! [`LanceNdSink`]: a query's rows appended to a lance-nd table as nd record batches, in one
 //! Lance commit, by `COPY ... STORED AS LANCE_ND` and `INSERT INTO`.
 //!
-//! The sink requires its rows sorted by their global attributes (`groups.rs`), so the rows of
+//! The sink requires its rows sorted by their global attributes (`nd/rows_groups.rs`), so the rows of
 //! one batch arrive together: when the next batch's first row arrives, the batch is laid on
 //! its grid and its data files are written (`StagedWrite`), and its rows are let go. A write
 //! holds one batch at a time, reserved from the session's memory pool (the sort before it
@@ -26,11 +26,11 @@ use datafusion::physical_plan::metrics::{
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
 use futures::StreamExt;
 
-use super::groups::{required_ordering, GroupCuts};
-use super::rows::RowsLayout;
 use crate::error::Error;
 use crate::lance_nd::table::Reading;
 use crate::lance_nd::writer::{StagedWrite, WriteOptions};
+use crate::nd::rows_batch::RowsLayout;
+use crate::nd::rows_groups::{required_ordering, GroupCuts};
 
 /// Appends rows to the lance-nd table at one location.
 #[derive(Debug)]

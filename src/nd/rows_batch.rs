@@ -1,7 +1,8 @@
 //! A query's rows as nd record batches: rows grouped by their global attributes (the
-//! `batch_by` columns of a COPY, the `__global_attrs__` value of an INSERT), each group laid
-//! on the grid of its own dimension values (`nd/rows_grid.rs`), one batch (one table row) per
-//! group.
+//! `batch_by` columns of a lance-nd COPY, the `__global_attrs__` value of an INSERT), each
+//! group laid on the grid of its own dimension values (`rows_grid.rs`), one batch (one table
+//! row) per group; and a whole result as one dataset ([`rows_on_grid`], Python's
+//! `DataFrame.to_xarray`).
 //!
 //! A dimension is a coordinate (an array named like it, holding its sorted distinct values)
 //! or, for an INSERT into a table whose dimension has no coordinate, an index (the row's
@@ -9,17 +10,20 @@
 //! not have. Every other column becomes an array on the batch's grid, NULL in the cells no
 //! row names: reading the table back gives the rows written, plus those cells.
 
+use std::sync::Arc;
+
 use arrow::array::{Array, ArrayRef, AsArray, BooleanBufferBuilder, RecordBatch, UInt32Array};
 use arrow::buffer::NullBuffer;
-use arrow::compute::take;
-use arrow::datatypes::{DataType, Int64Type, Schema};
+use arrow::compute::{concat_batches, take};
+use arrow::datatypes::{DataType, Int64Type, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::DataFusionError;
-use datafusion::execution::memory_pool::MemoryReservation;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 
 use crate::nd::arrow_encoding::GLOBAL_ATTRS_COLUMN;
 use crate::nd::rows_grid::{CoordinateTypes, GridBuilder, GridError};
+use crate::nd::rows_groups::GroupCuts;
 use crate::nd::{Dim, NdArrowArray, NdError, NdRecordBatch};
 
 /// Cells a batch's grid may have for each of its rows, past a first million: a sparse group
@@ -110,6 +114,8 @@ pub(crate) struct RowsLayout {
     table_columns: bool,
     /// What the coordinates of one batch may hold (`ndfusion.max_coordinate_bytes`).
     max_coordinate_bytes: u64,
+    /// The types a dimension may have (lance-nd's writes take no string coordinates yet).
+    types: CoordinateTypes,
 }
 
 impl RowsLayout {
@@ -163,6 +169,20 @@ impl RowsLayout {
             global_attrs,
             table_columns: false,
             max_coordinate_bytes,
+            types: CoordinateTypes::Numbers,
+        })
+    }
+
+    /// Rows of `schema` as one dataset on the grid of `dimensions` ([`rows_on_grid`]):
+    /// string dimensions too.
+    fn for_dataset(
+        schema: &Schema,
+        dimensions: &[String],
+        max_coordinate_bytes: u64,
+    ) -> Result<Self, RowsError> {
+        Ok(RowsLayout {
+            types: CoordinateTypes::NumbersAndStrings,
+            ..Self::for_copy(schema, dimensions, &[], max_coordinate_bytes)?
         })
     }
 
@@ -191,6 +211,7 @@ impl RowsLayout {
             global_attrs: global_attrs_column(schema)?,
             table_columns: true,
             max_coordinate_bytes,
+            types: CoordinateTypes::Numbers,
         })
     }
 
@@ -223,7 +244,7 @@ impl RowsLayout {
         let mut learning = GridBuilder::new(
             &group.schema(),
             &coordinates,
-            CoordinateTypes::Numbers,
+            self.types,
             self.max_coordinate_bytes,
         )?;
         learning.add(group)?;
@@ -391,6 +412,36 @@ impl RowsLayout {
     }
 }
 
+/// `rows` (of `schema`) laid on the grid of their `dimensions` columns as one nd record
+/// batch, as xarray's `Dataset.from_dataframe(df.set_index(dimensions))` lays a frame: each
+/// dimension a coordinate of its sorted distinct values (numbers, times or strings), every
+/// other column an array on all the dimensions, NULL in the cells no row names. Two rows on
+/// one cell are an error naming the cell, and so is a grid this sparse (over 1,024 cells a
+/// row past the first million) or coordinates over `max_coordinate_bytes`. A
+/// `__global_attrs__` column (a lance-nd table's rows) gives the batch's global attributes
+/// and must hold one value. What the grid holds is reserved from `pool`.
+pub fn rows_on_grid(
+    schema: &SchemaRef,
+    rows: &[RecordBatch],
+    dimensions: &[String],
+    max_coordinate_bytes: u64,
+    pool: &Arc<dyn MemoryPool>,
+) -> Result<NdRecordBatch, NdError> {
+    let problem = |e: RowsError| NdError::new(e.to_string());
+    let layout =
+        RowsLayout::for_dataset(schema, dimensions, max_coordinate_bytes).map_err(problem)?;
+    let all = concat_batches(schema, rows).map_err(|e| problem(e.into()))?;
+    let mut cuts = GroupCuts::new(schema, layout.keys()).map_err(problem)?;
+    if !matches!(cuts.starts(&all), Ok(starts) if starts.is_empty()) {
+        return Err(NdError::new(format!(
+            "{GLOBAL_ATTRS_COLUMN} holds more than one value: a dataset has one set of \
+             global attributes"
+        )));
+    }
+    let mut memory = MemoryConsumer::new("rows_on_grid").register(pool);
+    layout.batch(&all, &mut memory).map_err(problem)
+}
+
 impl std::fmt::Display for RowsLayout {
     /// As EXPLAIN shows it: `dimensions=[depth, i (index)], batch_by=[station]`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -470,7 +521,6 @@ mod tests {
     use arrow::row::{RowConverter, SortField};
     use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, UnboundedMemoryPool};
 
-    use super::super::groups::GroupCuts;
     use super::*;
 
     fn memory() -> MemoryReservation {

@@ -10,7 +10,7 @@ use arrow::row::{OwnedRow, RowConverter, SortField};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{LexRequirement, PhysicalSortRequirement};
 
-use super::rows::RowsError;
+use super::rows_batch::RowsError;
 
 /// The order the sink's rows arrive in: ascending, NULL first (as a `RowConverter` with
 /// default sort fields compares, which is how the cuts compare).
