@@ -271,13 +271,39 @@ impl PyDataFrame {
         PyCapsule::new(py, ffi, Some(c"arrow_array_stream".into()))
     }
 
+    /// The result's batches, each computed as the loop asks for it (`pyarrow.RecordBatch`es
+    /// of the Arrow stream).
+    fn __iter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let reader = (slf.py().import("pyarrow")?.getattr("RecordBatchReader")?)
+            .call_method1("from_stream", (slf,))?;
+        reader.call_method0("__iter__")
+    }
+
     /// The first rows, and how many there are, as a notebook shows a result.
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let (shown, more) = self.first_rows(py)?;
+        let table = pretty_format_batches(&shown).map_err(error)?;
+        Ok(format!("{table}\n{}", rows_note(&shown, more)))
+    }
+
+    /// The first rows as an HTML table (pandas' own), for notebooks.
+    fn _repr_html_(&self, py: Python<'_>) -> PyResult<String> {
+        let (shown, more) = self.first_rows(py)?;
+        let table = Table::try_new(shown.clone(), self.arrow_schema()).map_err(error)?;
+        let html = (table.into_pyarrow(py)?.call_method0("to_pandas")?)
+            .call_method0("_repr_html_")?
+            .extract::<String>()?;
+        Ok(format!("{html}<p>{}</p>", rows_note(&shown, more)))
+    }
+}
+
+impl PyDataFrame {
+    /// The first `SHOWN_ROWS` rows, and whether there are more.
+    fn first_rows(&self, py: Python<'_>) -> PyResult<(Vec<RecordBatch>, bool)> {
         let df = self.df.clone();
         let batches = run(py, async move {
             df.limit(0, Some(SHOWN_ROWS + 1))?.collect().await
         })?;
-        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
         let mut shown = Vec::new();
         let mut left = SHOWN_ROWS;
         for batch in &batches {
@@ -285,11 +311,17 @@ impl PyDataFrame {
             shown.push(batch.slice(0, n));
             left -= n;
         }
-        let table = pretty_format_batches(&shown).map_err(error)?;
-        Ok(match rows > SHOWN_ROWS {
-            true => format!("{table}\n(the first {SHOWN_ROWS} rows)"),
-            false => format!("{table}\n({rows} rows)"),
-        })
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        Ok((shown, rows > SHOWN_ROWS))
+    }
+}
+
+/// What a shown table says of the rows it leaves out.
+fn rows_note(shown: &[RecordBatch], more: bool) -> String {
+    let rows: usize = shown.iter().map(RecordBatch::num_rows).sum();
+    match more {
+        true => format!("(the first {rows} rows)"),
+        false => format!("({rows} rows)"),
     }
 }
 

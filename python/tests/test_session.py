@@ -127,6 +127,10 @@ def test_results_cross_as_arrow_streams(ctx):
     shown = repr(df)
     assert "| lat" in shown and "(6 rows)" in shown, shown
     assert "(the first 10 rows)" in repr(ctx.sql("SELECT * FROM d"))
+    html = df._repr_html_()
+    assert html.startswith("<div>") and "<th>lat</th>" in html and "(6 rows)" in html, html
+    # Iteration yields the batches.
+    assert sum(b.num_rows for b in df) == 6
     assert "GridAggregateExec" in df.explain(analyze=True)
 
 
