@@ -38,6 +38,44 @@ def test_every_kind_is_stored_as_in_the_session(ctx):
     assert kinds == [{"n": 2}]
 
 
+def one_row(ctx, sql):
+    """The one row `sql` answers, as Python values."""
+    table = ctx.sql(sql).to_arrow()
+    assert table.num_rows == 1, sql
+    return [table.column(i)[0].as_py() for i in range(table.num_columns)]
+
+
+def test_netcdf_icechunk_and_lance_nd_answer_as_their_references(ctx):
+    """The other kinds through the session, each against what its reference computed on the
+    same file (xarray for netCDF and the Icechunk snapshot, pylance for lance-nd), with the
+    scans' own pruning in EXPLAIN and the Icechunk table functions of the session."""
+    records = expected("netcdf")["records"]
+    ctx.sql(f"CREATE EXTERNAL TABLE r STORED AS NETCDF LOCATION '{DATA / 'netcdf' / 'records.nc'}'")
+    weeks = records["weeks_3_to_5"]
+    where = "time >= '2000-01-22' AND time < '2000-02-12'"
+    got = one_row(ctx, f"SELECT count(sst), min(sst), max(sst) FROM r WHERE {where}")
+    assert got == [weeks["count"], float(weeks["min"]), float(weeks["max"])]
+    assert "chunks=[sst 1/3]" in ctx.sql(f"SELECT sst FROM r WHERE {where}").explain()
+
+    ocean = DATA / "icechunk" / "ocean.icechunk"
+    want = expected("icechunk")["ocean"]["versions"]["v1"]
+    ctx.sql(f"CREATE EXTERNAL TABLE s STORED AS ICECHUNK LOCATION '{ocean}' "
+            "OPTIONS ('tag' 'v1', 'path' 'surface')")
+    rows_, count, mean = one_row(ctx, "SELECT count(*), count(temp), avg(temp) FROM s")
+    assert [rows_, count] == [want["surface"]["rows"], want["count_temp"]]
+    assert mean == pytest.approx(float(want["mean_temp"]), rel=1e-12)
+    tags = ctx.sql(f"SELECT name FROM icechunk_refs('{ocean}') WHERE kind = 'tag'").to_arrow()
+    assert tags.column("name").to_pylist() == ["v1"]
+
+    sql = expected("lance_nd")["doc_example"]["sql"]
+    ctx.sql(f"CREATE EXTERNAL TABLE doc STORED AS LANCE_ND LOCATION "
+            f"'{DATA / 'lance_nd' / 'doc_example.lance'}'")
+    got = one_row(ctx, "SELECT sum(temperature), count(*) FROM doc WHERE __global_attrs__.id = 'a'")
+    assert got == [sql["sum_temperature_a"], 12]
+    shown = ctx.sql("SELECT temperature FROM doc WHERE __global_attrs__.id = 'a'").explain()
+    assert "lance_filter=" in shown, shown
+
+
 def test_monthly_means_are_a_grid_aggregate_and_equal_xarrays(ctx):
     """The session's own rules apply (datafusion-python's FFI session has none of them):
     per-cell monthly means fold chunks into dense accumulators, and equal xarray's resample
