@@ -172,6 +172,22 @@ def test_results_cross_as_arrow_streams(ctx):
     assert "GridAggregateExec" in df.explain(analyze=True)
 
 
+def test_polars_and_duckdb_read_the_stream(ctx):
+    """The Arrow PyCapsule stream is what polars and DuckDB read (no pandas between)."""
+    import duckdb
+    import polars as pl
+    ctx.sql(f"CREATE EXTERNAL TABLE d STORED AS ZARR LOCATION '{DAILY}'")
+    query = "SELECT lat, count(temp) AS n, avg(temp) AS mean FROM d GROUP BY lat ORDER BY lat"
+    want = ctx.sql(query).to_arrow()
+    frame = pl.DataFrame(ctx.sql(query))
+    # (polars keeps no NOT NULL, so the values are compared.)
+    assert frame.to_dicts() == want.to_pylist()
+    assert ctx.sql(query).to_polars().equals(frame)
+    result = ctx.sql(query)
+    got = duckdb.sql("SELECT sum(n) AS n FROM result").fetchall()
+    assert got == [(sum(want.column("n").to_pylist()),)]
+
+
 def test_copy_and_errors(ctx, tmp_path):
     """COPY runs when `sql` is called (its row count is the result), and xarray reads what
     it wrote; a bad statement is an ndfusion.Error with DataFusion's message."""
