@@ -131,11 +131,19 @@ impl TableProvider for LocalFunctions {
     }
 }
 
+/// Refuses another datafusion-python major before anything crosses the FFI to it
+/// (`ndfusion._check_datafusion`).
+fn check_datafusion(py: Python<'_>) -> PyResult<()> {
+    py.import("ndfusion")?.call_method0("_check_datafusion")?;
+    Ok(())
+}
+
 fn provider_capsule<'py>(
     py: Python<'py>,
     provider: &Arc<dyn TableProvider>,
     session: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyCapsule>> {
+    check_datafusion(py)?;
     let codec = session_codec(session)?;
     let ffi = FFI_TableProvider::new_with_ffi_codec(
         Arc::new(LocalFunctions(Arc::clone(provider))),
@@ -312,6 +320,7 @@ impl TableFactory {
         py: Python<'py>,
         session: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyCapsule>> {
+        check_datafusion(py)?;
         let codec = session_codec(&session)?;
         let factory = Arc::new(LocalFactory(Arc::clone(&self.factory)));
         let ffi = FFI_TableProviderFactory::new_with_ffi_codec(

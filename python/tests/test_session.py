@@ -279,3 +279,21 @@ def test_to_xarray_refuses_two_rows_on_a_cell(ctx):
         rows_.to_xarray(["lat"])
     with pytest.raises(ndfusion.Error, match="'depth'"):
         rows_.to_xarray(["depth"])
+
+
+def test_the_session_needs_no_datafusion_python(monkeypatch):
+    """`import ndfusion` and its session leave datafusion-python unimported (0.3 s of the
+    import); the FFI path checks its major when a table or factory crosses to it."""
+    import subprocess
+    import sys
+    code = ("import sys, ndfusion; ndfusion.SessionContext().sql('SELECT 1').to_arrow(); "
+            "assert 'datafusion' not in sys.modules, 'imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    import datafusion
+    monkeypatch.setattr(datafusion, "__version__", "53.0.0")
+    with pytest.raises(ImportError, match="ndfusion needs datafusion 54.x, found datafusion 53.0.0"):
+        ndfusion.register_table_factories(datafusion.SessionContext())
+    with pytest.raises(ImportError, match="needs datafusion 54.x"):
+        datafusion.SessionContext().register_table(
+            "s", ndfusion.ZarrTable(str(DATA / "zarr_v3" / "struct_1d.zarr")))
+
