@@ -21,7 +21,7 @@ use datafusion::datasource::MemTable;
 use datafusion::error::DataFusionError;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::LogicalPlan;
-use datafusion::prelude::{DataFrame, SessionContext};
+use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use futures::StreamExt;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
@@ -66,8 +66,9 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// ndfusion's session: `SessionContext(config=None)`, `config` the keys SQL's `SET` takes
-/// (`{"ndfusion.max_metadata_bytes": "16M", "datafusion.execution.batch_size": "4096"}`).
+/// ndfusion's session: `SessionContext(config=None, memory_limit=None)`, `config` the keys
+/// SQL's `SET` takes (`{"ndfusion.max_metadata_bytes": "16M"}`), `memory_limit` the CLI's
+/// `--memory-limit` (`"2G"`: a fair pool in which sorts spill within their part).
 #[pyclass(module = "ndfusion", name = "SessionContext", frozen)]
 pub(crate) struct PySessionContext {
     ctx: SessionContext,
@@ -76,9 +77,27 @@ pub(crate) struct PySessionContext {
 #[pymethods]
 impl PySessionContext {
     #[new]
-    #[pyo3(signature = (config=None))]
-    fn new(py: Python<'_>, config: Option<HashMap<String, String>>) -> PyResult<Self> {
-        let ctx = ndfusion::new_session_context();
+    #[pyo3(signature = (config=None, memory_limit=None))]
+    fn new(
+        py: Python<'_>,
+        config: Option<HashMap<String, String>>,
+        memory_limit: Option<String>,
+    ) -> PyResult<Self> {
+        let ctx = match memory_limit {
+            None => ndfusion::new_session_context(),
+            Some(size) => {
+                let limit = (ndfusion::parse_size(&size).ok())
+                    .and_then(|bytes| usize::try_from(bytes).ok())
+                    .ok_or_else(|| {
+                        error(format!(
+                            "memory_limit '{size}' is not a size (2G, 512M, ...)"
+                        ))
+                    })?;
+                let runtime = ndfusion::memory_limited_runtime(limit).map_err(error)?;
+                let config = SessionConfig::new().with_information_schema(true);
+                ndfusion::new_session_context_with_runtime(config, runtime)
+            }
+        };
         let mut config: Vec<(String, String)> = config.unwrap_or_default().into_iter().collect();
         config.sort();
         for (key, value) in config {

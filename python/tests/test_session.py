@@ -297,3 +297,24 @@ def test_the_session_needs_no_datafusion_python(monkeypatch):
         datafusion.SessionContext().register_table(
             "s", ndfusion.ZarrTable(str(DATA / "zarr_v3" / "struct_1d.zarr")))
 
+
+def test_a_memory_limit_is_the_clis(tmp_path):
+    """`memory_limit` is the CLI's `--memory-limit` (a fair pool, sorts spilling within
+    their part): a gridded COPY of rows in random order, whose sort holds more than the
+    pool, completes and zarr-python reads every cell back."""
+    import zarr
+    ctx = ndfusion.SessionContext(memory_limit="32M")
+    out = tmp_path / "grid.zarr"
+    copy = (f"COPY (SELECT value % 1000 AS x, value / 1000 AS y, CAST(value AS DOUBLE) AS v "
+            f"FROM generate_series(0, 999999) ORDER BY random()) TO '{out}' STORED AS ZARR "
+            "OPTIONS ('dimensions' 'x,y')")
+    # EXPLAIN ANALYZE runs the COPY and shows its sort spilling.
+    analyzed = " ".join(ctx.sql("EXPLAIN ANALYZE " + copy).to_arrow().column(1).to_pylist())
+    spills = [int(n) for n in __import__("re").findall(r"spill_count=(\d+)", analyzed)]
+    assert max(spills) > 0, analyzed
+    v = zarr.open_group(str(out), mode="r")["v"][:]
+    assert v.shape == (1000, 1000)
+    np.testing.assert_array_equal(v, np.arange(1_000_000, dtype="f8").reshape(1000, 1000).T)
+    with pytest.raises(ndfusion.Error, match="memory_limit 'lots' is not a size"):
+        ndfusion.SessionContext(memory_limit="lots")
+
