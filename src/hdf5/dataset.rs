@@ -99,18 +99,10 @@ fn string_dataset_layout(
     let dims = dimension_names(h5, parent, ds)?;
     let dims: Vec<&str> = dims.iter().map(String::as_str).collect();
     let array = whole_array_json(&shape, &dims, json!("string"), "vlen-utf8", Map::new());
-    let attributes =
-        netcdf_reader::nc4::attributes::extract_variable_attributes(ds, NcMetadataMode::Strict)
-            .map_err(|e| format!("its attributes: {e}"))?;
-    let group = json!({
-        "zarr_format": 3,
-        "node_type": "group",
-        "attributes": Value::Object(attributes_json(&attributes, None)),
-    });
     let mut layout = Layout::default();
     layout
         .documents
-        .insert("zarr.json".into(), group.to_string().into_bytes());
+        .insert("zarr.json".into(), attributes_group(ds)?);
     layout
         .documents
         .insert("value/zarr.json".into(), array.to_string().into_bytes());
@@ -214,6 +206,15 @@ fn compound_with_strings_layout(
             .insert(name.to_string(), Source::Inline(chunk.into()));
         layout.order.push(name.to_string());
     }
+    layout
+        .documents
+        .insert("zarr.json".into(), attributes_group(ds)?);
+    Ok(layout)
+}
+
+/// The `zarr.json` of the group a dataset read as variables is laid out as: the dataset's
+/// attributes on the group, so that no CF rule applies to them (h5py applies none).
+fn attributes_group(ds: &Dataset) -> Result<Vec<u8>, String> {
     let attributes =
         netcdf_reader::nc4::attributes::extract_variable_attributes(ds, NcMetadataMode::Strict)
             .map_err(|e| format!("its attributes: {e}"))?;
@@ -222,10 +223,7 @@ fn compound_with_strings_layout(
         "node_type": "group",
         "attributes": Value::Object(attributes_json(&attributes, None)),
     });
-    layout
-        .documents
-        .insert("zarr.json".into(), group.to_string().into_bytes());
-    Ok(layout)
+    Ok(group.to_string().into_bytes())
 }
 
 /// The text of one variable-length string member of a record, from its `reference` (the

@@ -288,6 +288,17 @@ fn copy_peak(limit: &str, copy: &str) -> (Option<i32>, String, String, u64) {
     ndfusion_peak(&["-q", "--format", "csv", "--memory-limit", limit, "-c", copy])
 }
 
+/// `query` over the table `STORED AS kind` at `location`, registered as `t`, in CSV: the exit
+/// code, the output and the errors.
+fn query_csv(kind: &str, location: &std::path::Path, query: &str) -> (Option<i32>, String, String) {
+    let create = format!(
+        "CREATE EXTERNAL TABLE t STORED AS {kind} LOCATION '{}'",
+        location.display()
+    );
+    let (code, out, err, _) = ndfusion_peak(&["-q", "--format", "csv", "-c", &create, "-c", query]);
+    (code, out, err)
+}
+
 /// [`ndfusion_peak`] of `query` over the Zarr table at `location`, registered as `t`, in CSV.
 fn query_peak(location: &std::path::Path, query: &str) -> (Option<i32>, String, String, u64) {
     let create = format!(
@@ -606,19 +617,11 @@ fn a_gridded_copy_larger_than_the_memory_limit_completes() {
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("v").join("zarr.json")).unwrap()).unwrap();
     assert_eq!(meta["shape"], serde_json::json!([2000, 2500]));
-    let create = format!(
-        "CREATE EXTERNAL TABLE g STORED AS ZARR LOCATION '{}'",
-        out.display()
+    let (code, sums, err) = query_csv(
+        "ZARR",
+        &out,
+        "SELECT count(v), sum(v), sum(CASE WHEN v = y * 2000 + x THEN 1 ELSE 0 END) FROM t",
     );
-    let (code, sums, err, _) = ndfusion_peak(&[
-        "-q",
-        "--format",
-        "csv",
-        "-c",
-        &create,
-        "-c",
-        "SELECT count(v), sum(v), sum(CASE WHEN v = y * 2000 + x THEN 1 ELSE 0 END) FROM g",
-    ]);
     assert_eq!(code, Some(0), "{err}");
     assert!(
         sums.ends_with("\n5000000,12499997500000.0,5000000\n"),
@@ -646,20 +649,12 @@ fn a_lance_nd_copy_larger_than_the_memory_limit_completes() {
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(written, "count\n5000000\n");
     assert!(peak < 400 * MIB, "peak RSS {} MiB", peak / MIB);
-    let create = format!(
-        "CREATE EXTERNAL TABLE t STORED AS LANCE_ND LOCATION '{}'",
-        out.display()
-    );
-    let (code, sums, err, _) = ndfusion_peak(&[
-        "-q",
-        "--format",
-        "csv",
-        "-c",
-        &create,
-        "-c",
+    let (code, sums, err) = query_csv(
+        "LANCE_ND",
+        &out,
         "SELECT count(*), count(DISTINCT __global_attrs__.b), sum(v), \
          sum(CASE WHEN v = x * 10 + __global_attrs__.b THEN 1 ELSE 0 END) FROM t",
-    ]);
+    );
     assert_eq!(code, Some(0), "{err}");
     assert!(
         sums.ends_with("\n5000000,10,12499997500000.0,5000000\n"),
