@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableProvider, TableProviderFactory};
@@ -154,19 +155,52 @@ fn provider_capsule<'py>(
     PyCapsule::new(py, ffi, Some(c"datafusion_table_provider".into()))
 }
 
-/// What `work` gives, run on the extension's runtime with the GIL released; its error as
-/// `ndfusion.Error`.
-fn blocking<T: Send>(
+/// How often a waiting call looks for Python's signals (Ctrl-C, a kernel interrupt).
+const SIGNAL_CHECK: Duration = Duration::from_millis(50);
+
+/// What `work` gives, run as a task of the extension's runtime while the caller waits with
+/// the GIL released; its error as `ndfusion.Error`. Every `SIGNAL_CHECK` the caller takes
+/// the GIL back to run Python's signal handlers: when one raises (Ctrl-C's
+/// `KeyboardInterrupt`), the task is aborted, so a query's streams are dropped and its
+/// operators stop (the session's yield points), and the exception is raised.
+fn wait<T: Send + 'static, E: std::fmt::Display + Send + 'static>(
     py: Python<'_>,
-    work: impl std::future::Future<Output = ndfusion::Result<T>> + Send,
+    work: impl std::future::Future<Output = Result<T, E>> + Send + 'static,
 ) -> PyResult<T> {
-    py.detach(|| runtime().block_on(work)).map_err(error)
+    let mut task = AbortOnDrop(runtime().spawn(work));
+    loop {
+        let waited = py.detach(|| {
+            runtime().block_on(async { tokio::time::timeout(SIGNAL_CHECK, &mut task.0).await })
+        });
+        match waited {
+            Ok(Ok(result)) => return result.map_err(error),
+            Ok(Err(join)) => return Err(error(format!("the task failed: {join}"))),
+            Err(_) => py.check_signals()?,
+        }
+    }
+}
+
+/// A task aborted when the caller stops waiting for it.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// What `work` gives (ndfusion's own calls), waited for as [`wait`] waits.
+fn blocking<T: Send + 'static>(
+    py: Python<'_>,
+    work: impl std::future::Future<Output = ndfusion::Result<T>> + Send + 'static,
+) -> PyResult<T> {
+    wait(py, work)
 }
 
 /// The table `open` opens, on the extension's runtime with the GIL released.
 fn opened<T: TableProvider + 'static>(
     py: Python<'_>,
-    open: impl std::future::Future<Output = ndfusion::Result<T>> + Send,
+    open: impl std::future::Future<Output = ndfusion::Result<T>> + Send + 'static,
 ) -> PyResult<Arc<dyn TableProvider>> {
     Ok(Arc::new(blocking(py, open)?))
 }
@@ -192,7 +226,8 @@ macro_rules! table_class {
                 options: Option<HashMap<String, String>>,
             ) -> PyResult<Self> {
                 let options = <$options>::from_sql(&options.unwrap_or_default()).map_err(error)?;
-                let provider = opened(py, <$table>::open_with(&location, options))?;
+                let open = async move { <$table>::open_with(&location, options).await };
+                let provider = opened(py, open)?;
                 Ok($class { provider })
             }
 

@@ -110,10 +110,9 @@ pub(crate) fn write_nd_batches(
     let batches = (batches.iter().enumerate())
         .map(|(i, b)| batch_from_py(i, b))
         .collect::<PyResult<Vec<_>>>()?;
-    blocking(
-        py,
-        ndfusion::write_nd_batches(&location, &batches, &options),
-    )
+    // A write stopped by Ctrl-C is dropped before its one commit: the table is as it was.
+    let write = async move { ndfusion::write_nd_batches(&location, &batches, &options).await };
+    blocking(py, write)
 }
 
 /// The rows of the lance-nd table at `location` that pass `filter` (Lance SQL, such as
@@ -131,6 +130,7 @@ pub(crate) fn read_nd_batches<'py>(
     if let Some(filter) = filter {
         options = options.with_filter(filter);
     }
-    let batches = blocking(py, ndfusion::read_nd_batches(&location, &options))?;
+    let read = async move { ndfusion::read_nd_batches(&location, &options).await };
+    let batches = blocking(py, read)?;
     batches.iter().map(|b| batch_to_py(py, b)).collect()
 }

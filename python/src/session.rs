@@ -8,7 +8,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use arrow_pyarrow::{FromPyArrow, IntoPyArrow, Table, ToPyArrow};
 use datafusion::arrow::array::{RecordBatch, RecordBatchReader};
@@ -27,43 +26,17 @@ use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
 use crate::nd_batches::batch_to_py;
-use crate::{error, runtime, table_provider};
+use crate::{error, runtime, table_provider, wait};
 
 /// Rows `repr` shows.
 const SHOWN_ROWS: usize = 10;
 
-/// How often a waiting query looks for Python's signals (Ctrl-C, a kernel interrupt).
-const SIGNAL_CHECK: Duration = Duration::from_millis(50);
-
-/// What `work` gives, run as a task of the extension's runtime while the caller waits with
-/// the GIL released; a DataFusion error as `ndfusion.Error`. Every `SIGNAL_CHECK` the
-/// caller takes the GIL back to run Python's signal handlers: when one raises (Ctrl-C's
-/// `KeyboardInterrupt`), the task is aborted, so the query's streams are dropped and its
-/// operators stop (the session's yield points), and the exception is raised.
+/// What `work` gives, waited for as [`wait`] waits; a DataFusion error as `ndfusion.Error`.
 fn run<T: Send + 'static>(
     py: Python<'_>,
     work: impl std::future::Future<Output = Result<T, DataFusionError>> + Send + 'static,
 ) -> PyResult<T> {
-    let mut task = AbortOnDrop(runtime().spawn(work));
-    loop {
-        let waited = py.detach(|| {
-            runtime().block_on(async { tokio::time::timeout(SIGNAL_CHECK, &mut task.0).await })
-        });
-        match waited {
-            Ok(Ok(result)) => return result.map_err(error),
-            Ok(Err(join)) => return Err(error(format!("the query's task failed: {join}"))),
-            Err(_) => py.check_signals()?,
-        }
-    }
-}
-
-/// A task aborted when the caller stops waiting for it.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+    wait(py, work)
 }
 
 /// ndfusion's session: `SessionContext(config=None, memory_limit=None)`, `config` the keys
@@ -271,8 +244,8 @@ impl PyDataFrame {
     }
 
     /// The Arrow C stream of the result's batches, as they are computed (the PyCapsule
-    /// interface: `pyarrow.table(df)`, `polars.DataFrame(df)`, DuckDB). A requested schema
-    /// other than the result's is refused.
+    /// interface: `pyarrow.table(df)`, `polars.DataFrame(df)`, DuckDB). A requested schema is
+    /// ignored, as the interface allows: the stream has the result's.
     #[pyo3(signature = (requested_schema=None))]
     fn __arrow_c_stream__<'py>(
         &self,
