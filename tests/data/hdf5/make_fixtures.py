@@ -359,6 +359,7 @@ record("btree.h5", "/line")
 # attribute and an array of them), `/grid` (chunks splitting both dimensions, gzip, chunks
 # never written: h5py reads ""), `/ascii` (ASCII), `/long` (20,000 bytes of strings), `/records`
 # (a compound with vlen string members beside a number, a nested compound and an array),
+# `/many_records` and `/long_names` (such records over the metadata limits: sql/hdf5.slt),
 # `/nested` (a vlen string in a nested compound: not
 # read yet, an error naming the member).
 with h5py.File(fresh("strings.h5"), "w") as f:
@@ -396,6 +397,12 @@ with h5py.File(fresh("strings.h5"), "w") as f:
         (3, "très", (2.5, 3.0), b"CC", (7, 8, 9)), (4, "four", (3.5, 4.0), b"D", (0, 0, -7)),
     ], dtype=records)
     d.attrs["title"] = "records with names"
+    # Read whole when the table opens, within the metadata limit: 4,000 records of 58 bytes
+    # (232,000 bytes), and 8 records whose names hold 80,000 bytes.
+    d = f.create_dataset("many_records", shape=(4000,), dtype=records)
+    d[:2] = np.array([(1, "a", (0.0, 0.0), b"", (0, 0, 0))] * 2, dtype=records)
+    f.create_dataset("long_names", data=np.array(
+        [(i, "n" * 10000, (0.0, 0.0), b"", (0, 0, 0)) for i in range(8)], dtype=records))
     # A vlen string inside a nested compound: not read yet, an error naming the member.
     nested = np.dtype([("id", "<i4"), ("tag", [("label", h5py.string_dtype())])])
     f.create_dataset("nested", data=np.array([(1, ("a",))], dtype=nested))
